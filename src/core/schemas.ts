@@ -1,0 +1,131 @@
+/**
+ * @module core/schemas
+ * zod schemas of every public record and request body: the single source for runtime validation, the HTTP layer,
+ * the OpenAPI document and the TypeScript types. Wire fields are snake_case (the Agent Service interface); options
+ * objects passed to functions are camelCase.
+ */
+import { z } from 'zod';
+import { AGENT_STATUSES } from './status.js';
+
+export const MAX_GOAL_LENGTH = 100_000;
+
+export const AgentStatusSchema = z.enum(AGENT_STATUSES).meta({ id: 'AgentStatus' });
+
+const Timestamp = z.iso.datetime({ offset: false, precision: 3 }).describe('ISO 8601 UTC timestamp with milliseconds');
+const AgentId = z.uuid().describe('UUID v4');
+
+/** Agent, creation form (DESIGN §2). */
+export const AgentCreatedSchema = z
+  .object({
+    agent_id: AgentId,
+    goal: z.string(),
+    model: z.string(),
+    status: AgentStatusSchema,
+    progress: z.number().min(0).max(1),
+    created_at: Timestamp,
+  })
+  .meta({ id: 'AgentCreated' });
+export type AgentCreated = z.infer<typeof AgentCreatedSchema>;
+
+/** Agent, status form: the creation form plus what changes while it runs. */
+export const AgentSchema = AgentCreatedSchema.extend({
+  status_message: z.string(),
+  token_count: z.number().int().min(0),
+  message_count: z.number().int().min(0),
+  updated_at: Timestamp,
+  parent_id: AgentId.nullable().describe('beyond the interface: the parent of a sub-agent'),
+  credits_spent: z.number().min(0).describe('beyond the interface: credits settled by this agent alone'),
+  sub_agent_count: z.number().int().min(0).describe('beyond the interface: direct children'),
+}).meta({ id: 'Agent' });
+export type Agent = z.infer<typeof AgentSchema>;
+
+/** Agent, reduced form: used by lists and sub-agent views. */
+export const AgentSummarySchema = z
+  .object({
+    agent_id: AgentId,
+    status: AgentStatusSchema,
+    progress: z.number().min(0).max(1),
+    token_count: z.number().int().min(0),
+    message_count: z.number().int().min(0),
+  })
+  .meta({ id: 'AgentSummary' });
+export type AgentSummary = z.infer<typeof AgentSummarySchema>;
+
+export const MessageSchema = z
+  .object({
+    message_id: z.uuid(),
+    timestamp: Timestamp,
+    text: z.string(),
+    role: z.enum(['USER', 'ASSISTANT']),
+  })
+  .meta({ id: 'Message' });
+export type Message = z.infer<typeof MessageSchema>;
+
+export const AgentWithMessagesSchema = z
+  .object({ agent: AgentSchema, messages: z.array(MessageSchema) })
+  .meta({ id: 'AgentWithMessages' });
+export type AgentWithMessages = z.infer<typeof AgentWithMessagesSchema>;
+
+export const AgentListSchema = z
+  .object({ data: z.array(AgentSummarySchema), has_more: z.boolean(), next_cursor: z.string().nullable() })
+  .meta({ id: 'AgentList' });
+export type AgentList = z.infer<typeof AgentListSchema>;
+
+/** Body of POST /api/agents. */
+export const CreateAgentBodySchema = z
+  .object({
+    goal: z.string().trim().min(1, 'goal must not be empty').max(MAX_GOAL_LENGTH, `goal is longer than ${MAX_GOAL_LENGTH} characters`),
+    model: z.string().min(1).max(200).optional(),
+    max_credits: z.number().positive().finite().optional(),
+  })
+  .strict()
+  .meta({ id: 'CreateAgentBody' });
+
+/** Options of `runtime.create()`. */
+export const CreateAgentOptionsSchema = z
+  .object({
+    goal: CreateAgentBodySchema.shape.goal,
+    model: z.string().min(1).max(200).optional(),
+    accountId: z.string().min(1).max(200).optional(),
+    /** Cap, in credits, on what this agent and all its sub-agents may spend. */
+    maxCredits: z.number().positive().finite().optional(),
+  })
+  .strict();
+export type CreateAgentOptions = z.input<typeof CreateAgentOptionsSchema>;
+
+export const ListAgentsOptionsSchema = z
+  .object({
+    status: AgentStatusSchema.optional(),
+    parentId: z.uuid().nullable().optional(),
+    accountId: z.string().min(1).max(200).optional(),
+    limit: z.number().int().min(1).max(1000).default(50),
+    cursor: z.string().max(200).optional(),
+  })
+  .strict();
+export type ListAgentsOptions = z.input<typeof ListAgentsOptionsSchema>;
+
+export const DeletedAgentSchema = z
+  .object({ agent_id: AgentId, deleted: z.literal(true) })
+  .meta({ id: 'DeletedAgent' });
+
+export const ErrorBodySchema = z
+  .object({
+    error: z.object({
+      code: z.string(),
+      message: z.string(),
+      request_id: z.string(),
+      details: z.unknown().optional(),
+    }),
+  })
+  .meta({ id: 'Error' });
+
+/** Credits given by callers (numbers, may be fractional) and the integer micro-credits agentry counts in. */
+export const MICROS_PER_CREDIT = 1_000_000;
+export const CreditsAmountSchema = z.number().finite().positive().max(1e12);
+
+export function creditsToMicros(credits: number): number {
+  return Math.round(credits * MICROS_PER_CREDIT);
+}
+export function microsToCredits(micros: number): number {
+  return micros / MICROS_PER_CREDIT;
+}

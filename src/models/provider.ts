@@ -1,0 +1,120 @@
+/**
+ * @module models/provider
+ * The model extension point. A provider turns a conversation into one assistant turn. Content blocks follow the
+ * Anthropic Messages API shapes (text, tool_use, tool_result), which every other provider can be mapped onto.
+ */
+
+export interface TextBlock {
+  type: 'text';
+  text: string;
+}
+
+export interface ToolUseBlock {
+  type: 'tool_use';
+  id: string;
+  name: string;
+  input: unknown;
+}
+
+export interface ToolResultBlock {
+  type: 'tool_result';
+  tool_use_id: string;
+  content: string;
+  is_error?: boolean;
+}
+
+export type ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock;
+
+export interface ModelMessage {
+  role: 'user' | 'assistant';
+  content: ContentBlock[];
+}
+
+/** A tool as the model sees it. */
+export interface ModelToolSpec {
+  name: string;
+  description: string;
+  /** JSON Schema of the input object. */
+  input_schema: Record<string, unknown>;
+}
+
+export interface ModelRequest {
+  /** agentry's public model id, e.g. `svc-1-lite`. The provider maps it to an upstream model. */
+  model: string;
+  system: string;
+  messages: ModelMessage[];
+  tools: ModelToolSpec[];
+  /** Cap on output tokens; the credit reservation counts on it. */
+  maxTokens: number;
+  /** The agent this turn is for (for logs and scripted test models). */
+  agentId: string;
+}
+
+export interface ModelUsage {
+  inputTokens: number;
+  outputTokens: number;
+  /** Tokens read from the provider's prompt cache (billed as input). */
+  cacheReadInputTokens?: number;
+  /** Tokens written to the provider's prompt cache (billed as input). */
+  cacheCreationInputTokens?: number;
+}
+
+export type StopReason = 'end_turn' | 'tool_use' | 'max_tokens' | 'stop_sequence' | 'refusal' | 'pause_turn';
+
+export interface ModelResponse {
+  content: Array<TextBlock | ToolUseBlock>;
+  usage: ModelUsage;
+  stopReason: StopReason;
+}
+
+export interface GenerateOptions {
+  /** Aborted when the agent is paused or deleted; the provider must stop the request. */
+  signal: AbortSignal;
+}
+
+/**
+ * Generates assistant turns. Throw {@link ModelError} for failures the runtime should understand (a non-retryable
+ * provider error fails the agent with its message; a rate limit lets the scheduler back off).
+ *
+ * @example
+ * const echo: ModelProvider = {
+ *   models: ['svc-1-lite'],
+ *   async generate(req) {
+ *     return { content: [{ type: 'text', text: 'done' }], usage: { inputTokens: 1, outputTokens: 1 }, stopReason: 'end_turn' };
+ *   },
+ * };
+ */
+export interface ModelProvider {
+  /** Public model ids this provider serves; `create()` refuses others with `invalid_request`. */
+  readonly models: readonly string[];
+  generate(request: ModelRequest, options: GenerateOptions): Promise<ModelResponse>;
+  /** Context window of a model, in tokens (for eliding old tool results). */
+  contextWindow?(model: string): number;
+}
+
+/** A failure of the model provider. `retryable` failures are retried by the runtime, others fail the agent. */
+export class ModelError extends Error {
+  readonly retryable: boolean;
+  readonly status: number | undefined;
+  /** Milliseconds the provider asked us to wait, if it said. */
+  readonly retryAfterMs: number | undefined;
+
+  constructor(
+    message: string,
+    options: { retryable: boolean; status?: number; retryAfterMs?: number; cause?: unknown },
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.retryable = options.retryable;
+    this.status = options.status;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+/** Total tokens billed for a usage report. */
+export function totalTokens(usage: ModelUsage): { input: number; output: number } {
+  return {
+    input: usage.inputTokens + (usage.cacheReadInputTokens ?? 0) + (usage.cacheCreationInputTokens ?? 0),
+    output: usage.outputTokens,
+  };
+}

@@ -1,0 +1,274 @@
+/**
+ * @module storage/adapter
+ * The storage extension point. Every method is one atomic unit: an adapter runs it in one transaction (or under one
+ * lock), so a crash leaves all of it or none of it. The interface is async even where the driver is synchronous
+ * (better-sqlite3) so that PostgreSQL fits behind it too. Money is integer micro-credits everywhere here.
+ *
+ * The one contract suite in `test/storage/contract.ts` defines the behaviour every adapter must have.
+ */
+import type { AgentStatus } from '../core/status.js';
+
+export interface AccountRow {
+  id: string;
+  name: string;
+  subscription_active: boolean;
+  /** Settled balance, micro-credits. Never below zero. */
+  balance: number;
+  /** Sum of open reservations, micro-credits. Available = balance - reserved. */
+  reserved: number;
+  created_at: string;
+}
+
+export interface ApiKeyRow {
+  id: string;
+  account_id: string;
+  name: string;
+  /** SHA-256 of the full key, hex. The key itself is never stored. */
+  hash: string;
+  last4: string;
+  created_at: string;
+}
+
+export interface AgentRow {
+  agent_id: string;
+  account_id: string;
+  parent_id: string | null;
+  /** The root of this agent's tree (itself for a root agent). */
+  root_id: string;
+  /** For a spawned child: the key that makes spawning idempotent (parent tool call id + index). */
+  spawn_key: string | null;
+  goal: string;
+  model: string;
+  status: AgentStatus;
+  progress: number;
+  status_message: string;
+  token_count: number;
+  message_count: number;
+  /** Micro-credits settled by this agent alone. */
+  credits_spent: number;
+  sub_agent_count: number;
+  /** Cap on the whole tree's spend, micro-credits (kept on the root). */
+  max_credits: number | null;
+  /** Micro-credits settled by the whole tree (kept on the root). */
+  tree_spent: number;
+  /** Micro-credits reserved by the whole tree (kept on the root). */
+  tree_reserved: number;
+  /** Model turns taken. */
+  step_count: number;
+  /** True once the agent has had a run slot. */
+  started: boolean;
+  /** Milliseconds spent ACTIVE before `active_since`. */
+  active_ms: number;
+  /** When the agent last became ACTIVE (ISO), or null while it is not. */
+  active_since: string | null;
+  /** The agent's plan, as set by its `update_plan` tool (JSON text), or null. */
+  plan: string | null;
+  created_at: string;
+  updated_at: string;
+}
+
+export interface MessageRow {
+  message_id: string;
+  agent_id: string;
+  role: 'USER' | 'ASSISTANT';
+  text: string;
+  timestamp: string;
+}
+
+/** One entry of the internal conversation log the model sees (not public). */
+export interface TurnRow {
+  agent_id: string;
+  /** 0-based position in the agent's log. */
+  idx: number;
+  role: 'user' | 'assistant';
+  /** JSON text of the content blocks. */
+  content: string;
+  created_at: string;
+}
+
+export type ToolCallStatus = 'pending' | 'started' | 'finished';
+
+export interface ToolCallRow {
+  agent_id: string;
+  tool_use_id: string;
+  /** The assistant turn that asked for this call. */
+  turn_idx: number;
+  name: string;
+  /** JSON text of the input. */
+  input: string;
+  status: ToolCallStatus;
+  idempotent: boolean;
+  /** JSON text of the result content, once finished. */
+  result: string | null;
+  is_error: boolean;
+  updated_at: string;
+}
+
+export type LedgerKind = 'model' | 'tool' | 'topup' | 'refund';
+
+export interface LedgerRow {
+  account_id: string;
+  agent_id: string | null;
+  kind: LedgerKind;
+  /** Model id or tool name; null for top-ups. */
+  item: string | null;
+  tokens_in: number;
+  tokens_out: number;
+  /** Signed micro-credits: negative for spend, positive for top-ups and refunds. */
+  amount: number;
+  created_at: string;
+}
+
+export interface ReservationRequest {
+  id: string;
+  account_id: string;
+  agent_id: string;
+  root_id: string;
+  amount: number;
+}
+
+export type ReservationRefusal = 'account' | 'tree_cap';
+
+/** A reservation turned into spend: its hold is released and `charge` (at most the balance) is debited. */
+export interface Settlement {
+  /** The hold to release; may already be gone (released by recovery), the cost is debited all the same. */
+  reservation_id: string;
+  /** The tree whose `tree_spent` grows. */
+  root_id: string;
+  ledger: Omit<LedgerRow, 'amount'> & { /** Real cost, micro-credits, positive. */ cost: number };
+}
+
+export interface AgentPatch {
+  progress?: number;
+  status_message?: string;
+  plan?: string | null;
+  token_count_delta?: number;
+  step_count_delta?: number;
+  updated_at: string;
+}
+
+/** A conditional status change: applied only while the agent's status is one of `from`. */
+export interface StatusChange {
+  from: readonly AgentStatus[];
+  to: AgentStatus;
+  /** Extra fields written only when the change applies. */
+  patch?: Partial<Pick<AgentRow, 'progress' | 'status_message' | 'started' | 'active_ms' | 'active_since'>>;
+}
+
+/** Everything one step writes, in one transaction. */
+export interface StepCommit {
+  agent_id: string;
+  /** Appended; `idx` must continue the agent's log. */
+  turns?: TurnRow[];
+  /** Appended; the agent's `message_count` grows by their number. */
+  messages?: MessageRow[];
+  /** Upserted by (agent_id, tool_use_id). */
+  tool_calls?: ToolCallRow[];
+  settlements?: Settlement[];
+  patch: AgentPatch;
+  status?: StatusChange;
+}
+
+export interface StepCommitResult {
+  /** The agent after the commit, or null if it was deleted (settlements still apply). */
+  agent: AgentRow | null;
+  /** Whether `status` applied. */
+  statusChanged: boolean;
+  /** Micro-credits debited per settlement, in order. */
+  charged: number[];
+}
+
+export interface AgentQuery {
+  account_id?: string;
+  status?: AgentStatus;
+  /** `null` lists root agents only. */
+  parent_id?: string | null;
+  limit: number;
+  /** Opaque position from a previous page (the adapter's own ordering key). */
+  after?: string;
+}
+
+export interface AgentPage {
+  rows: AgentRow[];
+  /** Position of the last row, for the next page. */
+  last: string | null;
+}
+
+export interface IdempotencyRecord {
+  account_id: string;
+  key: string;
+  request_hash: string;
+  /** JSON text of the stored response. */
+  response: string;
+  status: number;
+  created_at: string;
+}
+
+/**
+ * Where agentry keeps its state. Implementations: `memoryStorage()`, `sqliteStorage()`, `postgresStorage()`.
+ *
+ * @example
+ * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }), model });
+ */
+export interface StorageAdapter {
+  /** A short name for logs: `memory`, `sqlite`, `postgres`. */
+  readonly kind: string;
+  /** Create or migrate the schema. Called once by `AgentRuntime.open()`. */
+  init(): Promise<void>;
+  close(): Promise<void>;
+
+  // accounts and credits
+  /** Creates the account; a positive `balance` is also written as a `topup` ledger row. */
+  createAccount(account: AccountRow): Promise<void>;
+  getAccount(id: string): Promise<AccountRow | null>;
+  listAccounts(): Promise<AccountRow[]>;
+  setSubscription(id: string, active: boolean): Promise<AccountRow | null>;
+  /** Adds to the balance and writes the ledger row (kind `topup` or `refund`, positive amount). */
+  addCredits(entry: LedgerRow): Promise<AccountRow | null>;
+  listLedger(accountId: string): Promise<LedgerRow[]>;
+  /**
+   * Holds `amount` if the account's available balance and the tree's cap both cover it. Returns null on success or
+   * what refused it.
+   */
+  reserve(request: ReservationRequest): Promise<ReservationRefusal | null>;
+  /** Drops a hold without spending it. Unknown ids are ignored. */
+  release(reservationId: string): Promise<void>;
+  /** Drops every hold of these agents (recovery after a crash). Returns how many were dropped. */
+  releaseAgentReservations(agentIds: readonly string[]): Promise<number>;
+  /** Settles reservations outside of a step (tool calls of an agent that was deleted meanwhile, etc.). */
+  settle(settlements: Settlement[]): Promise<number[]>;
+
+  // api keys
+  insertApiKey(key: ApiKeyRow): Promise<void>;
+  listApiKeys(accountId: string): Promise<ApiKeyRow[]>;
+  deleteApiKey(accountId: string, keyId: string): Promise<boolean>;
+  findApiKeyByHash(hash: string): Promise<ApiKeyRow | null>;
+
+  // agents
+  /** Inserts agents with their first messages and turns, all or nothing; bumps each parent's `sub_agent_count`. */
+  insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void>;
+  getAgent(id: string): Promise<AgentRow | null>;
+  /** Children of `parentId` created by the spawn keys given (for re-attaching after a crash). */
+  findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]>;
+  listAgents(query: AgentQuery): Promise<AgentPage>;
+  /** Agents in any of these statuses, oldest first (recovery, scheduling). */
+  listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]>;
+  /** Compare-and-set status change. Returns the updated row, or null if the agent is missing or not in `from`. */
+  changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null>;
+  /** Deletes the agent and its whole subtree with their messages, turns, tool calls and holds. Returns ids deleted. */
+  deleteAgentTree(agentId: string): Promise<string[]>;
+  /** Ids of every descendant of `agentId` (not itself). */
+  listDescendantIds(agentId: string): Promise<string[]>;
+
+  // step log
+  listMessages(agentId: string): Promise<MessageRow[]>;
+  listTurns(agentId: string): Promise<TurnRow[]>;
+  listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]>;
+  /** Records tool calls (upsert) on their own, before they run. */
+  putToolCalls(calls: ToolCallRow[]): Promise<void>;
+  commitStep(commit: StepCommit): Promise<StepCommitResult>;
+
+  // idempotency keys of the HTTP create route
+  getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;
+  putIdempotency(record: IdempotencyRecord): Promise<void>;
+}

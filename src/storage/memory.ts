@@ -1,0 +1,347 @@
+/**
+ * @module storage/memory
+ * The reference {@link StorageAdapter}: plain maps, no persistence. Each method runs synchronously to completion,
+ * so every method is trivially atomic. Good for tests and throw-away runs; `sqliteStorage()` is the default.
+ */
+import type {
+  AccountRow,
+  AgentPage,
+  AgentQuery,
+  AgentRow,
+  ApiKeyRow,
+  IdempotencyRecord,
+  LedgerRow,
+  MessageRow,
+  ReservationRefusal,
+  ReservationRequest,
+  Settlement,
+  StatusChange,
+  StepCommit,
+  StepCommitResult,
+  StorageAdapter,
+  ToolCallRow,
+  TurnRow,
+} from './adapter.js';
+import type { AgentStatus } from '../core/status.js';
+
+interface StoredAgent {
+  seq: number;
+  row: AgentRow;
+  messages: MessageRow[];
+  turns: TurnRow[];
+  toolCalls: Map<string, ToolCallRow>;
+  children: Set<string>;
+}
+
+const clone = <T>(value: T): T => ({ ...value });
+
+class MemoryStorage implements StorageAdapter {
+  readonly kind = 'memory';
+  private readonly accounts = new Map<string, AccountRow>();
+  private readonly ledger: LedgerRow[] = [];
+  private readonly keys = new Map<string, ApiKeyRow>();
+  private readonly agents = new Map<string, StoredAgent>();
+  private readonly reservations = new Map<string, ReservationRequest>();
+  private readonly idempotency = new Map<string, IdempotencyRecord>();
+  private seq = 0;
+
+  async init(): Promise<void> {}
+  async close(): Promise<void> {}
+
+  async createAccount(account: AccountRow): Promise<void> {
+    if (this.accounts.has(account.id)) throw new Error(`account ${account.id} exists`);
+    this.accounts.set(account.id, { ...account, reserved: 0 });
+    if (account.balance > 0) {
+      this.ledger.push({
+        account_id: account.id,
+        agent_id: null,
+        kind: 'topup',
+        item: null,
+        tokens_in: 0,
+        tokens_out: 0,
+        amount: account.balance,
+        created_at: account.created_at,
+      });
+    }
+  }
+
+  async getAccount(id: string): Promise<AccountRow | null> {
+    const a = this.accounts.get(id);
+    return a ? clone(a) : null;
+  }
+
+  async listAccounts(): Promise<AccountRow[]> {
+    return [...this.accounts.values()].map(clone);
+  }
+
+  async setSubscription(id: string, active: boolean): Promise<AccountRow | null> {
+    const a = this.accounts.get(id);
+    if (!a) return null;
+    a.subscription_active = active;
+    return clone(a);
+  }
+
+  async addCredits(entry: LedgerRow): Promise<AccountRow | null> {
+    const a = this.accounts.get(entry.account_id);
+    if (!a) return null;
+    a.balance += entry.amount;
+    this.ledger.push({ ...entry });
+    return clone(a);
+  }
+
+  async listLedger(accountId: string): Promise<LedgerRow[]> {
+    return this.ledger.filter((l) => l.account_id === accountId).map(clone);
+  }
+
+  async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
+    const account = this.accounts.get(request.account_id);
+    if (!account || account.balance - account.reserved < request.amount) return 'account';
+    const root = this.agents.get(request.root_id)?.row;
+    if (root && root.max_credits !== null && root.tree_spent + root.tree_reserved + request.amount > root.max_credits) {
+      return 'tree_cap';
+    }
+    account.reserved += request.amount;
+    if (root) root.tree_reserved += request.amount;
+    this.reservations.set(request.id, { ...request });
+    return null;
+  }
+
+  async release(reservationId: string): Promise<void> {
+    this.dropReservation(reservationId);
+  }
+
+  async releaseAgentReservations(agentIds: readonly string[]): Promise<number> {
+    const ids = new Set(agentIds);
+    let n = 0;
+    for (const [id, r] of this.reservations) {
+      if (ids.has(r.agent_id)) {
+        this.dropReservation(id);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  async settle(settlements: Settlement[]): Promise<number[]> {
+    return settlements.map((s) => this.applySettlement(s));
+  }
+
+  private dropReservation(id: string): ReservationRequest | undefined {
+    const r = this.reservations.get(id);
+    if (!r) return undefined;
+    this.reservations.delete(id);
+    const account = this.accounts.get(r.account_id);
+    if (account) account.reserved -= r.amount;
+    const root = this.agents.get(r.root_id)?.row;
+    if (root) root.tree_reserved -= r.amount;
+    return r;
+  }
+
+  private applySettlement(s: Settlement): number {
+    this.dropReservation(s.reservation_id);
+    const account = this.accounts.get(s.ledger.account_id);
+    if (!account) return 0;
+    const charge = Math.max(0, Math.min(s.ledger.cost, account.balance));
+    account.balance -= charge;
+    const { cost: _cost, ...entry } = s.ledger;
+    this.ledger.push({ ...entry, amount: -charge });
+    const root = this.agents.get(s.root_id)?.row;
+    if (root) root.tree_spent += charge;
+    const agent = s.ledger.agent_id ? this.agents.get(s.ledger.agent_id)?.row : undefined;
+    if (agent) agent.credits_spent += charge;
+    return charge;
+  }
+
+  async insertApiKey(key: ApiKeyRow): Promise<void> {
+    this.keys.set(key.id, { ...key });
+  }
+
+  async listApiKeys(accountId: string): Promise<ApiKeyRow[]> {
+    return [...this.keys.values()].filter((k) => k.account_id === accountId).map(clone);
+  }
+
+  async deleteApiKey(accountId: string, keyId: string): Promise<boolean> {
+    const k = this.keys.get(keyId);
+    if (!k || k.account_id !== accountId) return false;
+    this.keys.delete(keyId);
+    return true;
+  }
+
+  async findApiKeyByHash(hash: string): Promise<ApiKeyRow | null> {
+    for (const k of this.keys.values()) if (k.hash === hash) return clone(k);
+    return null;
+  }
+
+  async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
+    for (const a of agents) {
+      if (this.agents.has(a.agent_id)) throw new Error(`agent ${a.agent_id} exists`);
+    }
+    for (const a of agents) {
+      this.agents.set(a.agent_id, {
+        seq: ++this.seq,
+        row: { ...a },
+        messages: [],
+        turns: [],
+        toolCalls: new Map(),
+        children: new Set(),
+      });
+      if (a.parent_id) {
+        const parent = this.agents.get(a.parent_id);
+        if (parent) {
+          parent.children.add(a.agent_id);
+          parent.row.sub_agent_count++;
+        }
+      }
+    }
+    for (const m of messages) this.agents.get(m.agent_id)?.messages.push({ ...m });
+    for (const t of turns) this.agents.get(t.agent_id)?.turns.push({ ...t });
+  }
+
+  async getAgent(id: string): Promise<AgentRow | null> {
+    const a = this.agents.get(id);
+    return a ? clone(a.row) : null;
+  }
+
+  async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]> {
+    const parent = this.agents.get(parentId);
+    if (!parent) return [];
+    const out: StoredAgent[] = [];
+    for (const id of parent.children) {
+      const c = this.agents.get(id);
+      if (c?.row.spawn_key?.startsWith(spawnKeyPrefix)) out.push(c);
+    }
+    return out.sort((a, b) => a.seq - b.seq).map((c) => clone(c.row));
+  }
+
+  async listAgents(query: AgentQuery): Promise<AgentPage> {
+    const after = query.after === undefined ? Infinity : Number(query.after);
+    const matches: StoredAgent[] = [];
+    for (const a of this.agents.values()) {
+      if (a.seq >= after) continue;
+      if (query.account_id !== undefined && a.row.account_id !== query.account_id) continue;
+      if (query.status !== undefined && a.row.status !== query.status) continue;
+      if (query.parent_id !== undefined && a.row.parent_id !== query.parent_id) continue;
+      matches.push(a);
+    }
+    matches.sort((a, b) => b.seq - a.seq);
+    const page = matches.slice(0, query.limit);
+    const last = page.at(-1);
+    return { rows: page.map((a) => clone(a.row)), last: last ? String(last.seq) : null };
+  }
+
+  async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
+    return [...this.agents.values()]
+      .filter((a) => statuses.includes(a.row.status))
+      .sort((a, b) => a.seq - b.seq)
+      .map((a) => a.row.agent_id);
+  }
+
+  async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
+    const a = this.agents.get(agentId);
+    if (!a || !change.from.includes(a.row.status)) return null;
+    Object.assign(a.row, change.patch, { status: change.to, updated_at: updatedAt });
+    return clone(a.row);
+  }
+
+  async deleteAgentTree(agentId: string): Promise<string[]> {
+    const root = this.agents.get(agentId);
+    if (!root) return [];
+    const ids = [agentId, ...this.descendants(agentId)];
+    const idSet = new Set(ids);
+    for (const [rid, r] of this.reservations) if (idSet.has(r.agent_id)) this.dropReservation(rid);
+    if (root.row.parent_id) {
+      const parent = this.agents.get(root.row.parent_id);
+      if (parent) {
+        parent.children.delete(agentId);
+        parent.row.sub_agent_count--;
+      }
+    }
+    for (const id of ids) this.agents.delete(id);
+    return ids;
+  }
+
+  async listDescendantIds(agentId: string): Promise<string[]> {
+    return this.descendants(agentId);
+  }
+
+  private descendants(agentId: string): string[] {
+    const out: string[] = [];
+    const stack = [agentId];
+    while (stack.length) {
+      const a = this.agents.get(stack.pop()!);
+      if (!a) continue;
+      for (const c of a.children) {
+        out.push(c);
+        stack.push(c);
+      }
+    }
+    return out;
+  }
+
+  async listMessages(agentId: string): Promise<MessageRow[]> {
+    return (this.agents.get(agentId)?.messages ?? []).map(clone);
+  }
+
+  async listTurns(agentId: string): Promise<TurnRow[]> {
+    return (this.agents.get(agentId)?.turns ?? []).map(clone);
+  }
+
+  async listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]> {
+    const a = this.agents.get(agentId);
+    if (!a) return [];
+    return [...a.toolCalls.values()].filter((c) => c.turn_idx === turnIdx).map(clone);
+  }
+
+  async putToolCalls(calls: ToolCallRow[]): Promise<void> {
+    for (const c of calls) this.agents.get(c.agent_id)?.toolCalls.set(c.tool_use_id, { ...c });
+  }
+
+  async commitStep(commit: StepCommit): Promise<StepCommitResult> {
+    const a = this.agents.get(commit.agent_id);
+    if (a) {
+      for (const t of commit.turns ?? []) {
+        if (t.idx !== a.turns.length) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+      }
+    }
+    const charged = (commit.settlements ?? []).map((s) => this.applySettlement(s));
+    if (!a) return { agent: null, statusChanged: false, charged };
+    for (const t of commit.turns ?? []) a.turns.push({ ...t });
+    for (const m of commit.messages ?? []) a.messages.push({ ...m });
+    for (const c of commit.tool_calls ?? []) a.toolCalls.set(c.tool_use_id, { ...c });
+    const p = commit.patch;
+    const row = a.row;
+    if (p.progress !== undefined) row.progress = p.progress;
+    if (p.status_message !== undefined) row.status_message = p.status_message;
+    if (p.plan !== undefined) row.plan = p.plan;
+    row.token_count += p.token_count_delta ?? 0;
+    row.message_count += commit.messages?.length ?? 0;
+    row.step_count += p.step_count_delta ?? 0;
+    row.updated_at = p.updated_at;
+    let statusChanged = false;
+    if (commit.status && commit.status.from.includes(row.status)) {
+      Object.assign(row, commit.status.patch, { status: commit.status.to });
+      statusChanged = true;
+    }
+    return { agent: clone(row), statusChanged, charged };
+  }
+
+  async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {
+    const r = this.idempotency.get(`${accountId}\u0000${key}`);
+    return r ? clone(r) : null;
+  }
+
+  async putIdempotency(record: IdempotencyRecord): Promise<void> {
+    const k = `${record.account_id}\u0000${record.key}`;
+    if (!this.idempotency.has(k)) this.idempotency.set(k, { ...record });
+  }
+}
+
+/**
+ * In-memory storage: fast, nothing survives the process.
+ *
+ * @example
+ * const runtime = await AgentRuntime.open({ storage: memoryStorage(), model: scriptedModel({ turns }) });
+ */
+export function memoryStorage(): StorageAdapter {
+  return new MemoryStorage();
+}
