@@ -10,6 +10,7 @@ import { AGENT_STATUSES } from './status.js';
 export const MAX_GOAL_LENGTH = 100_000;
 
 export const AgentStatusSchema = z.enum(AGENT_STATUSES).meta({ id: 'AgentStatus' });
+export type { AgentStatus } from './status.js';
 
 const Timestamp = z.iso.datetime({ offset: false, precision: 3 }).describe('ISO 8601 UTC timestamp with milliseconds');
 const AgentId = z.uuid().describe('UUID v4');

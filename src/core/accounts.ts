@@ -1,0 +1,216 @@
+/**
+ * @module core/accounts
+ * Accounts, subscriptions, API keys and balances (DESIGN §5, §10). Keys are high-entropy random strings with a fixed
+ * prefix; only their SHA-256 and last 4 characters are stored, and the full key is returned once, at creation.
+ */
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { AgentryError, notFound } from '../errors.js';
+import type { AccountRow, ApiKeyRow, LedgerRow, StorageAdapter } from '../storage/adapter.js';
+import { isoTime, type Clock } from './clock.js';
+import { CreditsAmountSchema, creditsToMicros, microsToCredits } from './schemas.js';
+import { parseArgs } from './validate.js';
+
+/** Every key starts with this, so leaked keys are easy to recognise and scan for. */
+export const API_KEY_PREFIX = 'agk_';
+
+export interface AccountInfo {
+  account_id: string;
+  name: string;
+  subscription_active: boolean;
+  /** Settled balance, credits. */
+  balance: number;
+  /** Credits held by in-flight reservations. */
+  reserved: number;
+  /** Credits that new work can reserve: balance - reserved. */
+  available: number;
+  created_at: string;
+}
+
+export interface ApiKeyInfo {
+  key_id: string;
+  name: string;
+  /** The key with all but its last 4 characters hidden, e.g. `agk_…x9Qa`. */
+  masked: string;
+  last4: string;
+  created_at: string;
+}
+
+export interface CreatedApiKey extends ApiKeyInfo {
+  /** The full key. Shown this once; agentry keeps only its hash. */
+  key: string;
+}
+
+export interface LedgerEntry {
+  account_id: string;
+  agent_id: string | null;
+  kind: LedgerRow['kind'];
+  item: string | null;
+  tokens_in: number;
+  tokens_out: number;
+  /** Signed credits: negative for spend. */
+  credits: number;
+  created_at: string;
+}
+
+const Id = z.string().min(1).max(200);
+const CreateAccountSchema = z
+  .object({
+    id: Id.optional(),
+    name: z.string().min(1).max(200).optional(),
+    /** Initial credits. */
+    credits: z.number().finite().min(0).max(1e12).optional(),
+    /** Subscribe at once (and create the first API key). @default true */
+    subscribe: z.boolean().optional(),
+  })
+  .strict();
+
+export function hashApiKey(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
+}
+
+/** Account management. Reach it as `runtime.accounts`. */
+export class Accounts {
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly clock: Clock,
+  ) {}
+
+  /**
+   * Creates an account. With `subscribe` (the default) it is active at once and its first API key is created and
+   * returned — the only time the full key is available.
+   *
+   * @example
+   * const { account, apiKey } = await runtime.accounts.create({ name: 'acme', credits: 500 });
+   */
+  async create(options: z.input<typeof CreateAccountSchema> = {}): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null }> {
+    const o = parseArgs(CreateAccountSchema, options, 'accounts.create');
+    const id = o.id ?? randomUUID();
+    if (await this.storage.getAccount(id)) throw new AgentryError('invalid_request', `Account ${JSON.stringify(id)} already exists`);
+    const row: AccountRow = {
+      id,
+      name: o.name ?? id,
+      subscription_active: false,
+      balance: creditsToMicros(o.credits ?? 0),
+      reserved: 0,
+      created_at: isoTime(this.clock.now()),
+    };
+    await this.storage.createAccount(row);
+    if (o.subscribe === false) return { account: toInfo(row), apiKey: null };
+    const { account, apiKey } = await this.subscribe(id);
+    return { account, apiKey };
+  }
+
+  async get(accountId: string): Promise<AccountInfo> {
+    return toInfo(await this.row(accountId));
+  }
+
+  async list(): Promise<AccountInfo[]> {
+    return (await this.storage.listAccounts()).map(toInfo);
+  }
+
+  /** Adds credits (a `topup` ledger row). */
+  async addCredits(accountId: string, credits: number): Promise<AccountInfo> {
+    parseArgs(Id, accountId, 'accountId');
+    const amount = parseArgs(CreditsAmountSchema, credits, 'credits');
+    const row = await this.storage.addCredits({
+      account_id: accountId,
+      agent_id: null,
+      kind: 'topup',
+      item: null,
+      tokens_in: 0,
+      tokens_out: 0,
+      amount: creditsToMicros(amount),
+      created_at: isoTime(this.clock.now()),
+    });
+    if (!row) throw notFound('Account', accountId);
+    return toInfo(row);
+  }
+
+  /** Activates the subscription; creates the account's first API key if it has none (returned once). */
+  async subscribe(accountId: string): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null }> {
+    const row = await this.storage.setSubscription(parseArgs(Id, accountId, 'accountId'), true);
+    if (!row) throw notFound('Account', accountId);
+    const keys = await this.storage.listApiKeys(accountId);
+    const apiKey = keys.length === 0 ? await this.createApiKey(accountId, { name: 'default' }) : null;
+    return { account: toInfo(row), apiKey };
+  }
+
+  /** Deactivates the subscription: its keys get 401 `subscription_inactive`, its agents keep their state. */
+  async unsubscribe(accountId: string): Promise<AccountInfo> {
+    const row = await this.storage.setSubscription(parseArgs(Id, accountId, 'accountId'), false);
+    if (!row) throw notFound('Account', accountId);
+    return toInfo(row);
+  }
+
+  async createApiKey(accountId: string, options: { name?: string } = {}): Promise<CreatedApiKey> {
+    await this.row(accountId);
+    const name = parseArgs(z.string().min(1).max(200).optional(), options.name, 'name') ?? 'key';
+    const key = API_KEY_PREFIX + randomBytes(32).toString('base64url');
+    const row: ApiKeyRow = {
+      id: `key_${randomBytes(9).toString('base64url')}`,
+      account_id: accountId,
+      name,
+      hash: hashApiKey(key),
+      last4: key.slice(-4),
+      created_at: isoTime(this.clock.now()),
+    };
+    await this.storage.insertApiKey(row);
+    return { ...toKeyInfo(row), key };
+  }
+
+  async listApiKeys(accountId: string): Promise<ApiKeyInfo[]> {
+    await this.row(accountId);
+    return (await this.storage.listApiKeys(accountId)).map(toKeyInfo);
+  }
+
+  async deleteApiKey(accountId: string, keyId: string): Promise<void> {
+    const deleted = await this.storage.deleteApiKey(parseArgs(Id, accountId, 'accountId'), parseArgs(Id, keyId, 'keyId'));
+    if (!deleted) throw notFound('API key', keyId);
+  }
+
+  /**
+   * The account an API key belongs to. Throws `unauthorized` for a missing or unknown key and
+   * `subscription_inactive` when the account is not subscribed.
+   */
+  async authenticate(key: string | null | undefined): Promise<AccountInfo> {
+    if (!key) throw new AgentryError('unauthorized', 'Missing API key: send it in the x-api-key header');
+    if (key.length > 512) throw new AgentryError('unauthorized', 'Unknown API key');
+    const found = await this.storage.findApiKeyByHash(hashApiKey(key));
+    if (!found) throw new AgentryError('unauthorized', 'Unknown API key');
+    const account = await this.storage.getAccount(found.account_id);
+    if (!account) throw new AgentryError('unauthorized', 'Unknown API key');
+    if (!account.subscription_active) {
+      throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
+    }
+    return toInfo(account);
+  }
+
+  /** Every debit and credit of the account, oldest first. */
+  async ledger(accountId: string): Promise<LedgerEntry[]> {
+    await this.row(accountId);
+    return (await this.storage.listLedger(accountId)).map(({ amount, ...rest }) => ({ ...rest, credits: microsToCredits(amount) }));
+  }
+
+  private async row(accountId: string): Promise<AccountRow> {
+    const row = await this.storage.getAccount(parseArgs(Id, accountId, 'accountId'));
+    if (!row) throw notFound('Account', accountId);
+    return row;
+  }
+}
+
+function toInfo(row: AccountRow): AccountInfo {
+  return {
+    account_id: row.id,
+    name: row.name,
+    subscription_active: row.subscription_active,
+    balance: microsToCredits(row.balance),
+    reserved: microsToCredits(row.reserved),
+    available: microsToCredits(row.balance - row.reserved),
+    created_at: row.created_at,
+  };
+}
+
+function toKeyInfo(row: ApiKeyRow): ApiKeyInfo {
+  return { key_id: row.id, name: row.name, masked: `${API_KEY_PREFIX}…${row.last4}`, last4: row.last4, created_at: row.created_at };
+}

@@ -1,0 +1,513 @@
+/**
+ * @module core/agent-runtime
+ * The `AgentRuntime` facade: the one object an embedding application holds. It validates every call, asks the status
+ * table for every move, and leaves stepping to the scheduler.
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { AgentryError, notFound } from '../errors.js';
+import type { ModelProvider } from '../models/provider.js';
+import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
+import type { Tool } from '../tools/define-tool.js';
+import { ToolRegistry } from '../tools/registry.js';
+import { Accounts } from './accounts.js';
+import { isoTime, systemClock, type Clock } from './clock.js';
+import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
+import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
+import { changeStatus, type StepDeps } from './loop.js';
+import { createPlanTool } from './plan.js';
+import { toCreatedForm, toMessage, toReducedForm, toStatusForm } from './records.js';
+import { Lanes, Scheduler } from './scheduler.js';
+import {
+  AgentStatusSchema,
+  CreateAgentOptionsSchema,
+  creditsToMicros,
+  ListAgentsOptionsSchema,
+  type Agent,
+  type AgentCreated,
+  type AgentList,
+  type AgentWithMessages,
+  type CreateAgentOptions,
+  type ListAgentsOptions,
+} from './schemas.js';
+import { assertTransition, isTerminal, RUNNABLE_STATUSES, type AgentStatus } from './status.js';
+import { parseArgs } from './validate.js';
+
+export const DEFAULT_SYSTEM_PROMPT = [
+  'You are an autonomous agent working on the goal the user gives you.',
+  'Work step by step with the tools you have. Start by recording a short plan with update_plan, and update it as',
+  'steps get done. Be efficient: every model turn and tool call costs credits.',
+  'When the goal is achieved, reply with your final answer as plain text and call no tools.',
+].join(' ');
+
+const isObjectWith =
+  (...methods: string[]) =>
+  (v: unknown) =>
+    typeof v === 'object' && v !== null && methods.every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+
+const RuntimeOptionsSchema = z
+  .object({
+    storage: z.custom<StorageAdapter>(isObjectWith('init', 'commitStep'), 'must be a StorageAdapter').optional(),
+    model: z.custom<ModelProvider>(isObjectWith('generate'), 'must be a ModelProvider').optional(),
+    tools: z.array(z.custom<Tool>((v) => isObjectWith('run')(v) && typeof (v as Tool).jsonSchema === 'object', 'must come from defineTool()')).default([]),
+    prices: PriceTableSchema.optional(),
+    clock: z.custom<Clock>(isObjectWith('now', 'sleep'), 'must be a Clock').optional(),
+    defaultModel: z.string().min(1).default('svc-1-lite'),
+    defaultAccount: z
+      .object({ id: z.string().min(1).max(200).default('local'), credits: z.number().finite().min(0).default(100) })
+      .strict()
+      .default({ id: 'local', credits: 100 }),
+    limits: z
+      .object({
+        maxSteps: z.number().int().positive().default(100),
+        maxWallClockMs: z.number().positive().default(60 * 60 * 1000),
+        maxOutputTokens: z.number().int().positive().max(1_000_000).default(4096),
+        maxToolResultChars: z.number().int().positive().default(50_000),
+        maxModelRetries: z.number().int().min(0).default(5),
+      })
+      .strict()
+      .prefault({}),
+    concurrency: z
+      .object({
+        runSlots: z.number().int().positive().default(256),
+        models: z.number().int().positive().default(64),
+        modelRequestsPerInterval: z.number().int().min(0).default(0),
+        modelIntervalMs: z.number().int().positive().default(1000),
+        tools: z.number().int().positive().default(64),
+        lanes: z.record(z.string(), z.number().int().positive()).default({}),
+      })
+      .strict()
+      .prefault({}),
+    scheduler: z.enum(['auto', 'manual']).default('auto'),
+    systemPrompt: z.string().min(1).default(DEFAULT_SYSTEM_PROMPT),
+    closeTimeoutMs: z.number().int().min(0).default(10_000),
+  })
+  .strict();
+
+/** Options of {@link AgentRuntime.open}. */
+export type RuntimeOptions = z.input<typeof RuntimeOptionsSchema>;
+
+const WaitForOptionsSchema = z
+  .object({
+    until: z.array(AgentStatusSchema).min(1).optional(),
+    signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
+    accountId: z.string().optional(),
+  })
+  .strict();
+
+/** Scopes a call to one account (the HTTP layer passes the caller's): another account's agent is `not_found`. */
+export interface AccountScope {
+  accountId?: string;
+}
+
+const ScopeSchema = z.object({ accountId: z.string().min(1).max(200).optional() }).strict();
+const AgentIdSchema = z.string().min(1).max(200);
+
+/**
+ * An in-process agent runtime. Open one per process (or per database), create agents, poll or subscribe.
+ *
+ * @example
+ * import { AgentRuntime, defineTool, memoryStorage } from 'agentry';
+ * import { scriptedModel } from 'agentry/testing';
+ *
+ * const runtime = await AgentRuntime.open({ storage: memoryStorage(), model: scriptedModel({ turns: [{ text: 'Done.' }] }) });
+ * const { agent_id } = await runtime.create({ goal: 'Say done' });
+ * const agent = await runtime.waitFor(agent_id);
+ * console.log(agent.status); // COMPLETED
+ * await runtime.close();
+ */
+export class AgentRuntime {
+  /** Accounts, subscriptions, API keys and credits. */
+  readonly accounts: Accounts;
+  /** The account `create()` uses when none is given. */
+  readonly defaultAccountId: string;
+  private readonly events = new RuntimeEvents();
+  private readonly scheduler: Scheduler;
+  private readonly lanes: Lanes;
+  private readonly registry: ToolRegistry;
+  private closed = false;
+
+  private constructor(
+    readonly storage: StorageAdapter,
+    private readonly model: ModelProvider,
+    private readonly clock: Clock,
+    private readonly options: z.output<typeof RuntimeOptionsSchema>,
+    readonly prices: PriceTable,
+  ) {
+    this.accounts = new Accounts(storage, clock);
+    this.defaultAccountId = options.defaultAccount.id;
+    this.registry = new ToolRegistry([createPlanTool(), ...options.tools]);
+    this.lanes = new Lanes({
+      modelConcurrency: options.concurrency.models,
+      modelRequestsPerInterval: options.concurrency.modelRequestsPerInterval,
+      modelIntervalMs: options.concurrency.modelIntervalMs,
+      toolConcurrency: options.concurrency.tools,
+      laneConcurrency: options.concurrency.lanes,
+    });
+    const deps: StepDeps = {
+      storage,
+      model,
+      tools: this.registry,
+      prices,
+      clock,
+      events: this.events,
+      limits: options.limits,
+      systemPrompt: options.systemPrompt,
+      inModelLane: (fn) => this.lanes.inModelLane(fn),
+      inToolLane: (lane, fn) => this.lanes.inToolLane(lane, fn),
+    };
+    this.scheduler = new Scheduler(deps, {
+      runSlots: options.concurrency.runSlots,
+      auto: options.scheduler === 'auto',
+      onError: (error, agentId) => this.reportError(error, agentId),
+    });
+  }
+
+  /**
+   * Opens a runtime: validates options, migrates storage, makes sure the default account exists, and resumes every
+   * agent that was ACTIVE when the last process stopped (from its last saved step).
+   *
+   * Defaults: SQLite at `$AGENTRY_DB` or `./agentry.db`, and the Anthropic provider configured from the environment.
+   */
+  static async open(options: RuntimeOptions = {}): Promise<AgentRuntime> {
+    const o = parseArgs(RuntimeOptionsSchema, options, 'runtime options');
+    const storage = o.storage ?? (await defaultStorage());
+    const model = o.model ?? (await defaultModel());
+    const prices = mergePrices(o.prices);
+    const clock = o.clock ?? systemClock;
+    if (!model.models.includes(o.defaultModel)) {
+      throw new AgentryError('invalid_request', `defaultModel ${JSON.stringify(o.defaultModel)} is not served by the model provider`);
+    }
+    await storage.init();
+    const runtime = new AgentRuntime(storage, model, clock, o, prices);
+    await runtime.ensureDefaultAccount();
+    await runtime.recover();
+    return runtime;
+  }
+
+  /** Public model ids that `create()` accepts. */
+  get models(): string[] {
+    return this.model.models.filter((m) => this.prices.models[m] !== undefined);
+  }
+
+  /**
+   * Creates an agent and starts it. The agent's first message is the goal.
+   * Throws `invalid_request` (bad goal or unknown model), `not_found` (unknown account), `subscription_inactive`,
+   * or `insufficient_credits` (no available balance).
+   */
+  async create(options: CreateAgentOptions): Promise<AgentCreated> {
+    this.assertOpen();
+    const o = parseArgs(CreateAgentOptionsSchema, options, 'create options');
+    const model = o.model ?? this.options.defaultModel;
+    if (!this.models.includes(model)) {
+      throw new AgentryError('invalid_request', `Unknown model ${JSON.stringify(model)}; use one of: ${this.models.join(', ')}`, {
+        details: [{ path: 'model', message: `must be one of ${this.models.join(', ')}` }],
+      });
+    }
+    const accountId = o.accountId ?? this.defaultAccountId;
+    const account = await this.storage.getAccount(accountId);
+    if (!account) throw notFound('Account', accountId);
+    if (!account.subscription_active) throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
+    if (account.balance - account.reserved <= 0) {
+      throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits first');
+    }
+    const now = isoTime(this.clock.now());
+    const id = randomUUID();
+    const row: AgentRow = {
+      agent_id: id,
+      account_id: accountId,
+      parent_id: null,
+      root_id: id,
+      spawn_key: null,
+      goal: o.goal,
+      model,
+      status: 'ACTIVE',
+      progress: 0,
+      status_message: 'Starting',
+      token_count: 0,
+      message_count: 1,
+      credits_spent: 0,
+      sub_agent_count: 0,
+      max_credits: o.maxCredits === undefined ? null : creditsToMicros(o.maxCredits),
+      tree_spent: 0,
+      tree_reserved: 0,
+      step_count: 0,
+      started: true,
+      active_ms: 0,
+      active_since: now,
+      plan: null,
+      created_at: now,
+      updated_at: now,
+    };
+    await this.storage.insertAgents(
+      [row],
+      [{ message_id: randomUUID(), agent_id: id, role: 'USER', text: o.goal, timestamp: now }],
+      [{ agent_id: id, idx: 0, role: 'user', content: JSON.stringify([{ type: 'text', text: o.goal }]), created_at: now }],
+    );
+    this.events.emit('agent.created', { agent: toStatusForm(row) });
+    this.scheduler.kick(id);
+    return toCreatedForm(row);
+  }
+
+  /** The agent (status form) and its public transcript. */
+  async get(agentId: string, scope: AccountScope = {}): Promise<AgentWithMessages> {
+    const row = await this.row(agentId, scope);
+    const messages = await this.storage.listMessages(row.agent_id);
+    return { agent: toStatusForm(row), messages: messages.map(toMessage) };
+  }
+
+  /** Agents, newest first, in reduced form. Pass `next_cursor` back as `cursor` for the next page. */
+  async list(options: ListAgentsOptions & AccountScope = {}): Promise<AgentList> {
+    const o = parseArgs(ListAgentsOptionsSchema, options, 'list options');
+    const filter = {
+      ...(o.accountId !== undefined ? { account_id: o.accountId } : {}),
+      ...(o.status !== undefined ? { status: o.status } : {}),
+      ...(o.parentId !== undefined ? { parent_id: o.parentId } : {}),
+    };
+    const page = await this.storage.listAgents({
+      ...filter,
+      limit: o.limit,
+      ...(o.cursor !== undefined ? { after: decodeCursor(o.cursor) } : {}),
+    });
+    const rows = page.rows;
+    // A full page may or may not be the last: look one row further.
+    const hasMore =
+      rows.length === o.limit && page.last !== null && (await this.storage.listAgents({ ...filter, limit: 1, after: page.last })).rows.length > 0;
+    const next = hasMore && page.last !== null ? encodeCursor(page.last) : null;
+    return { data: rows.map(toReducedForm), has_more: hasMore, next_cursor: next };
+  }
+
+  /**
+   * Pauses an agent and its sub-agents at once: an in-flight model request is aborted (and redone on resume), a
+   * running tool call finishes and its result is saved. Pausing a PAUSED agent is a no-op; a finished one is
+   * `invalid_state`.
+   */
+  async pause(agentId: string, scope: AccountScope = {}): Promise<Agent> {
+    const row = await this.row(agentId, scope);
+    const target = assertTransition(row.status, 'pause');
+    let updated = row;
+    if (target !== row.status) {
+      updated = (await changeStatus(this.deps(), row, 'pause', { status_message: 'Paused' })) ?? (await this.row(agentId, scope));
+      if (updated.status !== 'PAUSED') return this.pause(agentId, scope); // moved meanwhile: decide again
+      this.scheduler.controlOf(row.agent_id)?.model.abort(pauseReason());
+    }
+    await this.forEachDescendant(row.agent_id, async (child) => {
+      if (!RUNNABLE_STATUSES.includes(child.status)) return;
+      if (await changeStatus(this.deps(), child, 'pause', { status_message: 'Paused' })) {
+        this.scheduler.controlOf(child.agent_id)?.model.abort(pauseReason());
+      }
+    });
+    return toStatusForm(updated);
+  }
+
+  /**
+   * Resumes a PAUSED or OUT_OF_CREDITS agent (and its paused or stopped sub-agents) from its last saved step.
+   * Throws `insufficient_credits` when the account has nothing available, `invalid_state` for a finished agent.
+   */
+  async resume(agentId: string, scope: AccountScope = {}): Promise<Agent> {
+    const row = await this.row(agentId, scope);
+    assertTransition(row.status, 'resume');
+    if (RUNNABLE_STATUSES.includes(row.status)) return toStatusForm(row);
+    const account = await this.storage.getAccount(row.account_id);
+    if (!account || account.balance - account.reserved <= 0) {
+      throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits, then resume');
+    }
+    const updated = await this.resumeOne(row);
+    if (!updated) return this.resume(agentId, scope); // moved meanwhile: decide again
+    await this.forEachDescendant(row.agent_id, async (child) => {
+      if (child.status === 'PAUSED' || child.status === 'OUT_OF_CREDITS') await this.resumeOne(child);
+    });
+    return toStatusForm(updated);
+  }
+
+  /** Deletes an agent with its sub-agents, messages and turns, aborting their in-flight work. */
+  async delete(agentId: string, scope: AccountScope = {}): Promise<{ agent_id: string; deleted: true }> {
+    const row = await this.row(agentId, scope);
+    const ids = [row.agent_id, ...(await this.storage.listDescendantIds(row.agent_id))];
+    for (const id of ids) this.scheduler.abort(id, 'agent deleted');
+    const deleted = await this.storage.deleteAgentTree(row.agent_id);
+    for (const id of deleted) this.events.emit('agent.deleted', { agent_id: id });
+    return { agent_id: row.agent_id, deleted: true };
+  }
+
+  /**
+   * Resolves with the agent once its status is one of `until` (default: any status it will not leave on its own:
+   * COMPLETED, FAILED, PAUSED, OUT_OF_CREDITS). Rejects with `not_found` if it is deleted meanwhile, or with the
+   * signal's reason when `signal` aborts.
+   */
+  async waitFor(agentId: string, options: z.input<typeof WaitForOptionsSchema> = {}): Promise<Agent> {
+    const o = parseArgs(WaitForOptionsSchema, options, 'waitFor options');
+    const until: readonly AgentStatus[] = o.until ?? ['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS'];
+    const id = parseArgs(AgentIdSchema, agentId, 'agent id');
+    return new Promise<Agent>((resolve, reject) => {
+      const cleanup = () => {
+        this.events.off('agent.status', onStatus);
+        this.events.off('agent.deleted', onDeleted);
+        o.signal?.removeEventListener('abort', onAbort);
+      };
+      const onStatus: AgentEvents['agent.status'] = ({ agent }) => {
+        if (agent.agent_id === id && until.includes(agent.status)) {
+          cleanup();
+          resolve(agent);
+        }
+      };
+      const onDeleted: AgentEvents['agent.deleted'] = ({ agent_id }) => {
+        if (agent_id === id) {
+          cleanup();
+          reject(notFound('Agent', id));
+        }
+      };
+      const onAbort = () => {
+        cleanup();
+        reject(o.signal?.reason instanceof Error ? o.signal.reason : new AgentryError('invalid_state', 'waitFor aborted'));
+      };
+      if (o.signal?.aborted) return onAbort();
+      this.events.on('agent.status', onStatus);
+      this.events.on('agent.deleted', onDeleted);
+      o.signal?.addEventListener('abort', onAbort, { once: true });
+      // Subscribed first, then read: a change between the two cannot be missed.
+      this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }).then(
+        (row) => {
+          if (until.includes(row.status)) {
+            cleanup();
+            resolve(toStatusForm(row));
+          }
+        },
+        (err: unknown) => {
+          cleanup();
+          reject(err);
+        },
+      );
+    });
+  }
+
+  /**
+   * Runs exactly one step of an agent now. Only with `scheduler: 'manual'`, where nothing steps on its own: tests and
+   * callers that drive agents themselves use it.
+   */
+  async step(agentId: string): Promise<Agent> {
+    this.assertOpen();
+    if (this.options.scheduler !== 'manual') {
+      throw new AgentryError('invalid_state', 'step() needs a runtime opened with scheduler: "manual"');
+    }
+    const row = await this.row(agentId, {});
+    await this.scheduler.stepOnce(row.agent_id);
+    return toStatusForm(await this.row(agentId, {}));
+  }
+
+  /** Subscribes to an event; returns a function that unsubscribes. */
+  on<E extends AgentEventName>(event: E, listener: AgentEvents[E]): () => void {
+    this.events.on(event, listener as never);
+    return () => this.events.off(event, listener as never);
+  }
+
+  off<E extends AgentEventName>(event: E, listener: AgentEvents[E]): void {
+    this.events.off(event, listener as never);
+  }
+
+  /** Resolves when no agent is stepping or waiting for a run slot in this process. */
+  whenIdle(): Promise<void> {
+    return this.scheduler.whenIdle();
+  }
+
+  /**
+   * Shuts down: no new steps start; steps in flight get `closeTimeoutMs` to finish, then are aborted. Agents stay
+   * ACTIVE in storage and continue when a runtime opens the same storage again. Closes the storage.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.scheduler.close(this.options.closeTimeoutMs);
+    await this.storage.close();
+  }
+
+  private deps(): Pick<StepDeps, 'storage' | 'clock' | 'events'> {
+    return { storage: this.storage, clock: this.clock, events: this.events };
+  }
+
+  private async resumeOne(row: AgentRow): Promise<AgentRow | null> {
+    const updated = await changeStatus(this.deps(), row, row.started ? 'resume' : 'resume_unstarted', {
+      status_message: 'Resuming',
+    });
+    if (updated) this.scheduler.kick(updated.agent_id);
+    return updated;
+  }
+
+  private async forEachDescendant(agentId: string, fn: (row: AgentRow) => Promise<void>): Promise<void> {
+    const ids = await this.storage.listDescendantIds(agentId);
+    for (const id of ids) {
+      const child = await this.storage.getAgent(id);
+      if (child && !isTerminal(child.status)) await fn(child);
+    }
+  }
+
+  private async row(agentId: string, scope: AccountScope): Promise<AgentRow> {
+    this.assertOpen();
+    const id = parseArgs(AgentIdSchema, agentId, 'agent id');
+    const { accountId } = parseArgs(ScopeSchema, scope, 'scope');
+    const row = await this.storage.getAgent(id);
+    if (!row || (accountId !== undefined && row.account_id !== accountId)) throw notFound('Agent', id);
+    return row;
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new AgentryError('invalid_state', 'The runtime is closed');
+  }
+
+  private async ensureDefaultAccount(): Promise<void> {
+    const { id, credits } = this.options.defaultAccount;
+    if (await this.storage.getAccount(id)) return;
+    await this.storage.createAccount({
+      id,
+      name: 'Local account',
+      subscription_active: true,
+      balance: creditsToMicros(credits),
+      reserved: 0,
+      created_at: isoTime(this.clock.now()),
+    });
+  }
+
+  /** Agents that were running when the last process stopped continue; holds that process left behind are dropped. */
+  private async recover(): Promise<void> {
+    const ids = await this.storage.listAgentIdsByStatus(RUNNABLE_STATUSES);
+    await this.storage.releaseAgentReservations(ids);
+    for (const id of ids) this.scheduler.kick(id);
+  }
+
+  private reportError(error: unknown, agentId: string): void {
+    if (this.events.listenerCount('error') > 0) this.events.emit('error', { error, agent_id: agentId });
+    else console.error(`agentry: agent ${agentId}:`, error);
+  }
+}
+
+function pauseReason(): Error {
+  const err = new Error('agent paused');
+  err.name = 'AbortError';
+  return err;
+}
+
+function encodeCursor(position: string): string {
+  return Buffer.from(`v1:${position}`).toString('base64url');
+}
+
+function decodeCursor(cursor: string): string {
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (!text.startsWith('v1:') || text.length < 4) {
+    throw new AgentryError('invalid_request', 'Invalid cursor: pass back the next_cursor of a previous page');
+  }
+  return text.slice(3);
+}
+
+async function defaultStorage(): Promise<StorageAdapter> {
+  const target = process.env.AGENTRY_DB ?? './agentry.db';
+  if (/^postgres(ql)?:\/\//.test(target)) {
+    throw new AgentryError('not_configured', 'PostgreSQL storage is not available yet; pass a SQLite path in AGENTRY_DB');
+  }
+  const { sqliteStorage } = await import('../storage/sqlite/index.js');
+  return sqliteStorage({ path: target });
+}
+
+async function defaultModel(): Promise<ModelProvider> {
+  const { anthropicProvider } = await import('../models/anthropic.js');
+  return anthropicProvider();
+}

@@ -1,0 +1,48 @@
+/**
+ * @module core/clock
+ * Time as the runtime sees it. Everything that reads the time or waits goes through a {@link Clock}, so tests can
+ * swap in `fakeClock()` from `agentry/testing` and never sleep.
+ */
+
+export interface Clock {
+  /** Milliseconds since the epoch. */
+  now(): number;
+  /** Resolves after `ms`, or rejects with an AbortError when `signal` aborts first. */
+  sleep(ms: number, signal?: AbortSignal): Promise<void>;
+}
+
+export function abortError(signal?: AbortSignal): Error {
+  const reason: unknown = signal?.reason;
+  if (reason instanceof Error && reason.name === 'AbortError') return reason;
+  const err = new Error('The operation was aborted');
+  err.name = 'AbortError';
+  return err;
+}
+
+export function isAbortError(err: unknown): boolean {
+  return err instanceof Error && (err.name === 'AbortError' || err.name === 'APIUserAbortError');
+}
+
+/** The real clock. */
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  sleep(ms, signal) {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(abortError(signal));
+      const onAbort = () => {
+        clearTimeout(timer);
+        reject(abortError(signal));
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        resolve();
+      }, ms);
+      signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  },
+};
+
+/** ISO 8601 UTC with milliseconds and `Z`, as every record carries. */
+export function isoTime(ms: number): string {
+  return new Date(ms).toISOString();
+}

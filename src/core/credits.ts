@@ -1,0 +1,80 @@
+/**
+ * @module core/credits
+ * Prices and the arithmetic of reservations (DESIGN §5). Money is integer micro-credits; 1 credit = $0.01.
+ * A model price of N credits per million tokens is exactly N micro-credits per token.
+ */
+import { z } from 'zod';
+import { totalTokens, type ModelRequest, type ModelUsage } from '../models/provider.js';
+import { creditsToMicros } from './schemas.js';
+
+export interface ModelPrice {
+  /** Credits per million input tokens (cache reads and writes count as input). */
+  inputPerMillion: number;
+  /** Credits per million output tokens. */
+  outputPerMillion: number;
+}
+
+export interface PriceTable {
+  models: Record<string, ModelPrice>;
+  /** Credits per call, by tool name; a tool's own `price` is used when it is not listed here. */
+  tools: Record<string, number>;
+}
+
+export const DEFAULT_PRICES: PriceTable = {
+  models: {
+    'svc-1-lite': { inputPerMillion: 100, outputPerMillion: 500 },
+    'svc-1-ultra': { inputPerMillion: 500, outputPerMillion: 2_500 },
+  },
+  tools: {},
+};
+
+export const PriceTableSchema = z
+  .object({
+    models: z
+      .record(
+        z.string(),
+        z.object({ inputPerMillion: z.number().min(0).finite(), outputPerMillion: z.number().min(0).finite() }).strict(),
+      )
+      .optional(),
+    tools: z.record(z.string(), z.number().min(0).finite()).optional(),
+  })
+  .strict();
+
+export function mergePrices(overrides: z.infer<typeof PriceTableSchema> | undefined): PriceTable {
+  return {
+    models: { ...DEFAULT_PRICES.models, ...overrides?.models },
+    tools: { ...DEFAULT_PRICES.tools, ...overrides?.tools },
+  };
+}
+
+/** Micro-credits per token of a model price (rounded up so fractional prices never undercharge). */
+function microsPerToken(creditsPerMillion: number): number {
+  return creditsPerMillion; // credits per 1e6 tokens == micro-credits per token
+}
+
+/** The real cost of a model call, micro-credits. */
+export function modelCost(price: ModelPrice, usage: ModelUsage): number {
+  const t = totalTokens(usage);
+  return Math.ceil(t.input * microsPerToken(price.inputPerMillion) + t.output * microsPerToken(price.outputPerMillion));
+}
+
+/**
+ * An upper bound on the input tokens of a request. A token always covers at least one byte of UTF-8, so the byte
+ * length of everything sent is a bound no tokenizer can exceed; a small per-message allowance covers the framing.
+ */
+export function inputTokenBound(request: Pick<ModelRequest, 'system' | 'messages' | 'tools'>): number {
+  let bytes = Buffer.byteLength(request.system) + 16;
+  for (const m of request.messages) bytes += Buffer.byteLength(JSON.stringify(m.content)) + 8;
+  for (const t of request.tools) bytes += Buffer.byteLength(JSON.stringify(t)) + 8;
+  return bytes;
+}
+
+/** Worst-case cost of a model call: the input bound plus `maxTokens` of output. */
+export function modelReservation(price: ModelPrice, request: ModelRequest): number {
+  return modelCost(price, { inputTokens: inputTokenBound(request), outputTokens: request.maxTokens });
+}
+
+/** Price of one call of a tool, micro-credits. */
+export function toolPrice(prices: PriceTable, name: string, ownPriceCredits: number): number {
+  return creditsToMicros(prices.tools[name] ?? ownPriceCredits);
+}

@@ -1,0 +1,31 @@
+/**
+ * @module core/events
+ * The typed events a runtime emits, on eventemitter3. Events are emitted after the change they report is committed
+ * to storage, so a listener that reads the agent back sees at least that state.
+ */
+import { EventEmitter } from 'eventemitter3';
+import type { Agent, AgentStatus, Message } from './schemas.js';
+
+export interface AgentEvents {
+  'agent.created': (event: { agent: Agent }) => void;
+  'agent.status': (event: { agent: Agent; previous: AgentStatus }) => void;
+  'agent.progress': (event: { agent: Agent }) => void;
+  'agent.message': (event: { agent_id: string; message: Message }) => void;
+  'agent.deleted': (event: { agent_id: string }) => void;
+  'credits.charged': (event: {
+    account_id: string;
+    agent_id: string;
+    kind: 'model' | 'tool';
+    item: string;
+    /** Credits debited. */
+    credits: number;
+    tokens_in: number;
+    tokens_out: number;
+  }) => void;
+  /** Something failed outside any agent's control (storage, a bug); the runtime keeps going. */
+  error: (event: { error: unknown; agent_id?: string }) => void;
+}
+
+export type AgentEventName = keyof AgentEvents;
+
+export class RuntimeEvents extends EventEmitter<AgentEvents> {}

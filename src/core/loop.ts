@@ -1,0 +1,500 @@
+/**
+ * @module core/loop
+ * One agent step (DESIGN §4): reserve credits -> model turn -> commit; then the tool calls it asked for -> commit.
+ *
+ * The next thing to do is always derived from the durable turn log, never from memory, which is what makes pause,
+ * resume and crash recovery the same code path:
+ * - the last turn is the user's (goal or tool results): take a model turn;
+ * - the last turn is the assistant's with tool calls: run them (or recover them) and commit their results;
+ * - the last turn is the assistant's without tool calls: the agent is done.
+ */
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import { isAbortError, isoTime, type Clock } from './clock.js';
+import { modelCost, modelReservation, toolPrice, type PriceTable } from './credits.js';
+import type { RuntimeEvents } from './events.js';
+import { MAX_PLAN_PROGRESS } from './plan.js';
+import { toMessage, toStatusForm } from './records.js';
+import { microsToCredits } from './schemas.js';
+import { nextStatus, type AgentStatus, type StatusTrigger } from './status.js';
+import {
+  ModelError,
+  totalTokens,
+  type ContentBlock,
+  type ModelMessage,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type ToolResultBlock,
+  type ToolUseBlock,
+} from '../models/provider.js';
+import type {
+  AgentRow,
+  MessageRow,
+  Settlement,
+  StatusChange,
+  StepCommitResult,
+  StorageAdapter,
+  ToolCallRow,
+  TurnRow,
+} from '../storage/adapter.js';
+import { renderToolOutput, type Tool, type ToolContext } from '../tools/define-tool.js';
+import type { ToolRegistry } from '../tools/registry.js';
+
+export interface StepLimits {
+  /** Model turns an agent may take before it FAILs. */
+  maxSteps: number;
+  /** Milliseconds an agent may spend ACTIVE before it FAILs. */
+  maxWallClockMs: number;
+  /** `max_tokens` of every model call. */
+  maxOutputTokens: number;
+  /** Longer tool results are cut to this many characters before the model sees them. */
+  maxToolResultChars: number;
+  /** Retries of a retryable model error (after the provider's own) before the agent FAILs. */
+  maxModelRetries: number;
+}
+
+/** What a step needs from the runtime. */
+export interface StepDeps {
+  storage: StorageAdapter;
+  model: ModelProvider;
+  tools: ToolRegistry;
+  prices: PriceTable;
+  clock: Clock;
+  events: RuntimeEvents;
+  limits: StepLimits;
+  systemPrompt: string;
+  /** Runs a model call in the models lane. */
+  inModelLane<T>(fn: () => Promise<T>): Promise<T>;
+  /** Runs a tool call in its lane. */
+  inToolLane<T>(lane: string, fn: () => Promise<T>): Promise<T>;
+}
+
+/** Abort handles of one running agent: pause aborts `model`; delete and forced shutdown abort both. */
+export interface RunControl {
+  model: AbortController;
+  tools: AbortController;
+  /** Retryable model failures in a row, for backoff. */
+  modelFailures: number;
+}
+
+export type StepOutcome =
+  /** More to do right away. */
+  | { kind: 'continue' }
+  /** Not runnable any more (done, paused, out of credits, failed, deleted). */
+  | { kind: 'stop' }
+  /** A transient failure: run again after a while. */
+  | { kind: 'retry'; afterMs: number };
+
+const CONTINUE: StepOutcome = { kind: 'continue' };
+const STOP: StepOutcome = { kind: 'stop' };
+
+const UNKNOWN_OUTCOME =
+  'The outcome of this call is unknown: the process running it stopped before its result was saved. ' +
+  'It was not repeated, because this tool is not safe to run twice. Check its effect before trying again.';
+
+export function newRunControl(): RunControl {
+  return { model: new AbortController(), tools: new AbortController(), modelFailures: 0 };
+}
+
+/** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
+export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
+  let agent = await deps.storage.getAgent(agentId);
+  if (!agent) return STOP;
+  const now = deps.clock.now();
+  if (agent.status === 'STARTING_UP') {
+    const started = await changeStatus(deps, agent, 'start', {
+      started: true,
+      active_since: isoTime(now),
+      status_message: 'Starting',
+    });
+    if (!started) return STOP;
+    agent = started;
+  }
+  if (agent.status !== 'ACTIVE') return STOP;
+
+  if (agent.step_count >= deps.limits.maxSteps) {
+    await changeStatus(deps, agent, 'fail', { status_message: `Failed: step limit reached (${deps.limits.maxSteps} model turns)` });
+    return STOP;
+  }
+  if (activeMs(agent, now) > deps.limits.maxWallClockMs) {
+    await changeStatus(deps, agent, 'fail', {
+      status_message: `Failed: wall-clock limit reached (${Math.round(deps.limits.maxWallClockMs / 1000)} s active)`,
+    });
+    return STOP;
+  }
+
+  const turns = await deps.storage.listTurns(agentId);
+  const last = turns.at(-1);
+  if (last?.role === 'assistant') {
+    const toolUses = parseBlocks(last.content).filter((b): b is ToolUseBlock => b.type === 'tool_use');
+    if (toolUses.length === 0) {
+      // The final answer was saved while a pause was in flight; finishing needs no model call.
+      await changeStatus(deps, agent, 'complete', { progress: 1, status_message: 'Completed' });
+      return STOP;
+    }
+    return runToolCalls(deps, agent, last.idx, toolUses, control);
+  }
+  return runModelTurn(deps, agent, turns, control);
+}
+
+async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], control: RunControl): Promise<StepOutcome> {
+  const price = deps.prices.models[agent.model];
+  if (!price) {
+    await changeStatus(deps, agent, 'fail', { status_message: `Failed: no price is configured for model ${agent.model}` });
+    return STOP;
+  }
+  const request: ModelRequest = {
+    model: agent.model,
+    system: deps.systemPrompt,
+    messages: turns.map(toModelMessage),
+    tools: deps.tools.specs(),
+    maxTokens: deps.limits.maxOutputTokens,
+    agentId: agent.agent_id,
+  };
+  const reservationId = randomUUID();
+  const amount = modelReservation(price, request);
+  const refusal = await deps.storage.reserve({
+    id: reservationId,
+    account_id: agent.account_id,
+    agent_id: agent.agent_id,
+    root_id: agent.root_id,
+    amount,
+  });
+  if (refusal) {
+    await stopForCredits(deps, agent, amount, refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance');
+    return STOP;
+  }
+
+  let response: ModelResponse;
+  try {
+    if (control.model.signal.aborted) throw abortedError();
+    response = await deps.inModelLane(() => deps.model.generate(request, { signal: control.model.signal }));
+  } catch (err) {
+    await deps.storage.release(reservationId);
+    if (control.model.signal.aborted || isAbortError(err)) return STOP; // paused, deleted or shutting down: redo later
+    if (err instanceof ModelError && err.retryable && control.modelFailures < deps.limits.maxModelRetries) {
+      control.modelFailures++;
+      const backoff = err.retryAfterMs ?? Math.min(30_000, 500 * 2 ** (control.modelFailures - 1));
+      return { kind: 'retry', afterMs: backoff };
+    }
+    const reason = err instanceof Error ? err.message : String(err);
+    await changeStatus(deps, agent, 'fail', { status_message: `Failed: ${reason}` });
+    return STOP;
+  }
+  control.modelFailures = 0;
+
+  const now = isoTime(deps.clock.now());
+  const content = response.content;
+  const toolUses = content.filter((b): b is ToolUseBlock => b.type === 'tool_use');
+  const text = content
+    .filter((b) => b.type === 'text')
+    .map((b) => (b as { text: string }).text)
+    .join('\n\n')
+    .trim();
+  const tokens = totalTokens(response.usage);
+  const idx = turns.length;
+  const messages: MessageRow[] = text
+    ? [{ message_id: randomUUID(), agent_id: agent.agent_id, role: 'ASSISTANT', text, timestamp: now }]
+    : [];
+  const toolCalls: ToolCallRow[] = toolUses.map((u) => ({
+    agent_id: agent.agent_id,
+    tool_use_id: u.id,
+    turn_idx: idx,
+    name: u.name,
+    input: JSON.stringify(u.input ?? {}),
+    status: 'pending',
+    idempotent: deps.tools.get(u.name)?.idempotent ?? true,
+    result: null,
+    is_error: false,
+    updated_at: now,
+  }));
+  const settlement: Settlement = {
+    reservation_id: reservationId,
+    root_id: agent.root_id,
+    ledger: {
+      account_id: agent.account_id,
+      agent_id: agent.agent_id,
+      kind: 'model',
+      item: agent.model,
+      tokens_in: tokens.input,
+      tokens_out: tokens.output,
+      cost: modelCost(price, response.usage),
+      created_at: now,
+    },
+  };
+  const done = toolUses.length === 0;
+  const result = await deps.storage.commitStep({
+    agent_id: agent.agent_id,
+    turns: [{ agent_id: agent.agent_id, idx, role: 'assistant', content: JSON.stringify(content), created_at: now }],
+    messages,
+    tool_calls: toolCalls,
+    settlements: [settlement],
+    patch: {
+      token_count_delta: tokens.input + tokens.output,
+      step_count_delta: 1,
+      status_message: done ? undefined : describeToolCalls(deps, toolUses),
+      updated_at: now,
+    },
+    status: done ? statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' }) : undefined,
+  });
+  emitCommit(deps, agent, result, messages, [settlement]);
+  if (!result.agent) return STOP;
+  if (done) return STOP;
+  return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
+}
+
+async function runToolCalls(
+  deps: StepDeps,
+  agent: AgentRow,
+  turnIdx: number,
+  toolUses: ToolUseBlock[],
+  control: RunControl,
+): Promise<StepOutcome> {
+  const records = new Map((await deps.storage.listToolCalls(agent.agent_id, turnIdx)).map((r) => [r.tool_use_id, r]));
+  const now = () => isoTime(deps.clock.now());
+  const results = new Map<string, { content: string; isError: boolean }>();
+  const toRun: Array<{ use: ToolUseBlock; tool: Tool | undefined; record: ToolCallRow }> = [];
+
+  for (const use of toolUses) {
+    const record: ToolCallRow = records.get(use.id) ?? {
+      agent_id: agent.agent_id,
+      tool_use_id: use.id,
+      turn_idx: turnIdx,
+      name: use.name,
+      input: JSON.stringify(use.input ?? {}),
+      status: 'pending',
+      idempotent: deps.tools.get(use.name)?.idempotent ?? true,
+      result: null,
+      is_error: false,
+      updated_at: now(),
+    };
+    if (record.status === 'finished') {
+      results.set(use.id, { content: record.result ?? '', isError: record.is_error });
+    } else if (record.status === 'started' && !record.idempotent) {
+      results.set(use.id, { content: UNKNOWN_OUTCOME, isError: true });
+    } else {
+      toRun.push({ use, tool: deps.tools.get(use.name), record });
+    }
+  }
+
+  // One hold covers every priced call of the turn, so either all of them can run or none starts.
+  const priced = toRun.filter((c) => c.tool && c.tool.price > 0);
+  const prices = new Map(priced.map((c) => [c.use.id, toolPrice(deps.prices, c.tool!.name, c.tool!.price)]));
+  const total = [...prices.values()].reduce((a, b) => a + b, 0);
+  const reservationId = randomUUID();
+  if (total > 0) {
+    const refusal = await deps.storage.reserve({
+      id: reservationId,
+      account_id: agent.account_id,
+      agent_id: agent.agent_id,
+      root_id: agent.root_id,
+      amount: total,
+    });
+    if (refusal) {
+      await stopForCredits(deps, agent, total, refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance');
+      return STOP;
+    }
+  }
+
+  // Calls that must never run twice are recorded as started before they run.
+  const unsafe = toRun.filter((c) => !c.record.idempotent);
+  if (unsafe.length > 0) {
+    await deps.storage.putToolCalls(unsafe.map((c) => ({ ...c.record, status: 'started', updated_at: now() })));
+  }
+
+  let reported: { message?: string; progress?: number } = {};
+  const statusForm = toStatusForm(agent);
+  await Promise.all(
+    toRun.map(async ({ use, tool }) => {
+      const outcome = await runOneTool(deps, tool, use, statusForm, control, (u) => {
+        reported = { ...reported, ...u };
+      });
+      results.set(use.id, outcome);
+    }),
+  );
+
+  const at = now();
+  const resultBlocks: ToolResultBlock[] = toolUses.map((use) => {
+    const r = results.get(use.id)!;
+    return { type: 'tool_result', tool_use_id: use.id, content: r.content, ...(r.isError ? { is_error: true } : {}) };
+  });
+  const finished: ToolCallRow[] = toolUses.map((use) => {
+    const r = results.get(use.id)!;
+    const base = records.get(use.id) ?? toRun.find((c) => c.use.id === use.id)!.record;
+    return { ...base, status: 'finished', result: r.content, is_error: r.isError, updated_at: at };
+  });
+  const settlements: Settlement[] = priced.map((c) => ({
+    reservation_id: reservationId,
+    root_id: agent.root_id,
+    ledger: {
+      account_id: agent.account_id,
+      agent_id: agent.agent_id,
+      kind: 'tool',
+      item: c.tool!.name,
+      tokens_in: 0,
+      tokens_out: 0,
+      cost: prices.get(c.use.id)!,
+      created_at: at,
+    },
+  }));
+  const result = await deps.storage.commitStep({
+    agent_id: agent.agent_id,
+    turns: [
+      { agent_id: agent.agent_id, idx: turnIdx + 1, role: 'user', content: JSON.stringify(resultBlocks), created_at: at },
+    ],
+    tool_calls: finished,
+    settlements,
+    patch: {
+      status_message: reported.message ?? 'Thinking',
+      progress: reported.progress === undefined ? undefined : Math.min(MAX_PLAN_PROGRESS, Math.max(0, reported.progress)),
+      updated_at: at,
+    },
+  });
+  emitCommit(deps, agent, result, [], settlements);
+  if (!result.agent) return STOP;
+  return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
+}
+
+async function runOneTool(
+  deps: StepDeps,
+  tool: Tool | undefined,
+  use: ToolUseBlock,
+  agent: ReturnType<typeof toStatusForm>,
+  control: RunControl,
+  report: ToolContext['reportProgress'],
+): Promise<{ content: string; isError: boolean }> {
+  if (!tool) return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
+  const parsed = tool.input.safeParse(use.input);
+  if (!parsed.success) {
+    return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
+  }
+  const ctx: ToolContext = {
+    agent,
+    toolCallId: use.id,
+    signal: control.tools.signal,
+    reportProgress: report,
+  };
+  try {
+    const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
+    return { content: clip(renderToolOutput(output), deps.limits.maxToolResultChars), isError: false };
+  } catch (err) {
+    const message = err instanceof Error ? err.message : String(err);
+    return { content: clip(`Error: ${message}`, deps.limits.maxToolResultChars), isError: true };
+  }
+}
+
+function describeToolCalls(deps: StepDeps, uses: ToolUseBlock[]): string {
+  const first = uses[0]!;
+  const tool = deps.tools.get(first.name);
+  let text = `Calling ${first.name}`;
+  if (tool?.describe) {
+    const parsed = tool.input.safeParse(first.input);
+    if (parsed.success) {
+      try {
+        text = tool.describe(parsed.data);
+      } catch {
+        // a describe() that throws only loses its wording
+      }
+    }
+  }
+  return uses.length > 1 ? `${text} (+${uses.length - 1} more)` : text;
+}
+
+async function stopForCredits(deps: StepDeps, agent: AgentRow, needed: number, limit: string): Promise<void> {
+  await changeStatus(deps, agent, 'exhaust_credits', {
+    status_message: `Out of credits: the next step needs up to ${microsToCredits(needed)} credits, more than ${limit} allows`,
+  });
+}
+
+/** The status change a trigger makes from the agent's current status, with ACTIVE-time bookkeeping. */
+export function statusChange(
+  agent: AgentRow,
+  trigger: StatusTrigger,
+  nowMs: number,
+  patch: StatusChange['patch'] = {},
+): StatusChange | undefined {
+  const to = nextStatus(agent.status, trigger);
+  if (to === null || to === agent.status) return undefined;
+  const extra: NonNullable<StatusChange['patch']> = { ...patch };
+  if (agent.status === 'ACTIVE' && to !== 'ACTIVE') {
+    extra.active_ms = activeMs(agent, nowMs);
+    extra.active_since = null;
+  }
+  if (to === 'ACTIVE' && agent.status !== 'ACTIVE') extra.active_since = isoTime(nowMs);
+  return { from: [agent.status], to, patch: extra };
+}
+
+/** Applies a status change and emits it. Returns the updated row, or null if the agent moved meanwhile. */
+export async function changeStatus(
+  deps: Pick<StepDeps, 'storage' | 'clock' | 'events'>,
+  agent: AgentRow,
+  trigger: StatusTrigger,
+  patch: StatusChange['patch'] = {},
+): Promise<AgentRow | null> {
+  const nowMs = deps.clock.now();
+  const change = statusChange(agent, trigger, nowMs, patch);
+  if (!change) return null;
+  const updated = await deps.storage.changeStatus(agent.agent_id, change, isoTime(nowMs));
+  if (updated) emitStatus(deps.events, updated, agent.status);
+  return updated;
+}
+
+export function emitStatus(events: RuntimeEvents, row: AgentRow, previous: AgentStatus): void {
+  if (events.listenerCount('agent.status') > 0) events.emit('agent.status', { agent: toStatusForm(row), previous });
+}
+
+function emitCommit(
+  deps: StepDeps,
+  before: AgentRow,
+  result: StepCommitResult,
+  messages: MessageRow[],
+  settlements: Settlement[],
+): void {
+  const { events } = deps;
+  if (events.listenerCount('credits.charged') > 0) {
+    settlements.forEach((s, i) => {
+      events.emit('credits.charged', {
+        account_id: s.ledger.account_id,
+        agent_id: before.agent_id,
+        kind: s.ledger.kind as 'model' | 'tool',
+        item: s.ledger.item ?? '',
+        credits: microsToCredits(result.charged[i] ?? 0),
+        tokens_in: s.ledger.tokens_in,
+        tokens_out: s.ledger.tokens_out,
+      });
+    });
+  }
+  const after = result.agent;
+  if (!after) return;
+  if (events.listenerCount('agent.message') > 0) {
+    for (const m of messages) events.emit('agent.message', { agent_id: after.agent_id, message: toMessage(m) });
+  }
+  if (after.progress !== before.progress || after.status_message !== before.status_message) {
+    if (events.listenerCount('agent.progress') > 0) events.emit('agent.progress', { agent: toStatusForm(after) });
+  }
+  if (result.statusChanged) emitStatus(events, after, before.status);
+}
+
+export function activeMs(agent: AgentRow, nowMs: number): number {
+  const since = agent.active_since ? Date.parse(agent.active_since) : nowMs;
+  return agent.active_ms + Math.max(0, nowMs - since);
+}
+
+function toModelMessage(turn: TurnRow): ModelMessage {
+  return { role: turn.role, content: parseBlocks(turn.content) };
+}
+
+function parseBlocks(content: string): ContentBlock[] {
+  return JSON.parse(content) as ContentBlock[];
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max)}\n[... ${text.length - max} more characters cut]`;
+}
+
+function abortedError(): Error {
+  const err = new Error('aborted');
+  err.name = 'AbortError';
+  return err;
+}

@@ -1,0 +1,212 @@
+/**
+ * @module core/scheduler
+ * Decides which agents step, and how many at once (DESIGN §8). A runnable agent waiting for a run slot costs one id
+ * in a queue; only agents holding a slot have a driver (an async loop over {@link runStep}) and abort handles.
+ * Model and tool calls run in p-queue lanes with their own concurrency caps.
+ */
+import PQueue from 'p-queue';
+import { newRunControl, runStep, type RunControl, type StepDeps } from './loop.js';
+
+export interface SchedulerOptions {
+  /** Agents stepping at once. */
+  runSlots: number;
+  /** Whether agents are driven automatically; `false` leaves stepping to `runtime.step()`. */
+  auto: boolean;
+  onError(error: unknown, agentId: string): void;
+}
+
+export interface LaneOptions {
+  /** Model calls in flight at once. */
+  modelConcurrency: number;
+  /** Model calls started per `modelIntervalMs`, or 0 for no cap. */
+  modelRequestsPerInterval: number;
+  modelIntervalMs: number;
+  /** Tool calls in flight at once, per lane unless the lane has its own cap. */
+  toolConcurrency: number;
+  /** Caps of named tool lanes (e.g. `browser: 4`). */
+  laneConcurrency: Record<string, number>;
+}
+
+/** The p-queue lanes model and tool calls run in. */
+export class Lanes {
+  readonly models: PQueue;
+  private readonly toolLanes = new Map<string, PQueue>();
+
+  constructor(private readonly options: LaneOptions) {
+    this.models = new PQueue({
+      concurrency: options.modelConcurrency,
+      ...(options.modelRequestsPerInterval > 0
+        ? { intervalCap: options.modelRequestsPerInterval, interval: options.modelIntervalMs }
+        : {}),
+    });
+  }
+
+  inModelLane<T>(fn: () => Promise<T>): Promise<T> {
+    return this.models.add(fn) as Promise<T>;
+  }
+
+  inToolLane<T>(lane: string, fn: () => Promise<T>): Promise<T> {
+    let queue = this.toolLanes.get(lane);
+    if (!queue) {
+      queue = new PQueue({ concurrency: this.options.laneConcurrency[lane] ?? this.options.toolConcurrency });
+      this.toolLanes.set(lane, queue);
+    }
+    return queue.add(fn) as Promise<T>;
+  }
+}
+
+export class Scheduler {
+  /** Ids waiting for a run slot, in order; `head` avoids O(n) shifts on a 10,000-long queue. */
+  private queue: string[] = [];
+  private head = 0;
+  private readonly queued = new Set<string>();
+  private readonly running = new Map<string, { control: RunControl; done: Promise<void> }>();
+  /** Agents made runnable again while their driver was still finishing: started again when it exits. */
+  private readonly again = new Set<string>();
+  private closing = false;
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(
+    private readonly deps: StepDeps,
+    private readonly options: SchedulerOptions,
+  ) {}
+
+  /** Makes an agent runnable (created, resumed, recovered, woken). Cheap and idempotent. */
+  kick(agentId: string): void {
+    if (this.closing || !this.options.auto) return;
+    if (this.running.has(agentId)) {
+      this.again.add(agentId);
+      return;
+    }
+    if (this.queued.has(agentId)) return;
+    this.queued.add(agentId);
+    this.queue.push(agentId);
+    this.pump();
+  }
+
+  /** Abort handles of an agent that is stepping in this process. */
+  controlOf(agentId: string): RunControl | undefined {
+    return this.running.get(agentId)?.control;
+  }
+
+  /** Forgets a deleted agent: drops it from the queue and aborts its in-flight work. */
+  abort(agentId: string, reason: string): void {
+    this.queued.delete(agentId);
+    this.again.delete(agentId);
+    const running = this.running.get(agentId);
+    if (running) {
+      running.control.model.abort(abortReason(reason));
+      running.control.tools.abort(abortReason(reason));
+    }
+  }
+
+  /** Runs exactly one step of an agent now (manual mode, tests). */
+  async stepOnce(agentId: string): Promise<void> {
+    if (this.running.has(agentId)) return;
+    const control = newRunControl();
+    let release!: () => void;
+    const done = new Promise<void>((r) => (release = r));
+    this.running.set(agentId, { control, done });
+    try {
+      await runStep(this.deps, agentId, control);
+    } finally {
+      this.running.delete(agentId);
+      release();
+    }
+  }
+
+  get runningCount(): number {
+    return this.running.size;
+  }
+
+  get queuedCount(): number {
+    return this.queued.size;
+  }
+
+  /** Resolves when no agent is stepping or waiting for a slot. */
+  whenIdle(): Promise<void> {
+    if (this.running.size === 0 && this.queued.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  /**
+   * Stops starting steps; lets running steps finish for up to `graceMs`, then aborts them. Aborted agents stay
+   * ACTIVE in storage and resume from their last saved step when a runtime opens the storage again.
+   */
+  async close(graceMs: number): Promise<void> {
+    this.closing = true;
+    this.queue = [];
+    this.head = 0;
+    this.queued.clear();
+    const all = () => Promise.all([...this.running.values()].map((r) => r.done));
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([
+      all().then(() => false),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(true), graceMs);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (timedOut) {
+      for (const { control } of this.running.values()) {
+        control.model.abort(abortReason('runtime closed'));
+        control.tools.abort(abortReason('runtime closed'));
+      }
+      await all();
+    }
+  }
+
+  private pump(): void {
+    while (!this.closing && this.running.size < this.options.runSlots && this.head < this.queue.length) {
+      const id = this.queue[this.head++]!;
+      if (!this.queued.delete(id)) continue; // dropped by abort()
+      this.drive(id);
+    }
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head);
+      this.head = 0;
+    }
+    if (this.running.size === 0 && this.queued.size === 0 && this.idleWaiters.length > 0) {
+      const waiters = this.idleWaiters;
+      this.idleWaiters = [];
+      for (const w of waiters) w();
+    }
+  }
+
+  private drive(agentId: string): void {
+    const control = newRunControl();
+    let release!: () => void;
+    const done = new Promise<void>((r) => (release = r));
+    this.running.set(agentId, { control, done });
+    void (async () => {
+      try {
+        while (!this.closing) {
+          const outcome = await runStep(this.deps, agentId, control);
+          if (outcome.kind === 'continue') continue;
+          if (outcome.kind === 'retry') {
+            try {
+              await this.deps.clock.sleep(outcome.afterMs, control.model.signal);
+            } catch {
+              break; // paused or deleted while backing off
+            }
+            continue;
+          }
+          break;
+        }
+      } catch (err) {
+        this.options.onError(err, agentId);
+      } finally {
+        this.running.delete(agentId);
+        release();
+        if (this.again.delete(agentId)) this.kick(agentId);
+        this.pump();
+      }
+    })();
+  }
+}
+
+function abortReason(message: string): Error {
+  const err = new Error(message);
+  err.name = 'AbortError';
+  return err;
+}

@@ -1,0 +1,40 @@
+/**
+ * @module agentry
+ * An embeddable, in-process agent runtime: give it a goal, an agent works on it with tools and sub-agents on a credit
+ * budget; poll or subscribe to its status, progress and transcript; pause, resume or delete it.
+ *
+ * @example
+ * import { AgentRuntime } from 'agentry';
+ * const runtime = await AgentRuntime.open(); // SQLite at ./agentry.db, Claude from ANTHROPIC_API_KEY
+ * const { agent_id } = await runtime.create({ goal: 'Summarise the three latest Node.js releases' });
+ * console.log(await runtime.waitFor(agent_id));
+ */
+export { AgentRuntime, DEFAULT_SYSTEM_PROMPT } from './core/agent-runtime.js';
+export type { RuntimeOptions, AccountScope } from './core/agent-runtime.js';
+export { Accounts, API_KEY_PREFIX, hashApiKey } from './core/accounts.js';
+export type { AccountInfo, ApiKeyInfo, CreatedApiKey, LedgerEntry } from './core/accounts.js';
+export { AgentryError, ERROR_STATUS, httpStatusOf } from './errors.js';
+export type { ErrorCode } from './errors.js';
+export {
+  AGENT_STATUSES,
+  TRANSITIONS,
+  TERMINAL_STATUSES,
+  assertTransition,
+  nextStatus,
+  isTerminal,
+} from './core/status.js';
+export type { AgentStatus, StatusTrigger } from './core/status.js';
+export * from './core/schemas.js';
+export { DEFAULT_PRICES, modelCost } from './core/credits.js';
+export type { PriceTable, ModelPrice } from './core/credits.js';
+export type { AgentEvents, AgentEventName } from './core/events.js';
+export { systemClock } from './core/clock.js';
+export type { Clock } from './core/clock.js';
+export { defineTool } from './tools/define-tool.js';
+export type { Tool, ToolDefinition, ToolContext, ToolOutput } from './tools/define-tool.js';
+export { ModelError } from './models/provider.js';
+export type * from './models/provider.js';
+export { anthropicProvider, DEFAULT_ANTHROPIC_MODELS, hasAnthropicCredentials } from './models/anthropic.js';
+export { memoryStorage } from './storage/memory.js';
+export { sqliteStorage } from './storage/sqlite/index.js';
+export type * from './storage/adapter.js';
