@@ -11,6 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isAbortError, isoTime, type Clock } from './clock.js';
+import { estimateTokens, fitContext } from './context.js';
 import { modelCost, modelReservation, toolPrice, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
@@ -86,6 +87,8 @@ export type StepOutcome =
   /** A transient failure: run again after a while. */
   | { kind: 'retry'; afterMs: number };
 
+const DEFAULT_CONTEXT_WINDOW = 200_000;
+
 const CONTINUE: StepOutcome = { kind: 'continue' };
 const STOP: StepOutcome = { kind: 'stop' };
 
@@ -144,11 +147,16 @@ async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], c
     await changeStatus(deps, agent, 'fail', { status_message: `Failed: no price is configured for model ${agent.model}` });
     return STOP;
   }
+  const tools = deps.tools.specs();
   const request: ModelRequest = {
     model: agent.model,
     system: deps.systemPrompt,
-    messages: turns.map(toModelMessage),
-    tools: deps.tools.specs(),
+    messages: fitContext(
+      turns.map(toModelMessage),
+      deps.model.contextWindow?.(agent.model) ?? DEFAULT_CONTEXT_WINDOW,
+      fixedPromptTokens(deps.systemPrompt, tools),
+    ),
+    tools,
     maxTokens: deps.limits.maxOutputTokens,
     agentId: agent.agent_id,
   };
@@ -479,6 +487,17 @@ function emitCommit(
 export function activeMs(agent: AgentRow, nowMs: number): number {
   const since = agent.active_since ? Date.parse(agent.active_since) : nowMs;
   return agent.active_ms + Math.max(0, nowMs - since);
+}
+
+/** Tokens of the system prompt and tool definitions: the same for every step, so counted once. */
+const fixedTokensCache = new WeakMap<object, number>();
+function fixedPromptTokens(system: string, tools: ModelRequest['tools']): number {
+  let n = fixedTokensCache.get(tools);
+  if (n === undefined) {
+    n = estimateTokens(JSON.stringify(tools));
+    fixedTokensCache.set(tools, n);
+  }
+  return n + estimateTokens(system);
 }
 
 function toModelMessage(turn: TurnRow): ModelMessage {
