@@ -1,0 +1,138 @@
+/**
+ * @module http/events
+ * GET /api/agents/{id}/events: Server-Sent Events for one agent. Every connection starts with the transcript's
+ * `message` events and a `status` event (the agent now), then live `status`, `progress` and `message` events. Message
+ * events carry `id: <position in the transcript>` (1-based) and nothing else does, so a client that reconnects with
+ * `Last-Event-ID` gets exactly the messages it missed. The stream ends after a COMPLETED or FAILED status, or with a
+ * `deleted` event.
+ */
+import type { AgentRuntime } from '../core/agent-runtime.js';
+import type { Agent, Message } from '../core/schemas.js';
+import { isTerminal } from '../core/status.js';
+
+/** A comment line every so often keeps proxies from closing an idle stream. */
+const HEARTBEAT_MS = 15_000;
+
+type Pending =
+  | { kind: 'status' | 'progress'; agent: Agent }
+  | { kind: 'message'; message: Message }
+  | { kind: 'deleted' };
+
+/**
+ * The event stream of an agent the caller owns. Resolves once the agent is found (rejects with `not_found`
+ * otherwise), so a missing agent is an ordinary JSON error rather than an empty stream.
+ */
+export async function agentEventStream(
+  runtime: AgentRuntime,
+  agentId: string,
+  accountId: string,
+  lastEventId: string | null,
+  signal: AbortSignal,
+  headers: Record<string, string>,
+): Promise<Response> {
+  // Subscribe before reading, so nothing between the read and the first live event is lost.
+  const pending: Pending[] = [];
+  let wake: (() => void) | null = null;
+  const push = (event: Pending) => {
+    pending.push(event);
+    wake?.();
+  };
+  const unsubscribe = [
+    runtime.on('agent.status', ({ agent }) => agent.agent_id === agentId && push({ kind: 'status', agent })),
+    runtime.on('agent.progress', ({ agent }) => agent.agent_id === agentId && push({ kind: 'progress', agent })),
+    runtime.on('agent.message', (e) => e.agent_id === agentId && push({ kind: 'message', message: e.message })),
+    runtime.on('agent.deleted', (e) => e.agent_id === agentId && push({ kind: 'deleted' })),
+  ];
+  const stop = () => unsubscribe.forEach((off) => off());
+
+  let snapshot: Awaited<ReturnType<AgentRuntime['get']>>;
+  try {
+    snapshot = await runtime.get(agentId, { accountId });
+  } catch (error) {
+    stop();
+    throw error;
+  }
+
+  const encoder = new TextEncoder();
+  const resumeAfter = /^\d{1,9}$/.test(lastEventId?.trim() ?? '') ? Number(lastEventId) : 0;
+  const sentMessages = new Set<string>();
+  let position = 0;
+  let closed = false;
+  let heartbeat: ReturnType<typeof setInterval> | undefined;
+
+  const body = new ReadableStream<Uint8Array>({
+    start: (controller) => {
+      const send = (text: string) => {
+        if (!closed) controller.enqueue(encoder.encode(text));
+      };
+      const sendMessage = (message: Message) => {
+        if (sentMessages.has(message.message_id)) return;
+        sentMessages.add(message.message_id);
+        position += 1;
+        if (position > resumeAfter) send(`id: ${position}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);
+      };
+      const finish = () => {
+        if (closed) return;
+        closed = true;
+        clearInterval(heartbeat);
+        stop();
+        controller.close();
+        wake?.();
+      };
+      const sendStatusAndMaybeFinish = async (kind: 'status' | 'progress', agent: Agent) => {
+        if (kind === 'status' && isTerminal(agent.status)) {
+          // The final message may be reported after the status; read the transcript so it is not missed.
+          try {
+            const latest = await runtime.get(agentId, { accountId });
+            latest.messages.forEach(sendMessage);
+          } catch {
+            // deleted meanwhile: the status is still the last thing known
+          }
+          send(`event: status\ndata: ${JSON.stringify(agent)}\n\n`);
+          finish();
+          return;
+        }
+        send(`event: ${kind}\ndata: ${JSON.stringify(agent)}\n\n`);
+      };
+
+      send('retry: 2000\n\n');
+      heartbeat = setInterval(() => send(': keep-alive\n\n'), HEARTBEAT_MS);
+      heartbeat.unref?.();
+      signal.addEventListener('abort', finish, { once: true });
+
+      void (async () => {
+        snapshot.messages.forEach(sendMessage);
+        await sendStatusAndMaybeFinish('status', snapshot.agent);
+        while (!closed) {
+          const event = pending.shift();
+          if (!event) {
+            await new Promise<void>((resolve) => (wake = resolve));
+            wake = null;
+            continue;
+          }
+          if (event.kind === 'message') sendMessage(event.message);
+          else if (event.kind === 'deleted') {
+            send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
+            finish();
+          } else await sendStatusAndMaybeFinish(event.kind, event.agent);
+        }
+      })();
+    },
+    cancel: () => {
+      closed = true;
+      clearInterval(heartbeat);
+      stop();
+      wake?.();
+    },
+  });
+
+  return new Response(body, {
+    status: 200,
+    headers: {
+      ...headers,
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-store',
+      'x-accel-buffering': 'no',
+    },
+  });
+}

@@ -1,0 +1,382 @@
+/**
+ * @module http/fetch-handler
+ * The one router of the HTTP service (DESIGN §10): a function from a WHATWG `Request` to a `Response`. Every Node
+ * server adapter (`createNodeHandler`, Hono, anything that speaks fetch) only converts to and from it.
+ *
+ * Order of checks, so that cheap refusals come first and nothing is read for a caller who may not call:
+ * route (404 / unmatched) -> method (405) -> CORS preflight -> API key (401) -> rate limit (429) -> agent id (404)
+ * -> body: declared size (413), media type (415), streamed size (413), JSON and schema (400) -> the runtime.
+ */
+import { z } from 'zod';
+import { hashApiKey, type AccountInfo } from '../core/accounts.js';
+import type { AgentRuntime } from '../core/agent-runtime.js';
+import { isoTime } from '../core/clock.js';
+import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
+import { parseArgs } from '../core/validate.js';
+import { AgentryError } from '../errors.js';
+import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
+import { agentEventStream } from './events.js';
+import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
+import { buildOpenApiDocument } from './openapi.js';
+import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
+import { errorResponse, jsonResponse, jsonTextResponse, newRequestId, responseForError } from './responses.js';
+
+/** Default token bucket per API key: bursts of 120 requests, then 20 a second (1,200 a minute). */
+export const DEFAULT_RATE_LIMIT: RateLimitOptions = Object.freeze({ capacity: 120, refillPerSecond: 20 });
+
+/** Default body limit: 1 MiB. */
+export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
+
+const CORS_ALLOWED_HEADERS = 'content-type, x-api-key, idempotency-key, x-request-id, last-event-id';
+const CORS_EXPOSED_HEADERS = 'x-request-id, retry-after, allow, idempotent-replayed';
+
+const FetchHandlerOptionsSchema = z
+  .object({
+    basePath: z
+      .string()
+      .regex(/^(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/, 'must be empty or start with "/" and not end with "/", e.g. "/v1"')
+      .default(''),
+    bodyLimitBytes: z.number().int().positive().max(1024 * 1024 * 1024).default(DEFAULT_BODY_LIMIT_BYTES),
+    rateLimit: z
+      .union([
+        z.literal(false),
+        z.object({ capacity: z.number().int().positive(), refillPerSecond: z.number().positive().finite() }).strict(),
+      ])
+      .default(DEFAULT_RATE_LIMIT),
+    cors: z
+      .union([
+        z.literal(false),
+        z
+          .object({
+            origins: z.union([z.literal('*'), z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin like "https://app.example.com"')).min(1)]),
+            maxAgeSeconds: z.number().int().min(0).default(600),
+          })
+          .strict(),
+      ])
+      .default(false),
+    onError: z.custom<(error: unknown, context: { request_id: string }) => void>((v) => typeof v === 'function', 'must be a function').optional(),
+    now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
+  })
+  .strict();
+
+/** Options of {@link createFetchHandler} (and {@link createNodeHandler}). */
+export interface FetchHandlerOptions {
+  /**
+   * Prefix of every route, e.g. `'/v1'` serves `/v1/api/agents`. When a framework strips a mount path itself
+   * (Express `app.use('/x', handler)`), leave this empty.
+   * @default ''
+   */
+  basePath?: string;
+  /**
+   * Largest request body accepted, in bytes; both the declared `Content-Length` and the bytes actually streamed are
+   * checked. Larger bodies get 413 `payload_too_large`.
+   * @default 1_048_576 (1 MiB)
+   */
+  bodyLimitBytes?: number;
+  /**
+   * Token bucket per API key (in memory, per process); an empty bucket answers 429 `rate_limited` with
+   * `Retry-After`. `false` turns it off.
+   * @default { capacity: 120, refillPerSecond: 20 }
+   * @example createFetchHandler(runtime, { rateLimit: { capacity: 10, refillPerSecond: 1 } })
+   */
+  rateLimit?: RateLimitOptions | false;
+  /**
+   * CORS for browsers. Off by default: no CORS headers, and OPTIONS is 405.
+   * @default false
+   * @example createFetchHandler(runtime, { cors: { origins: ['https://app.example.com'] } })
+   */
+  cors?: false | { origins: '*' | string[]; maxAgeSeconds?: number };
+  /**
+   * Called with every unexpected error (a bug or an outage), which the client sees only as 500 `internal_error`.
+   * @default logs to `console.error`
+   */
+  onError?: (error: unknown, context: { request_id: string }) => void;
+  /** Milliseconds since the epoch, for the rate limiter. For tests. @default Date.now */
+  now?: () => number;
+}
+
+/** The router as a function: `Request -> Response`. */
+export interface FetchHandler {
+  (request: Request): Promise<Response>;
+  /**
+   * Methods served at `pathname` (e.g. `['GET', 'DELETE']`), or `null` when the path is not one of agentry's.
+   * Adapters use it to answer requests they cannot turn into a `Request`.
+   */
+  allowedMethods(pathname: string): readonly string[] | null;
+}
+
+type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'openapi';
+
+interface RouteMatch {
+  methods: Readonly<Record<string, RouteName>>;
+  /** The raw id path segment, for routes under /api/agents/{id}. */
+  idSegment?: string;
+  /** A path in agentry's namespace that names no route. */
+  unknown?: true;
+}
+
+/** Responses for paths outside agentry's routes: adapters pass these on (`next()` in Express) instead of sending. */
+const unmatchedResponses = new WeakSet<Response>();
+
+/**
+ * True for the 404 a fetch handler returns for a path that is not one of its routes. Frameworks with a "next
+ * handler" of their own can fall through on it; otherwise it is an ordinary 404 `not_found` response.
+ *
+ * @example
+ * app.use('*', async (c, next) => {
+ *   const response = await agentry(c.req.raw);
+ *   return isUnmatchedResponse(response) ? next() : response;
+ * });
+ */
+export function isUnmatchedResponse(response: Response): boolean {
+  return unmatchedResponses.has(response);
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,128}$/;
+
+const ListQuerySchema = z
+  .object({
+    status: AgentStatusSchema.optional(),
+    limit: z
+      .string()
+      .regex(/^\d{1,4}$/, 'must be an integer from 1 to 1000')
+      .transform(Number)
+      .pipe(z.number().int().min(1, 'must be an integer from 1 to 1000').max(1000, 'must be an integer from 1 to 1000'))
+      .optional(),
+    cursor: z.string().min(1).max(200).optional(),
+  })
+  .strip();
+
+/** Pause and resume take no parameters: an empty body, or `{}`. */
+const EmptyBodySchema = z.object({}).strict();
+
+/**
+ * Creates the router of the HTTP service. Routes (under `basePath`):
+ *
+ * | Route | Success |
+ * |---|---|
+ * | POST /api/agents | 201, the agent in creation form (`Idempotency-Key` supported) |
+ * | GET /api/agents | 200, `{data, has_more, next_cursor}` in reduced form; `?status=&limit=&cursor=` |
+ * | GET /api/agents/{id} | 200, `{agent, messages}` |
+ * | POST /api/agents/{id}/pause, /resume | 200, `{agent}` |
+ * | DELETE /api/agents/{id} | 200, `{agent_id, deleted: true}` |
+ * | GET /api/agents/{id}/events | 200, Server-Sent Events |
+ * | GET /api/openapi.json | 200, OpenAPI 3.1 (no API key needed) |
+ *
+ * Every other route needs an `x-api-key` of an account with an active subscription, and sees only that account's
+ * agents. Throws `invalid_request` at once for bad options.
+ *
+ * @example
+ * import { AgentRuntime } from 'agentry';
+ * import { createFetchHandler } from 'agentry/http';
+ *
+ * const runtime = await AgentRuntime.open();
+ * const handle = createFetchHandler(runtime, { basePath: '/v1', cors: { origins: ['https://app.example.com'] } });
+ * const response = await handle(new Request('http://localhost/v1/api/agents', { headers: { 'x-api-key': key } }));
+ */
+export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerOptions = {}): FetchHandler {
+  if (typeof runtime !== 'object' || runtime === null || typeof (runtime as Partial<AgentRuntime>).create !== 'function') {
+    throw new AgentryError('invalid_request', 'createFetchHandler: expected `runtime` to be an AgentRuntime');
+  }
+  const o = parseArgs(FetchHandlerOptionsSchema, options, 'createFetchHandler options');
+  const onError =
+    o.onError ??
+    ((error: unknown, { request_id }: { request_id: string }) => console.error(`agentry http: request ${request_id} failed:`, error));
+  const now = o.now ?? Date.now;
+  const buckets = o.rateLimit === false ? null : new TokenBuckets(o.rateLimit, now);
+  const idempotent = new IdempotentCreates(runtime.storage, () => isoTime(now()));
+  const prefix = `${o.basePath}/api/`;
+  let openApiText: string | undefined;
+
+  function match(pathname: string): RouteMatch | null {
+    if (!pathname.startsWith(prefix)) return null;
+    const rest = pathname.slice(prefix.length);
+    if (rest === 'openapi.json') return { methods: { GET: 'openapi' } };
+    if (rest !== 'agents' && !rest.startsWith('agents/')) return null;
+    const parts = rest.split('/').slice(1);
+    if (parts.length > 0 && parts[parts.length - 1] === '') parts.pop(); // one trailing slash is forgiven
+    const [id, action, ...extra] = parts;
+    if (id === undefined) return { methods: { GET: 'list', POST: 'create' } };
+    if (extra.length > 0 || id === '') return { methods: {}, unknown: true };
+    if (action === undefined) return { methods: { GET: 'get', DELETE: 'delete' }, idSegment: id };
+    if (action === 'pause') return { methods: { POST: 'pause' }, idSegment: id };
+    if (action === 'resume') return { methods: { POST: 'resume' }, idSegment: id };
+    if (action === 'events') return { methods: { GET: 'events' }, idSegment: id };
+    return { methods: {}, unknown: true };
+  }
+
+  function corsHeaders(request: Request, route: RouteMatch | null): Record<string, string> {
+    if (o.cors === false) return {};
+    const origin = request.headers.get('origin');
+    const allowed = o.cors.origins === '*' ? '*' : origin !== null && o.cors.origins.includes(origin) ? origin : null;
+    const headers: Record<string, string> = { vary: 'Origin' };
+    if (allowed === null) return headers;
+    headers['access-control-allow-origin'] = allowed;
+    headers['access-control-expose-headers'] = CORS_EXPOSED_HEADERS;
+    if (request.method === 'OPTIONS' && route) {
+      headers['access-control-allow-methods'] = Object.keys(route.methods).join(', ');
+      headers['access-control-allow-headers'] = CORS_ALLOWED_HEADERS;
+      headers['access-control-max-age'] = String(o.cors.maxAgeSeconds);
+    }
+    return headers;
+  }
+
+  async function authenticate(request: Request, requestId: string): Promise<{ account: AccountInfo } | Response> {
+    const key = request.headers.get('x-api-key');
+    const account = await runtime.accounts.authenticate(key);
+    if (buckets && key !== null) {
+      const retryAfter = buckets.take(hashApiKey(key));
+      if (retryAfter > 0) {
+        return errorResponse('rate_limited', `Too many requests for this API key; retry after ${retryAfter} s`, requestId, {
+          headers: { 'retry-after': String(retryAfter) },
+        });
+      }
+    }
+    return { account };
+  }
+
+  /** Reads and parses a JSON body; `required: false` accepts an absent or empty body as `undefined`. */
+  async function jsonBody(request: Request, required: boolean): Promise<unknown> {
+    const declared = request.headers.get('content-length');
+    if (declared !== null && /^\s*\d+\s*$/.test(declared) && Number(declared) > o.bodyLimitBytes) {
+      throw new AgentryError('payload_too_large', `The request body is larger than ${o.bodyLimitBytes} bytes`);
+    }
+    if (!required && !declaresBody(request)) {
+      await request.body?.cancel().catch(() => {});
+      return undefined;
+    }
+    if (!isJsonContentType(request.headers.get('content-type'))) {
+      await request.body?.cancel().catch(() => {});
+      throw new AgentryError('unsupported_media_type', 'Send the body as JSON with Content-Type: application/json');
+    }
+    const bytes = await readBody(request, o.bodyLimitBytes);
+    if (!required && bytes.byteLength === 0) return undefined;
+    return parseJsonBody(bytes);
+  }
+
+  function agentId(segment: string): string {
+    let id: string;
+    try {
+      id = decodeURIComponent(segment);
+    } catch {
+      id = segment;
+    }
+    // Malformed ids are refused like unknown ones: 404 says nothing about what exists.
+    if (!UUID.test(id)) throw new AgentryError('not_found', `Agent ${JSON.stringify(id.slice(0, 100))} was not found`);
+    return id.toLowerCase();
+  }
+
+  async function route(request: Request, requestId: string, url: URL, found: RouteMatch): Promise<Response> {
+    const name = found.methods[request.method];
+    if (name === undefined) {
+      const allow = Object.keys(found.methods).join(', ');
+      return errorResponse('method_not_allowed', `${request.method} is not allowed here; use ${allow}`, requestId, {
+        headers: { allow },
+      });
+    }
+    if (name === 'openapi') {
+      openApiText ??= JSON.stringify(buildOpenApiDocument({ basePath: o.basePath }));
+      return jsonTextResponse(200, openApiText, { 'cache-control': 'public, max-age=300' });
+    }
+
+    const auth = await authenticate(request, requestId);
+    if (auth instanceof Response) return auth;
+    const scope = { accountId: auth.account.account_id };
+
+    switch (name) {
+      case 'list': {
+        const query = Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.get(k)]));
+        const q = parseArgs(ListQuerySchema, query, 'query');
+        const page = await runtime.list({
+          ...scope,
+          ...(q.status === undefined ? {} : { status: q.status }),
+          ...(q.limit === undefined ? {} : { limit: q.limit }),
+          ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
+        });
+        return jsonResponse(200, page);
+      }
+      case 'create':
+        return create(request, auth.account);
+      case 'get':
+        return jsonResponse(200, await runtime.get(agentId(found.idSegment!), scope));
+      case 'delete':
+        return jsonResponse(200, await runtime.delete(agentId(found.idSegment!), scope));
+      case 'pause':
+      case 'resume': {
+        const id = agentId(found.idSegment!);
+        const body = await jsonBody(request, false);
+        if (body !== undefined) parseArgs(EmptyBodySchema, body, `${name} body`);
+        const agent = name === 'pause' ? await runtime.pause(id, scope) : await runtime.resume(id, scope);
+        return jsonResponse(200, { agent });
+      }
+      case 'events':
+        return agentEventStream(
+          runtime,
+          agentId(found.idSegment!),
+          auth.account.account_id,
+          request.headers.get('last-event-id'),
+          request.signal,
+          {},
+        );
+    }
+  }
+
+  async function create(request: Request, account: AccountInfo): Promise<Response> {
+    const key = request.headers.get('idempotency-key');
+    if (key !== null) assertIdempotencyKey(key);
+    const raw = await jsonBody(request, true);
+    const body = parseArgs(CreateAgentBodySchema, raw, 'request body');
+    const run = async () => {
+      const created = await runtime.create({
+        goal: body.goal,
+        accountId: account.account_id,
+        ...(body.model === undefined ? {} : { model: body.model }),
+        ...(body.max_credits === undefined ? {} : { maxCredits: body.max_credits }),
+      });
+      return { status: 201, body: JSON.stringify(created) };
+    };
+    if (key === null) {
+      const result = await run();
+      return jsonTextResponse(result.status, result.body);
+    }
+    const result = await idempotent.run(account.account_id, key, requestHash(raw), run, async (text) => {
+      const { agent_id } = JSON.parse(text) as { agent_id: string };
+      await runtime.delete(agent_id, { accountId: account.account_id }).catch(() => {});
+    });
+    return jsonTextResponse(result.status, result.body, result.replayed ? { 'idempotent-replayed': 'true' } : {});
+  }
+
+  const handler = async (request: Request): Promise<Response> => {
+    const incoming = request.headers.get('x-request-id');
+    const requestId = incoming !== null && SANE_REQUEST_ID.test(incoming) ? incoming : newRequestId();
+    let found: RouteMatch | null = null;
+    let response: Response;
+    try {
+      const url = new URL(request.url);
+      found = match(url.pathname);
+      if (found === null) {
+        response = errorResponse('not_found', `No route for ${request.method} ${url.pathname.slice(0, 200)}`, requestId);
+        unmatchedResponses.add(response);
+      } else if (found.unknown) {
+        response = errorResponse('not_found', `No route for ${request.method} ${url.pathname.slice(0, 200)}`, requestId);
+      } else if (request.method === 'OPTIONS' && o.cors !== false) {
+        response = new Response(null, { status: 204 });
+      } else {
+        response = await route(request, requestId, url, found);
+      }
+    } catch (error) {
+      response = responseForError(error, requestId, onError);
+    }
+    response.headers.set('x-request-id', requestId);
+    for (const [name, value] of Object.entries(corsHeaders(request, found))) response.headers.set(name, value);
+    return response;
+  };
+
+  return Object.assign(handler, {
+    allowedMethods(pathname: string): readonly string[] | null {
+      const found = match(pathname);
+      return found === null ? null : Object.keys(found.methods);
+    },
+  });
+}

@@ -1,0 +1,27 @@
+/**
+ * @module agentry/http
+ * The HTTP service of DESIGN §10 on any server: {@link createFetchHandler} is the router (`Request -> Response`, for
+ * Hono, Bun, Deno, workers) and {@link createNodeHandler} mounts it on node:http, Express, Fastify or Connect.
+ *
+ * @example
+ * import { createServer } from 'node:http';
+ * import { AgentRuntime } from 'agentry';
+ * import { createNodeHandler } from 'agentry/http';
+ *
+ * const runtime = await AgentRuntime.open();
+ * const { apiKey } = await runtime.accounts.create({ name: 'me', credits: 100 });
+ * createServer(createNodeHandler(runtime)).listen(8787);
+ * console.log(`curl -H 'x-api-key: ${apiKey?.key}' http://127.0.0.1:8787/api/agents`);
+ */
+export {
+  createFetchHandler,
+  isUnmatchedResponse,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_RATE_LIMIT,
+} from './fetch-handler.js';
+export type { FetchHandler, FetchHandlerOptions } from './fetch-handler.js';
+export { createNodeHandler, nodeHandlerFor } from './node-handler.js';
+export type { NodeHandler } from './node-handler.js';
+export { buildOpenApiDocument } from './openapi.js';
+export type { OpenApiOptions } from './openapi.js';
+export type { RateLimitOptions } from './rate-limit.js';

@@ -1,0 +1,204 @@
+/**
+ * @module http/openapi
+ * The OpenAPI 3.1 document of the HTTP service, generated from the zod schemas in `core/schemas.ts` (the single
+ * source of the wire shapes) with `z.toJSONSchema`. Served at GET /api/openapi.json without authentication: it
+ * describes the API and holds no data.
+ */
+import { z } from 'zod';
+import {
+  AgentCreatedSchema,
+  AgentListSchema,
+  AgentSchema,
+  AgentStatusSchema,
+  AgentSummarySchema,
+  AgentWithMessagesSchema,
+  CreateAgentBodySchema,
+  DeletedAgentSchema,
+  ErrorBodySchema,
+  MessageSchema,
+} from '../core/schemas.js';
+import { ERROR_STATUS, type ErrorCode } from '../errors.js';
+
+/** Options of {@link buildOpenApiDocument}. */
+export interface OpenApiOptions {
+  /** Prefix of every path, as given to `createFetchHandler`. @default '' */
+  basePath?: string;
+  /** `servers[0].url`, when known. */
+  serverUrl?: string;
+  /** `info.version`. @default the package version at the time of writing */
+  version?: string;
+}
+
+type JsonObject = Record<string, unknown>;
+
+const ref = (id: string) => ({ $ref: `#/components/schemas/${id}` });
+const json = (schema: unknown) => ({ 'application/json': { schema } });
+
+function errorResponses(...codes: ErrorCode[]): JsonObject {
+  const byStatus = new Map<number, ErrorCode[]>();
+  for (const code of codes) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
+  const out: JsonObject = {};
+  for (const [status, list] of byStatus) {
+    out[String(status)] = { description: `Error: ${list.map((c) => `\`${c}\``).join(' or ')}`, content: json(ref('Error')) };
+  }
+  return out;
+}
+
+/** Errors any authenticated route may answer with. */
+const COMMON_ERRORS: ErrorCode[] = ['unauthorized', 'subscription_inactive', 'rate_limited', 'internal_error'];
+
+/**
+ * Builds the OpenAPI 3.1 document.
+ *
+ * @example
+ * import { buildOpenApiDocument } from 'agentry/http';
+ * const doc = buildOpenApiDocument({ basePath: '/v1' });
+ * console.log(Object.keys(doc.paths)); // ['/v1/api/agents', ...]
+ */
+export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
+  const base = options.basePath ?? '';
+  // One conversion of every schema: those with a meta id become shared $defs, which are OpenAPI's components.
+  const all = z.toJSONSchema(
+    z.object({
+      AgentStatus: AgentStatusSchema,
+      AgentCreated: AgentCreatedSchema,
+      Agent: AgentSchema,
+      AgentSummary: AgentSummarySchema,
+      Message: MessageSchema,
+      AgentWithMessages: AgentWithMessagesSchema,
+      AgentList: AgentListSchema,
+      CreateAgentBody: CreateAgentBodySchema,
+      DeletedAgent: DeletedAgentSchema,
+      Error: ErrorBodySchema,
+    }),
+    { unrepresentable: 'any' },
+  ) as { $defs?: Record<string, unknown> };
+  const schemas = JSON.parse(JSON.stringify(all.$defs ?? {}).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonObject;
+
+  const idParam = {
+    name: 'id',
+    in: 'path',
+    required: true,
+    description: 'The agent id (UUID). An unknown id, a malformed one and another account\'s agent are all 404.',
+    schema: { type: 'string', format: 'uuid' },
+  };
+  const agentEnvelope = {
+    type: 'object',
+    properties: { agent: ref('Agent') },
+    required: ['agent'],
+    additionalProperties: false,
+  };
+  const action = (summary: string, description: string) => ({
+    summary,
+    description,
+    parameters: [idParam],
+    responses: {
+      '200': { description: 'The agent after the action', content: json(agentEnvelope) },
+      ...errorResponses('invalid_request', 'insufficient_credits', 'not_found', 'invalid_state', 'payload_too_large', 'unsupported_media_type', ...COMMON_ERRORS),
+    },
+  });
+
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'agentry Agent Service',
+      version: options.version ?? '0.1.0',
+      description:
+        'Create autonomous agents, poll their status and transcript, pause, resume or delete them. Every route but ' +
+        'this document needs an `x-api-key` header. Errors have the shape `{"error": {"code", "message", "request_id"}}`; ' +
+        'every response carries `x-request-id`.',
+    },
+    ...(options.serverUrl === undefined ? {} : { servers: [{ url: options.serverUrl }] }),
+    security: [{ apiKey: [] }],
+    paths: {
+      [`${base}/api/agents`]: {
+        post: {
+          summary: 'Create an agent',
+          parameters: [
+            {
+              name: 'Idempotency-Key',
+              in: 'header',
+              required: false,
+              description: 'Same key and same body replays the first result; same key and another body is 409.',
+              schema: { type: 'string', maxLength: 255 },
+            },
+          ],
+          requestBody: { required: true, content: json(ref('CreateAgentBody')) },
+          responses: {
+            '201': { description: 'Created; the agent starts at once', content: json(ref('AgentCreated')) },
+            ...errorResponses(
+              'invalid_request',
+              'insufficient_credits',
+              'idempotency_conflict',
+              'payload_too_large',
+              'unsupported_media_type',
+              ...COMMON_ERRORS,
+            ),
+          },
+        },
+        get: {
+          summary: 'List agents, newest first, in reduced form',
+          parameters: [
+            { name: 'status', in: 'query', required: false, schema: ref('AgentStatus') },
+            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 50 } },
+            { name: 'cursor', in: 'query', required: false, description: '`next_cursor` of the previous page', schema: { type: 'string' } },
+          ],
+          responses: {
+            '200': { description: 'A page of agents', content: json(ref('AgentList')) },
+            ...errorResponses('invalid_request', ...COMMON_ERRORS),
+          },
+        },
+      },
+      [`${base}/api/agents/{id}`]: {
+        get: {
+          summary: 'An agent (status form) and its transcript',
+          parameters: [idParam],
+          responses: {
+            '200': { description: 'The agent', content: json(ref('AgentWithMessages')) },
+            ...errorResponses('not_found', ...COMMON_ERRORS),
+          },
+        },
+        delete: {
+          summary: 'Delete an agent with its sub-agents and transcript',
+          parameters: [idParam],
+          responses: {
+            '200': { description: 'Deleted', content: json(ref('DeletedAgent')) },
+            ...errorResponses('not_found', ...COMMON_ERRORS),
+          },
+        },
+      },
+      [`${base}/api/agents/{id}/pause`]: {
+        post: action('Pause an agent', 'Pausing a PAUSED agent is a no-op; a COMPLETED or FAILED one is 409 `invalid_state`.'),
+      },
+      [`${base}/api/agents/{id}/resume`]: {
+        post: action(
+          'Resume a paused or out-of-credits agent',
+          'Resuming a running agent is a no-op; 402 `insufficient_credits` when the account has no credits; a COMPLETED or FAILED agent is 409 `invalid_state`.',
+        ),
+      },
+      [`${base}/api/agents/{id}/events`]: {
+        get: {
+          summary: 'Server-Sent Events of an agent: message, status, progress, deleted',
+          description:
+            'Starts with the transcript (`message` events, `id` = position) and a `status` event; send `Last-Event-ID` to resume after a message. Ends after COMPLETED or FAILED.',
+          parameters: [idParam, { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } }],
+          responses: {
+            '200': { description: 'An event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+            ...errorResponses('not_found', ...COMMON_ERRORS),
+          },
+        },
+      },
+      [`${base}/api/openapi.json`]: {
+        get: {
+          summary: 'This document',
+          security: [],
+          responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object' }) } },
+        },
+      },
+    },
+    components: {
+      schemas,
+      securitySchemes: { apiKey: { type: 'apiKey', in: 'header', name: 'x-api-key' } },
+    },
+  };
+}

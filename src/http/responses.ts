@@ -1,0 +1,61 @@
+/**
+ * @module http/responses
+ * The two shapes every route answers with: a JSON body, or the error body of DESIGN §10
+ * (`{"error": {"code", "message", "request_id", "details"?}}`). Statuses come only from the error table in
+ * `errors.ts`.
+ */
+import { randomUUID } from 'node:crypto';
+import { AgentryError, httpStatusOf, type ErrorCode } from '../errors.js';
+
+/** A fresh request id, for requests that did not bring a usable `x-request-id`. */
+export function newRequestId(): string {
+  return `req_${randomUUID().replaceAll('-', '')}`;
+}
+
+const JSON_HEADERS = {
+  'content-type': 'application/json; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+} as const;
+
+/** A JSON response with the headers every agentry response carries. */
+export function jsonResponse(status: number, body: unknown, headers: Record<string, string> = {}): Response {
+  return jsonTextResponse(status, JSON.stringify(body), headers);
+}
+
+/** Like {@link jsonResponse} for a body that is already JSON text (an idempotent replay). */
+export function jsonTextResponse(status: number, text: string, headers: Record<string, string> = {}): Response {
+  return new Response(text, { status, headers: { ...JSON_HEADERS, ...headers } });
+}
+
+/** An error response of the §10 shape. */
+export function errorResponse(
+  code: ErrorCode,
+  message: string,
+  requestId: string,
+  options: { details?: unknown; headers?: Record<string, string> } = {},
+): Response {
+  const error: Record<string, unknown> = { code, message, request_id: requestId };
+  if (options.details !== undefined) error.details = options.details;
+  return jsonResponse(httpStatusOf(code), { error }, options.headers);
+}
+
+/**
+ * The response for anything a route throws. An {@link AgentryError} keeps its code, message and details; anything
+ * else is a bug or an outage: it is reported through `onError` and the client sees only `internal_error`.
+ */
+export function responseForError(
+  error: unknown,
+  requestId: string,
+  onError: (error: unknown, context: { request_id: string }) => void,
+): Response {
+  if (AgentryError.isInstance(error)) {
+    if (httpStatusOf(error.code) >= 500) {
+      onError(error, { request_id: requestId });
+      return errorResponse(error.code, 'The server could not complete the request', requestId);
+    }
+    return errorResponse(error.code, error.message, requestId, error.details === undefined ? {} : { details: error.details });
+  }
+  onError(error, { request_id: requestId });
+  return errorResponse('internal_error', 'Internal server error', requestId);
+}
