@@ -18,6 +18,7 @@ import { changeStatus, type StepDeps } from './loop.js';
 import { createPlanTool } from './plan.js';
 import { toCreatedForm, toMessage, toReducedForm, toStatusForm } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
+import { SubAgentCoordinator } from './sub-agents.js';
 import {
   AgentStatusSchema,
   CreateAgentOptionsSchema,
@@ -79,6 +80,8 @@ const RuntimeOptionsSchema = z
       .strict()
       .prefault({}),
     scheduler: z.enum(['auto', 'manual']).default('auto'),
+    /** How deep sub-agents may nest (a root agent is depth 0); 0 turns spawning off. */
+    maxSpawnDepth: z.number().int().min(0).max(10).default(2),
     systemPrompt: z.string().min(1).default(DEFAULT_SYSTEM_PROMPT),
     closeTimeoutMs: z.number().int().min(0).default(10_000),
   })
@@ -125,6 +128,7 @@ export class AgentRuntime {
   private readonly scheduler: Scheduler;
   private readonly lanes: Lanes;
   private readonly registry: ToolRegistry;
+  private readonly subAgents: SubAgentCoordinator;
   private closed = false;
 
   private constructor(
@@ -136,7 +140,17 @@ export class AgentRuntime {
   ) {
     this.accounts = new Accounts(storage, clock);
     this.defaultAccountId = options.defaultAccount.id;
-    this.registry = new ToolRegistry([createPlanTool(), ...options.tools]);
+    this.subAgents = new SubAgentCoordinator(storage, clock, this.events, {
+      models: model.models.filter((m) => prices.models[m] !== undefined),
+      maxDepth: options.maxSpawnDepth,
+      kick: (id) => this.scheduler.kick(id),
+      onError: (error, agentId) => this.reportError(error, agentId),
+    });
+    this.registry = new ToolRegistry([
+      createPlanTool(),
+      ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : []),
+      ...options.tools,
+    ]);
     this.lanes = new Lanes({
       modelConcurrency: options.concurrency.models,
       modelRequestsPerInterval: options.concurrency.modelRequestsPerInterval,
@@ -153,6 +167,7 @@ export class AgentRuntime {
       events: this.events,
       limits: options.limits,
       systemPrompt: options.systemPrompt,
+      subAgents: this.subAgents,
       inModelLane: (fn) => this.lanes.inModelLane(fn),
       inToolLane: (lane, fn) => this.lanes.inToolLane(lane, fn),
     };
@@ -312,11 +327,12 @@ export class AgentRuntime {
     if (!account || account.balance - account.reserved <= 0) {
       throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits, then resume');
     }
-    const updated = await this.resumeOne(row);
-    if (!updated) return this.resume(agentId, scope); // moved meanwhile: decide again
+    // Children first: a parent that wakes up must find its children running again, not stopped.
     await this.forEachDescendant(row.agent_id, async (child) => {
       if (child.status === 'PAUSED' || child.status === 'OUT_OF_CREDITS') await this.resumeOne(child);
     });
+    const updated = await this.resumeOne(row);
+    if (!updated) return this.resume(agentId, scope); // moved meanwhile: decide again
     return toStatusForm(updated);
   }
 

@@ -39,7 +39,8 @@ import type {
   ToolCallRow,
   TurnRow,
 } from '../storage/adapter.js';
-import { renderToolOutput, type Tool, type ToolContext } from '../tools/define-tool.js';
+import { renderToolOutput, ToolSuspension, type Tool, type ToolContext } from '../tools/define-tool.js';
+import type { SubAgentHost } from './sub-agents.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
 export interface StepLimits {
@@ -65,6 +66,7 @@ export interface StepDeps {
   events: RuntimeEvents;
   limits: StepLimits;
   systemPrompt: string;
+  subAgents: SubAgentHost;
   /** Runs a model call in the models lane. */
   inModelLane<T>(fn: () => Promise<T>): Promise<T>;
   /** Runs a tool call in its lane. */
@@ -106,6 +108,10 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   if (!agent) return STOP;
   const now = deps.clock.now();
   if (agent.status === 'STARTING_UP') {
+    if (!(await hasFunds(deps.storage, agent))) {
+      await changeStatus(deps, agent, 'exhaust_credits', { status_message: 'Out of credits: nothing left to spend' });
+      return STOP;
+    }
     const started = await changeStatus(deps, agent, 'start', {
       started: true,
       active_since: isoTime(now),
@@ -261,7 +267,7 @@ async function runToolCalls(
 ): Promise<StepOutcome> {
   const records = new Map((await deps.storage.listToolCalls(agent.agent_id, turnIdx)).map((r) => [r.tool_use_id, r]));
   const now = () => isoTime(deps.clock.now());
-  const results = new Map<string, { content: string; isError: boolean }>();
+  const results = new Map<string, ToolOutcome>();
   const toRun: Array<{ use: ToolUseBlock; tool: Tool | undefined; record: ToolCallRow }> = [];
 
   for (const use of toolUses) {
@@ -312,40 +318,61 @@ async function runToolCalls(
   }
 
   let reported: { message?: string; progress?: number } = {};
-  const statusForm = toStatusForm(agent);
   await Promise.all(
     toRun.map(async ({ use, tool }) => {
-      const outcome = await runOneTool(deps, tool, use, statusForm, control, (u) => {
+      const outcome = await runOneTool(deps, tool, use, agent, control, (u) => {
         reported = { ...reported, ...u };
       });
       results.set(use.id, outcome);
     }),
   );
 
+  // Calls waiting for their sub-agents have no result yet: the others' results are saved (they never run again),
+  // the waiting ones stay unfinished, and the coordinator wakes the agent when the children are done.
+  const waiting = new Set(toolUses.filter((u) => results.get(u.id)?.suspended !== undefined).map((u) => u.id));
   const at = now();
+  const finished: ToolCallRow[] = toolUses
+    .filter((use) => !waiting.has(use.id))
+    .map((use) => {
+      const r = results.get(use.id)!;
+      const base = records.get(use.id) ?? toRun.find((c) => c.use.id === use.id)!.record;
+      return { ...base, status: 'finished', result: r.content, is_error: r.isError, updated_at: at };
+    });
+  const settlements: Settlement[] = priced
+    .filter((c) => !waiting.has(c.use.id))
+    .map((c) => ({
+      reservation_id: reservationId,
+      root_id: agent.root_id,
+      ledger: {
+        account_id: agent.account_id,
+        agent_id: agent.agent_id,
+        kind: 'tool',
+        item: c.tool!.name,
+        tokens_in: 0,
+        tokens_out: 0,
+        cost: prices.get(c.use.id)!,
+        created_at: at,
+      },
+    }));
+
+  if (waiting.size > 0) {
+    const result = await deps.storage.commitStep({
+      agent_id: agent.agent_id,
+      tool_calls: finished,
+      settlements,
+      patch: { status_message: results.get([...waiting][0]!)!.suspended!, updated_at: at },
+    });
+    // A hold no settlement consumed is released: the waiting calls reserve again when they re-run.
+    if (total > 0 && settlements.length === 0) await deps.storage.release(reservationId);
+    emitCommit(deps, agent, result, [], settlements);
+    if (result.agent) for (const id of waiting) deps.subAgents.waitFor(agent.agent_id, id);
+    return STOP;
+  }
+
   const resultBlocks: ToolResultBlock[] = toolUses.map((use) => {
     const r = results.get(use.id)!;
     return { type: 'tool_result', tool_use_id: use.id, content: r.content, ...(r.isError ? { is_error: true } : {}) };
   });
-  const finished: ToolCallRow[] = toolUses.map((use) => {
-    const r = results.get(use.id)!;
-    const base = records.get(use.id) ?? toRun.find((c) => c.use.id === use.id)!.record;
-    return { ...base, status: 'finished', result: r.content, is_error: r.isError, updated_at: at };
-  });
-  const settlements: Settlement[] = priced.map((c) => ({
-    reservation_id: reservationId,
-    root_id: agent.root_id,
-    ledger: {
-      account_id: agent.account_id,
-      agent_id: agent.agent_id,
-      kind: 'tool',
-      item: c.tool!.name,
-      tokens_in: 0,
-      tokens_out: 0,
-      cost: prices.get(c.use.id)!,
-      created_at: at,
-    },
-  }));
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
     turns: [
@@ -364,27 +391,38 @@ async function runToolCalls(
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
+interface ToolOutcome {
+  content: string;
+  isError: boolean;
+  /** Set when the call suspended to wait for its sub-agents: it has no result yet. */
+  suspended?: string;
+}
+
 async function runOneTool(
   deps: StepDeps,
   tool: Tool | undefined,
   use: ToolUseBlock,
-  agent: ReturnType<typeof toStatusForm>,
+  row: AgentRow,
   control: RunControl,
   report: ToolContext['reportProgress'],
-): Promise<{ content: string; isError: boolean }> {
+): Promise<ToolOutcome> {
   if (!tool) return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
   const parsed = tool.input.safeParse(use.input);
   if (!parsed.success) {
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
   }
   const ctx: ToolContext = {
-    agent,
+    agent: toStatusForm(row),
     toolCallId: use.id,
     signal: control.tools.signal,
     reportProgress: report,
+    spawn: (tasks) => deps.subAgents.spawn(row, use.id, tasks),
+    suspend: (message) => new ToolSuspension(message),
+    subAgentResults: (spawnId, page) => deps.subAgents.results(row.agent_id, spawnId, page.offset, page.limit),
   };
   try {
     const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
+    if (output instanceof ToolSuspension) return { content: '', isError: false, suspended: output.statusMessage };
     return { content: clip(renderToolOutput(output), deps.limits.maxToolResultChars), isError: false };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
@@ -407,6 +445,15 @@ function describeToolCalls(deps: StepDeps, uses: ToolUseBlock[]): string {
     }
   }
   return uses.length > 1 ? `${text} (+${uses.length - 1} more)` : text;
+}
+
+/** Whether the account and the tree cap leave anything to spend (checked before an agent takes a run slot). */
+async function hasFunds(storage: StorageAdapter, agent: AgentRow): Promise<boolean> {
+  const account = await storage.getAccount(agent.account_id);
+  if (!account || account.balance - account.reserved <= 0) return false;
+  if (agent.root_id === agent.agent_id) return agent.max_credits === null || agent.tree_spent + agent.tree_reserved < agent.max_credits;
+  const root = await storage.getAgent(agent.root_id);
+  return !root || root.max_credits === null || root.tree_spent + root.tree_reserved < root.max_credits;
 }
 
 async function stopForCredits(deps: StepDeps, agent: AgentRow, needed: number, limit: string): Promise<void> {

@@ -257,6 +257,8 @@ export interface StorageAdapter {
   changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null>;
   /** Deletes the agent and its whole subtree with their messages, turns, tool calls and holds. Returns ids deleted. */
   deleteAgentTree(agentId: string): Promise<string[]>;
+  /** How many children of `parentId` whose spawn key starts with the prefix are in each status. */
+  countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>>;
   /** Ids of every descendant of `agentId` (not itself). */
   listDescendantIds(agentId: string): Promise<string[]>;
 

@@ -34,6 +34,9 @@ interface StoredAgent {
 }
 
 const clone = <T>(value: T): T => ({ ...value });
+/** The fields of a status patch that are set: one given as `undefined` leaves the row's value alone. */
+const definedFields = (patch: object = {}): object =>
+  Object.fromEntries(Object.entries(patch).filter(([, v]) => v !== undefined));
 
 class MemoryStorage implements StorageAdapter {
   readonly kind = 'memory';
@@ -144,7 +147,7 @@ class MemoryStorage implements StorageAdapter {
     const charge = Math.max(0, Math.min(s.ledger.cost, account.balance));
     account.balance -= charge;
     const { cost: _cost, ...entry } = s.ledger;
-    this.ledger.push({ ...entry, amount: -charge });
+    this.ledger.push({ ...entry, amount: 0 - charge }); // not -charge: a zero charge must not be written as -0
     const root = this.agents.get(s.root_id)?.row;
     if (root) root.tree_spent += charge;
     const agent = s.ledger.agent_id ? this.agents.get(s.ledger.agent_id)?.row : undefined;
@@ -239,7 +242,7 @@ class MemoryStorage implements StorageAdapter {
   async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
     const a = this.agents.get(agentId);
     if (!a || !change.from.includes(a.row.status)) return null;
-    Object.assign(a.row, change.patch, { status: change.to, updated_at: updatedAt });
+    Object.assign(a.row, definedFields(change.patch), { status: change.to, updated_at: updatedAt });
     return clone(a.row);
   }
 
@@ -258,6 +261,15 @@ class MemoryStorage implements StorageAdapter {
     }
     for (const id of ids) this.agents.delete(id);
     return ids;
+  }
+
+  async countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>> {
+    const counts: Partial<Record<AgentStatus, number>> = {};
+    for (const id of this.agents.get(parentId)?.children ?? []) {
+      const c = this.agents.get(id)?.row;
+      if (c?.spawn_key?.startsWith(spawnKeyPrefix)) counts[c.status] = (counts[c.status] ?? 0) + 1;
+    }
+    return counts;
   }
 
   async listDescendantIds(agentId: string): Promise<string[]> {
@@ -299,9 +311,9 @@ class MemoryStorage implements StorageAdapter {
   async commitStep(commit: StepCommit): Promise<StepCommitResult> {
     const a = this.agents.get(commit.agent_id);
     if (a) {
-      for (const t of commit.turns ?? []) {
-        if (t.idx !== a.turns.length) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
-      }
+      (commit.turns ?? []).forEach((t, i) => {
+        if (t.idx !== a.turns.length + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+      });
     }
     const charged = (commit.settlements ?? []).map((s) => this.applySettlement(s));
     if (!a) return { agent: null, statusChanged: false, charged };
@@ -319,7 +331,7 @@ class MemoryStorage implements StorageAdapter {
     row.updated_at = p.updated_at;
     let statusChanged = false;
     if (commit.status && commit.status.from.includes(row.status)) {
-      Object.assign(row, commit.status.patch, { status: commit.status.to });
+      Object.assign(row, definedFields(commit.status.patch), { status: commit.status.to });
       statusChanged = true;
     }
     return { agent: clone(row), statusChanged, charged };

@@ -16,6 +16,26 @@ export interface ToolContext {
   signal: AbortSignal;
   /** Sets the agent's `status_message` (and optionally `progress`, 0..1) when the step commits. */
   reportProgress(update: { message?: string; progress?: number }): void;
+  /**
+   * Starts sub-agents for this call, one per task, in one transaction — or, when this call already started them
+   * (a re-run after a wake-up or a crash), returns those: children are keyed by the tool call, never spawned twice.
+   */
+  spawn(tasks: Array<{ goal: string; model?: string | undefined }>): Promise<Agent[]>;
+  /**
+   * Returns a value that suspends this call: the agent gives up its run slot and the call runs again when the
+   * sub-agents it spawned are all done. Only meaningful after `spawn()`.
+   */
+  suspend(statusMessage: string): ToolSuspension;
+  /** Results (last answers) of the sub-agents spawned by the call `spawnId`, a page at a time. */
+  subAgentResults(
+    spawnId: string,
+    page: { offset: number; limit: number },
+  ): Promise<{ total: number; results: Array<{ index: number; agent_id: string; status: string; result: string | null }> }>;
+}
+
+/** Marks a tool call as waiting for its sub-agents; see {@link ToolContext.suspend}. */
+export class ToolSuspension {
+  constructor(readonly statusMessage: string) {}
 }
 
 /** Whatever a tool returns is shown to the model: strings as they are, anything else as JSON. */
@@ -39,7 +59,7 @@ export interface ToolDefinition<Input> {
   lane?: string;
   /** The `status_message` while the call runs, e.g. `Searching: ${input.query}`. */
   describe?(input: Input): string;
-  run(input: Input, ctx: ToolContext): Promise<ToolOutput> | ToolOutput;
+  run(input: Input, ctx: ToolContext): Promise<ToolOutput | ToolSuspension> | ToolOutput | ToolSuspension;
 }
 
 /** A tool ready to register: the definition with its JSON schema computed once. */

@@ -1,0 +1,827 @@
+/**
+ * @module storage/sqlite
+ * The default {@link StorageAdapter}: one SQLite file through better-sqlite3, in WAL mode with `synchronous=NORMAL`.
+ * better-sqlite3 is synchronous and runs on the event loop, so every method is one short transaction over statements
+ * prepared once in `init()`. Semantics follow `memoryStorage()`, the reference; the contract suite in
+ * `test/storage/contract.ts` holds both to them.
+ */
+import Database from 'better-sqlite3';
+import { z } from 'zod';
+import { AgentryError } from '../../errors.js';
+import type {
+  AccountRow,
+  AgentPage,
+  AgentQuery,
+  AgentRow,
+  ApiKeyRow,
+  IdempotencyRecord,
+  LedgerRow,
+  MessageRow,
+  ReservationRefusal,
+  ReservationRequest,
+  Settlement,
+  StatusChange,
+  StepCommit,
+  StepCommitResult,
+  StorageAdapter,
+  ToolCallRow,
+  TurnRow,
+} from '../adapter.js';
+import type { AgentStatus } from '../../core/status.js';
+import { migrate } from './migrations.js';
+
+export interface SqliteStorageOptions {
+  /**
+   * The database file; created if missing (its directory must exist). `':memory:'` gives a private in-memory database.
+   * @default './agentry.db'
+   */
+  path?: string;
+  /**
+   * How long a statement waits for another connection's write lock before failing with SQLITE_BUSY.
+   * @default 5000
+   */
+  busyTimeoutMs?: number;
+}
+
+const OptionsSchema = z
+  .object({
+    path: z.string().min(1).optional(),
+    busyTimeoutMs: z.number().int().min(0).optional(),
+  })
+  .strict();
+
+// Rows as SQLite returns them: booleans are INTEGER 0/1.
+type Flag = 0 | 1;
+type AccountRecord = Omit<AccountRow, 'subscription_active'> & { subscription_active: Flag };
+/**
+ * An agent read in raw mode: `seq` then the columns of {@link AGENT_COLUMNS}, in order. Arrays, not objects, because
+ * better-sqlite3 builds a 25-key object per row about 2.5 times slower (it shows on 10,000-child listings).
+ */
+type AgentTuple = [
+  seq: number,
+  agent_id: string,
+  account_id: string,
+  parent_id: string | null,
+  root_id: string,
+  spawn_key: string | null,
+  goal: string,
+  model: string,
+  status: AgentStatus,
+  progress: number,
+  status_message: string,
+  token_count: number,
+  message_count: number,
+  credits_spent: number,
+  sub_agent_count: number,
+  max_credits: number | null,
+  tree_spent: number,
+  tree_reserved: number,
+  step_count: number,
+  started: Flag,
+  active_ms: number,
+  active_since: string | null,
+  plan: string | null,
+  created_at: string,
+  updated_at: string,
+];
+type ToolCallRecord = Omit<ToolCallRow, 'idempotent' | 'is_error'> & { idempotent: Flag; is_error: Flag };
+type Bind = string | number | null;
+type Stmt<R = unknown> = Database.Statement<Bind[], R>;
+
+const flag = (value: boolean): Flag => (value ? 1 : 0);
+
+const toAccount = (r: AccountRecord): AccountRow => ({
+  id: r.id,
+  name: r.name,
+  subscription_active: r.subscription_active === 1,
+  balance: r.balance,
+  reserved: r.reserved,
+  created_at: r.created_at,
+});
+
+const toAgent = ([
+  ,
+  agent_id,
+  account_id,
+  parent_id,
+  root_id,
+  spawn_key,
+  goal,
+  model,
+  status,
+  progress,
+  status_message,
+  token_count,
+  message_count,
+  credits_spent,
+  sub_agent_count,
+  max_credits,
+  tree_spent,
+  tree_reserved,
+  step_count,
+  started,
+  active_ms,
+  active_since,
+  plan,
+  created_at,
+  updated_at,
+]: AgentTuple): AgentRow => ({
+  agent_id,
+  account_id,
+  parent_id,
+  root_id,
+  spawn_key,
+  goal,
+  model,
+  status,
+  progress,
+  status_message,
+  token_count,
+  message_count,
+  credits_spent,
+  sub_agent_count,
+  max_credits,
+  tree_spent,
+  tree_reserved,
+  step_count,
+  started: started === 1,
+  active_ms,
+  active_since,
+  plan,
+  created_at,
+  updated_at,
+});
+
+const toToolCall = (r: ToolCallRecord): ToolCallRow => ({
+  agent_id: r.agent_id,
+  tool_use_id: r.tool_use_id,
+  turn_idx: r.turn_idx,
+  name: r.name,
+  input: r.input,
+  status: r.status,
+  idempotent: r.idempotent === 1,
+  result: r.result,
+  is_error: r.is_error === 1,
+  updated_at: r.updated_at,
+});
+
+const AGENT_COLUMNS =
+  'agent_id, account_id, parent_id, root_id, spawn_key, goal, model, status, progress, status_message, token_count, ' +
+  'message_count, credits_spent, sub_agent_count, max_credits, tree_spent, tree_reserved, step_count, started, ' +
+  'active_ms, active_since, plan, created_at, updated_at';
+const SELECT_AGENTS = `SELECT seq, ${AGENT_COLUMNS} FROM agents`;
+const TOOL_CALL_COLUMNS =
+  'agent_id, tool_use_id, turn_idx, name, input, status, idempotent, result, is_error, updated_at';
+const TOOL_CALL_UPSERT =
+  'ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET turn_idx = excluded.turn_idx, name = excluded.name, ' +
+  'input = excluded.input, status = excluded.status, idempotent = excluded.idempotent, result = excluded.result, ' +
+  'is_error = excluded.is_error, updated_at = excluded.updated_at';
+const DESCENDANTS =
+  'WITH RECURSIVE tree(id) AS (SELECT c.agent_id FROM agents p JOIN agents c ON c.parent_id = p.agent_id ' +
+  'WHERE p.agent_id = ? UNION SELECT a.agent_id FROM agents a JOIN tree ON a.parent_id = tree.id) SELECT id FROM tree';
+/** Binds a JSON array of ids as a set: `x IN ${ID_SET}`. */
+const ID_SET = '(SELECT value FROM json_each(?))';
+
+function prepareStatements(db: Database.Database) {
+  const p = <R = unknown>(sql: string): Stmt<R> => db.prepare<Bind[], R>(sql);
+  return {
+    insertAccount: p(
+      'INSERT INTO accounts (id, name, subscription_active, balance, reserved, created_at) VALUES (?, ?, ?, ?, 0, ?)',
+    ),
+    accountExists: p<number>('SELECT 1 FROM accounts WHERE id = ?').pluck(),
+    getAccount: p<AccountRecord>('SELECT * FROM accounts WHERE id = ?'),
+    listAccounts: p<AccountRecord>('SELECT * FROM accounts ORDER BY rowid'),
+    setSubscription: p<AccountRecord>('UPDATE accounts SET subscription_active = ? WHERE id = ? RETURNING *'),
+    addBalance: p<AccountRecord>('UPDATE accounts SET balance = balance + ? WHERE id = ? RETURNING *'),
+    debit: p('UPDATE accounts SET balance = balance - ? WHERE id = ?'),
+    available: p<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = ?'),
+    addReserved: p('UPDATE accounts SET reserved = reserved + ? WHERE id = ?'),
+    insertLedger: p(
+      'INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at) ' +
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ),
+    listLedger: p<LedgerRow>(
+      'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at FROM ledger ' +
+        'WHERE account_id = ? ORDER BY seq',
+    ),
+
+    treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
+      'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = ?',
+    ),
+    addTreeReserved: p('UPDATE agents SET tree_reserved = tree_reserved + ? WHERE agent_id = ?'),
+    addTreeSpent: p('UPDATE agents SET tree_spent = tree_spent + ? WHERE agent_id = ?'),
+    addCreditsSpent: p('UPDATE agents SET credits_spent = credits_spent + ? WHERE agent_id = ?'),
+    insertReservation: p('INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES (?, ?, ?, ?, ?)'),
+    deleteReservation: p<{ account_id: string; root_id: string; amount: number }>(
+      'DELETE FROM reservations WHERE id = ? RETURNING account_id, root_id, amount',
+    ),
+    reservationsOf: p<string>(`SELECT id FROM reservations WHERE agent_id IN ${ID_SET}`).pluck(),
+
+    upsertApiKey: p(
+      'INSERT INTO api_keys (id, account_id, name, hash, last4, created_at) VALUES (?, ?, ?, ?, ?, ?) ' +
+        'ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, name = excluded.name, ' +
+        'hash = excluded.hash, last4 = excluded.last4, created_at = excluded.created_at',
+    ),
+    listApiKeys: p<ApiKeyRow>(
+      'SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE account_id = ? ORDER BY rowid',
+    ),
+    deleteApiKey: p('DELETE FROM api_keys WHERE id = ? AND account_id = ?'),
+    apiKeyByHash: p<ApiKeyRow>('SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE hash = ?'),
+
+    insertAgent: p(`INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${AGENT_COLUMNS.split(',').map(() => '?')})`),
+    agentExists: p<number>('SELECT 1 FROM agents WHERE agent_id = ?').pluck(),
+    getAgent: p<AgentTuple>(`${SELECT_AGENTS} WHERE agent_id = ?`).raw(),
+    agentHead: p<{ status: AgentStatus; parent_id: string | null; next_idx: number }>(
+      'SELECT status, parent_id, (SELECT coalesce(max(idx) + 1, 0) FROM turns WHERE agent_id = a.agent_id) AS next_idx ' +
+        'FROM agents a WHERE agent_id = ?',
+    ),
+    addSubAgents: p('UPDATE agents SET sub_agent_count = sub_agent_count + ? WHERE agent_id = ?'),
+    childrenWithSpawnKey: p<AgentTuple>(
+      `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key IS NOT NULL ORDER BY seq`,
+    ).raw(),
+    childrenInSpawnKeyRange: p<AgentTuple>(
+      `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key >= ? AND spawn_key < ? ORDER BY seq`,
+    ).raw(),
+    countChildrenWithSpawnKey: p<{ status: AgentStatus; n: number }>(
+      'SELECT status, count(*) AS n FROM agents WHERE parent_id = ? AND spawn_key IS NOT NULL GROUP BY status',
+    ),
+    countChildrenInSpawnKeyRange: p<{ status: AgentStatus; n: number }>(
+      'SELECT status, count(*) AS n FROM agents WHERE parent_id = ? AND spawn_key >= ? AND spawn_key < ? ' +
+        'AND substr(spawn_key, 1, length(?)) = ? GROUP BY status',
+    ),
+    idsByStatus: p<string>(`SELECT agent_id FROM agents WHERE status IN ${ID_SET} ORDER BY seq`).pluck(),
+    // A NULL leaves a column as it is; nullable columns take a separate "set it" flag. The status has its own
+    // statement so that the common step, which keeps it, does not rewrite the (status, seq) index.
+    patchAgent: p(
+      'UPDATE agents SET progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
+        'plan = CASE WHEN ? THEN ? ELSE plan END, token_count = token_count + ?, message_count = message_count + ?, ' +
+        'step_count = step_count + ?, updated_at = ? WHERE agent_id = ?',
+    ),
+    setStatus: p(
+      'UPDATE agents SET status = ?, progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
+        'started = coalesce(?, started), active_ms = coalesce(?, active_ms), ' +
+        'active_since = CASE WHEN ? THEN ? ELSE active_since END, updated_at = ? WHERE agent_id = ?',
+    ),
+    descendants: p<string>(DESCENDANTS).pluck(),
+    deleteAgents: p(`DELETE FROM agents WHERE agent_id IN ${ID_SET}`),
+    deleteMessagesOf: p(`DELETE FROM messages WHERE agent_id IN ${ID_SET}`),
+    deleteTurnsOf: p(`DELETE FROM turns WHERE agent_id IN ${ID_SET}`),
+    deleteToolCallsOf: p(`DELETE FROM tool_calls WHERE agent_id IN ${ID_SET}`),
+
+    insertMessage: p('INSERT INTO messages (agent_id, message_id, role, text, timestamp) VALUES (?, ?, ?, ?, ?)'),
+    listMessages: p<MessageRow>(
+      'SELECT message_id, agent_id, role, text, timestamp FROM messages WHERE agent_id = ? ORDER BY seq',
+    ),
+    insertTurn: p('INSERT INTO turns (agent_id, idx, role, content, created_at) VALUES (?, ?, ?, ?, ?)'),
+    listTurns: p<TurnRow>('SELECT agent_id, idx, role, content, created_at FROM turns WHERE agent_id = ? ORDER BY idx'),
+    upsertToolCall: p(
+      `INSERT INTO tool_calls (${TOOL_CALL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ${TOOL_CALL_UPSERT}`,
+    ),
+    // Like memoryStorage, calls of an agent that does not exist (any more) are dropped.
+    upsertToolCallOfLiveAgent: p(
+      `INSERT INTO tool_calls (${TOOL_CALL_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? ` +
+        `WHERE EXISTS (SELECT 1 FROM agents WHERE agent_id = ?) ${TOOL_CALL_UPSERT}`,
+    ),
+    listToolCalls: p<ToolCallRecord>(
+      `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = ? AND turn_idx = ? ORDER BY rowid`,
+    ),
+
+    getIdempotency: p<IdempotencyRecord>(
+      'SELECT account_id, key, request_hash, response, status, created_at FROM idempotency_keys ' +
+        'WHERE account_id = ? AND key = ?',
+    ),
+    putIdempotency: p(
+      'INSERT OR IGNORE INTO idempotency_keys (account_id, key, request_hash, response, status, created_at) ' +
+        'VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+  };
+}
+
+type Statements = ReturnType<typeof prepareStatements>;
+type Transactions = ReturnType<SqliteStorage['transactions']>;
+
+/** What exists while the storage is open. */
+interface Connection {
+  db: Database.Database;
+  st: Statements;
+  tx: Transactions;
+  /** listAgents statements by which filters are present (24 shapes at most), prepared on first use. */
+  listStatements: Map<string, Stmt<AgentTuple>>;
+}
+
+/**
+ * The smallest string above every string that starts with `prefix` (in SQLite's BINARY order, which is code point
+ * order), or null when there is none. Lets a prefix search use the (parent_id, spawn_key) index as a range.
+ */
+function prefixUpperBound(prefix: string): string | null {
+  const points = Array.from(prefix);
+  while (points.length > 0) {
+    const last = points.pop()!.codePointAt(0)!;
+    if (last < 0x10ffff) return points.join('') + String.fromCodePoint(last === 0xd7ff ? 0xe000 : last + 1);
+  }
+  return null;
+}
+
+class SqliteStorage implements StorageAdapter {
+  readonly kind = 'sqlite';
+  private conn: Connection | null = null;
+
+  constructor(
+    private readonly path: string,
+    private readonly busyTimeoutMs: number,
+  ) {}
+
+  async init(): Promise<void> {
+    if (this.conn) return;
+    let db: Database.Database;
+    try {
+      db = new Database(this.path, { timeout: this.busyTimeoutMs });
+    } catch (err) {
+      throw new AgentryError(
+        'invalid_request',
+        `Cannot open the SQLite database ${JSON.stringify(this.path)}: ${String(err)}`,
+        {
+          cause: err,
+        },
+      );
+    }
+    try {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+      migrate(db);
+      this.conn = { db, st: prepareStatements(db), tx: this.transactions(db), listStatements: new Map() };
+    } catch (err) {
+      db.close();
+      throw err;
+    }
+  }
+
+  async close(): Promise<void> {
+    const conn = this.conn;
+    this.conn = null;
+    conn?.db.close();
+  }
+
+  private get c(): Connection {
+    if (!this.conn) throw new AgentryError('internal_error', 'sqliteStorage: call init() before using the storage');
+    return this.conn;
+  }
+
+  private get s(): Statements {
+    return this.c.st;
+  }
+
+  private get t(): Transactions {
+    return this.c.tx;
+  }
+
+  /** Every write method's body, wrapped once in an IMMEDIATE transaction (it takes the write lock up front). */
+  private transactions(db: Database.Database) {
+    const wrap = <A extends unknown[], R>(fn: (...args: A) => R) => db.transaction(fn).immediate;
+    return {
+      createAccount: wrap((a: AccountRow) => this.createAccountTx(a)),
+      setSubscription: wrap((id: string, active: boolean) => this.s.setSubscription.get(flag(active), id)),
+      addCredits: wrap((e: LedgerRow) => this.addCreditsTx(e)),
+      reserve: wrap((r: ReservationRequest) => this.reserveTx(r)),
+      release: wrap((id: string) => void this.dropReservation(id)),
+      releaseAgentReservations: wrap((ids: readonly string[]) => this.releaseAgentReservationsTx(ids)),
+      settle: wrap((settlements: Settlement[]) => settlements.map((s) => this.applySettlement(s))),
+      insertApiKey: wrap(
+        (k: ApiKeyRow) => void this.s.upsertApiKey.run(k.id, k.account_id, k.name, k.hash, k.last4, k.created_at),
+      ),
+      deleteApiKey: wrap((accountId: string, keyId: string) => this.s.deleteApiKey.run(keyId, accountId).changes > 0),
+      insertAgents: wrap((agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]) =>
+        this.insertAgentsTx(agents, messages, turns),
+      ),
+      changeStatus: wrap((id: string, change: StatusChange, updatedAt: string) =>
+        this.changeStatusTx(id, change, updatedAt),
+      ),
+      deleteAgentTree: wrap((id: string) => this.deleteAgentTreeTx(id)),
+      putToolCalls: wrap((calls: ToolCallRow[]) => {
+        for (const c of calls) this.s.upsertToolCallOfLiveAgent.run(...toolCallParams(c), c.agent_id);
+      }),
+      commitStep: wrap((c: StepCommit) => this.commitStepTx(c)),
+      putIdempotency: wrap(
+        (r: IdempotencyRecord) =>
+          void this.s.putIdempotency.run(r.account_id, r.key, r.request_hash, r.response, r.status, r.created_at),
+      ),
+    };
+  }
+
+  // accounts and credits
+
+  async createAccount(account: AccountRow): Promise<void> {
+    this.t.createAccount(account);
+  }
+
+  private createAccountTx(a: AccountRow): void {
+    if (this.s.accountExists.get(a.id) !== undefined) throw new Error(`account ${a.id} exists`);
+    this.s.insertAccount.run(a.id, a.name, flag(a.subscription_active), a.balance, a.created_at);
+    if (a.balance > 0) this.s.insertLedger.run(a.id, null, 'topup', null, 0, 0, a.balance, a.created_at);
+  }
+
+  async getAccount(id: string): Promise<AccountRow | null> {
+    const r = this.s.getAccount.get(id);
+    return r ? toAccount(r) : null;
+  }
+
+  async listAccounts(): Promise<AccountRow[]> {
+    return this.s.listAccounts.all().map(toAccount);
+  }
+
+  async setSubscription(id: string, active: boolean): Promise<AccountRow | null> {
+    const r = this.t.setSubscription(id, active);
+    return r ? toAccount(r) : null;
+  }
+
+  async addCredits(entry: LedgerRow): Promise<AccountRow | null> {
+    return this.t.addCredits(entry);
+  }
+
+  private addCreditsTx(e: LedgerRow): AccountRow | null {
+    const r = this.s.addBalance.get(e.amount, e.account_id);
+    if (!r) return null;
+    this.s.insertLedger.run(
+      e.account_id,
+      e.agent_id,
+      e.kind,
+      e.item,
+      e.tokens_in,
+      e.tokens_out,
+      e.amount,
+      e.created_at,
+    );
+    return toAccount(r);
+  }
+
+  async listLedger(accountId: string): Promise<LedgerRow[]> {
+    return this.s.listLedger.all(accountId);
+  }
+
+  async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
+    return this.t.reserve(request);
+  }
+
+  private reserveTx(r: ReservationRequest): ReservationRefusal | null {
+    const account = this.s.available.get(r.account_id);
+    if (!account || account.balance - account.reserved < r.amount) return 'account';
+    const root = this.s.treeBudget.get(r.root_id);
+    if (root && root.max_credits !== null && root.tree_spent + root.tree_reserved + r.amount > root.max_credits) {
+      return 'tree_cap';
+    }
+    this.s.addReserved.run(r.amount, r.account_id);
+    if (root) this.s.addTreeReserved.run(r.amount, r.root_id);
+    this.s.insertReservation.run(r.id, r.account_id, r.agent_id, r.root_id, r.amount);
+    return null;
+  }
+
+  async release(reservationId: string): Promise<void> {
+    this.t.release(reservationId);
+  }
+
+  async releaseAgentReservations(agentIds: readonly string[]): Promise<number> {
+    return this.t.releaseAgentReservations(agentIds);
+  }
+
+  private releaseAgentReservationsTx(agentIds: readonly string[]): number {
+    const ids = this.s.reservationsOf.all(JSON.stringify(agentIds));
+    for (const id of ids) this.dropReservation(id);
+    return ids.length;
+  }
+
+  async settle(settlements: Settlement[]): Promise<number[]> {
+    return this.t.settle(settlements);
+  }
+
+  private dropReservation(id: string): void {
+    const r = this.s.deleteReservation.get(id);
+    if (!r) return;
+    this.s.addReserved.run(-r.amount, r.account_id);
+    this.s.addTreeReserved.run(-r.amount, r.root_id);
+  }
+
+  private applySettlement(s: Settlement): number {
+    this.dropReservation(s.reservation_id);
+    const { cost, ...entry } = s.ledger;
+    const account = this.s.available.get(entry.account_id);
+    if (!account) return 0;
+    const charge = Math.max(0, Math.min(cost, account.balance));
+    this.s.debit.run(charge, entry.account_id);
+    this.s.insertLedger.run(
+      entry.account_id,
+      entry.agent_id,
+      entry.kind,
+      entry.item,
+      entry.tokens_in,
+      entry.tokens_out,
+      -charge,
+      entry.created_at,
+    );
+    this.s.addTreeSpent.run(charge, s.root_id);
+    if (entry.agent_id) this.s.addCreditsSpent.run(charge, entry.agent_id);
+    return charge;
+  }
+
+  // api keys
+
+  async insertApiKey(key: ApiKeyRow): Promise<void> {
+    this.t.insertApiKey(key);
+  }
+
+  async listApiKeys(accountId: string): Promise<ApiKeyRow[]> {
+    return this.s.listApiKeys.all(accountId);
+  }
+
+  async deleteApiKey(accountId: string, keyId: string): Promise<boolean> {
+    return this.t.deleteApiKey(accountId, keyId);
+  }
+
+  async findApiKeyByHash(hash: string): Promise<ApiKeyRow | null> {
+    return this.s.apiKeyByHash.get(hash) ?? null;
+  }
+
+  // agents
+
+  async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
+    this.t.insertAgents(agents, messages, turns);
+  }
+
+  private insertAgentsTx(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): void {
+    const s = this.s;
+    // Whether an agent exists by now: inserted in this batch, or found in the table (memoized: 10,000 children of one
+    // parent cost one lookup of it, and one UPDATE of its sub_agent_count).
+    const known = new Map<string, boolean>();
+    const exists = (id: string): boolean => {
+      let e = known.get(id);
+      if (e === undefined) known.set(id, (e = s.agentExists.get(id) !== undefined));
+      return e;
+    };
+    const newChildren = new Map<string, number>();
+    for (const a of agents) {
+      try {
+        s.insertAgent.run(
+          a.agent_id,
+          a.account_id,
+          a.parent_id,
+          a.root_id,
+          a.spawn_key,
+          a.goal,
+          a.model,
+          a.status,
+          a.progress,
+          a.status_message,
+          a.token_count,
+          a.message_count,
+          a.credits_spent,
+          a.sub_agent_count,
+          a.max_credits,
+          a.tree_spent,
+          a.tree_reserved,
+          a.step_count,
+          flag(a.started),
+          a.active_ms,
+          a.active_since,
+          a.plan,
+          a.created_at,
+          a.updated_at,
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
+          throw new Error(`agent ${a.agent_id} exists`);
+        throw err;
+      }
+      known.set(a.agent_id, true);
+      // As in memoryStorage: a parent is counted only if it exists when its child is inserted.
+      if (a.parent_id !== null && exists(a.parent_id)) {
+        newChildren.set(a.parent_id, (newChildren.get(a.parent_id) ?? 0) + 1);
+      }
+    }
+    for (const [parentId, n] of newChildren) s.addSubAgents.run(n, parentId);
+    for (const m of messages) {
+      if (exists(m.agent_id)) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
+    }
+    for (const t of turns) {
+      if (exists(t.agent_id)) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
+    }
+  }
+
+  async getAgent(id: string): Promise<AgentRow | null> {
+    const r = this.s.getAgent.get(id);
+    return r ? toAgent(r) : null;
+  }
+
+  async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]> {
+    const upper = prefixUpperBound(spawnKeyPrefix);
+    const rows =
+      upper === null
+        ? this.s.childrenWithSpawnKey.all(parentId)
+        : this.s.childrenInSpawnKeyRange.all(parentId, spawnKeyPrefix, upper);
+    return rows.map(toAgent).filter((a) => a.spawn_key!.startsWith(spawnKeyPrefix));
+  }
+
+  async countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>> {
+    const upper = prefixUpperBound(spawnKeyPrefix);
+    const rows =
+      upper === null
+        ? this.s.countChildrenWithSpawnKey.all(parentId)
+        : this.s.countChildrenInSpawnKeyRange.all(parentId, spawnKeyPrefix, upper, spawnKeyPrefix, spawnKeyPrefix);
+    const counts: Partial<Record<AgentStatus, number>> = {};
+    for (const r of rows) counts[r.status] = r.n;
+    return counts;
+  }
+
+  async listAgents(query: AgentQuery): Promise<AgentPage> {
+    const after = query.after === undefined ? NaN : Number(query.after);
+    const params: Bind[] = [];
+    const where: string[] = [];
+    let shape = '';
+    if (query.account_id !== undefined) {
+      where.push('account_id = ?');
+      params.push(query.account_id);
+      shape += 'a';
+    }
+    if (query.status !== undefined) {
+      where.push('status = ?');
+      params.push(query.status);
+      shape += 's';
+    }
+    if (query.parent_id === null) {
+      where.push('parent_id IS NULL');
+      shape += 'r';
+    } else if (query.parent_id !== undefined) {
+      where.push('parent_id = ?');
+      params.push(query.parent_id);
+      shape += 'p';
+    }
+    // Like memoryStorage, a cursor that is not a number is no cursor.
+    if (!Number.isNaN(after)) {
+      where.push('seq < ?');
+      params.push(after);
+      shape += 'c';
+    }
+    params.push(query.limit);
+    const { db, listStatements } = this.c;
+    let stmt = listStatements.get(shape);
+    if (!stmt) {
+      stmt = db
+        .prepare<Bind[], AgentTuple>(
+          `${SELECT_AGENTS} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY seq DESC LIMIT ?`,
+        )
+        .raw();
+      listStatements.set(shape, stmt);
+    }
+    const rows = stmt.all(...params);
+    const last = rows.at(-1);
+    return { rows: rows.map(toAgent), last: last ? String(last[0]) : null };
+  }
+
+  async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
+    return this.s.idsByStatus.all(JSON.stringify(statuses));
+  }
+
+  async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
+    return this.t.changeStatus(agentId, change, updatedAt);
+  }
+
+  private changeStatusTx(agentId: string, change: StatusChange, updatedAt: string): AgentRow | null {
+    const head = this.s.agentHead.get(agentId);
+    if (!head || !change.from.includes(head.status)) return null;
+    this.s.setStatus.run(...statusParams(agentId, change, updatedAt));
+    return toAgent(this.s.getAgent.get(agentId)!);
+  }
+
+  async deleteAgentTree(agentId: string): Promise<string[]> {
+    return this.t.deleteAgentTree(agentId);
+  }
+
+  private deleteAgentTreeTx(agentId: string): string[] {
+    const s = this.s;
+    const head = s.agentHead.get(agentId);
+    if (!head) return [];
+    const ids = [agentId, ...s.descendants.all(agentId)];
+    const idSet = JSON.stringify(ids);
+    for (const id of s.reservationsOf.all(idSet)) this.dropReservation(id);
+    if (head.parent_id !== null) s.addSubAgents.run(-1, head.parent_id);
+    s.deleteMessagesOf.run(idSet);
+    s.deleteTurnsOf.run(idSet);
+    s.deleteToolCallsOf.run(idSet);
+    s.deleteAgents.run(idSet);
+    return ids;
+  }
+
+  async listDescendantIds(agentId: string): Promise<string[]> {
+    return this.s.descendants.all(agentId);
+  }
+
+  // step log
+
+  async listMessages(agentId: string): Promise<MessageRow[]> {
+    return this.s.listMessages.all(agentId);
+  }
+
+  async listTurns(agentId: string): Promise<TurnRow[]> {
+    return this.s.listTurns.all(agentId);
+  }
+
+  async listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]> {
+    return this.s.listToolCalls.all(agentId, turnIdx).map(toToolCall);
+  }
+
+  async putToolCalls(calls: ToolCallRow[]): Promise<void> {
+    this.t.putToolCalls(calls);
+  }
+
+  async commitStep(commit: StepCommit): Promise<StepCommitResult> {
+    return this.t.commitStep(commit);
+  }
+
+  private commitStepTx(c: StepCommit): StepCommitResult {
+    const s = this.s;
+    const head = s.agentHead.get(c.agent_id);
+    const turns = c.turns ?? [];
+    if (head) {
+      turns.forEach((t, i) => {
+        if (t.idx !== head.next_idx + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+      });
+    }
+    const charged = (c.settlements ?? []).map((settlement) => this.applySettlement(settlement));
+    if (!head) return { agent: null, statusChanged: false, charged };
+    for (const t of turns) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
+    const messages = c.messages ?? [];
+    for (const m of messages) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
+    for (const call of c.tool_calls ?? []) s.upsertToolCall.run(...toolCallParams(call));
+    const p = c.patch;
+    s.patchAgent.run(
+      p.progress ?? null,
+      p.status_message ?? null,
+      flag(p.plan !== undefined),
+      p.plan ?? null,
+      p.token_count_delta ?? 0,
+      messages.length,
+      p.step_count_delta ?? 0,
+      p.updated_at,
+      c.agent_id,
+    );
+    // After the patch, so that the status change's own fields win (as in memoryStorage).
+    const statusChanged = c.status !== undefined && c.status.from.includes(head.status);
+    if (statusChanged) s.setStatus.run(...statusParams(c.agent_id, c.status!, p.updated_at));
+    return { agent: toAgent(s.getAgent.get(c.agent_id)!), statusChanged, charged };
+  }
+
+  // idempotency keys
+
+  async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {
+    return this.s.getIdempotency.get(accountId, key) ?? null;
+  }
+
+  async putIdempotency(record: IdempotencyRecord): Promise<void> {
+    this.t.putIdempotency(record);
+  }
+}
+
+function toolCallParams(c: ToolCallRow): Bind[] {
+  return [
+    c.agent_id,
+    c.tool_use_id,
+    c.turn_idx,
+    c.name,
+    c.input,
+    c.status,
+    flag(c.idempotent),
+    c.result,
+    flag(c.is_error),
+    c.updated_at,
+  ];
+}
+
+function statusParams(agentId: string, change: StatusChange, updatedAt: string): Bind[] {
+  const p = change.patch ?? {};
+  return [
+    change.to,
+    p.progress ?? null,
+    p.status_message ?? null,
+    p.started === undefined ? null : flag(p.started),
+    p.active_ms ?? null,
+    flag(p.active_since !== undefined),
+    p.active_since ?? null,
+    updatedAt,
+    agentId,
+  ];
+}
+
+/**
+ * SQLite storage (the default): one file, WAL mode, survives restarts. `init()` creates or migrates the schema.
+ *
+ * @example
+ * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }), model });
+ */
+export function sqliteStorage(options: SqliteStorageOptions = {}): StorageAdapter {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new AgentryError('invalid_request', `Invalid sqliteStorage options: ${z.prettifyError(parsed.error)}`, {
+      details: parsed.error.issues,
+      cause: parsed.error,
+    });
+  }
+  return new SqliteStorage(parsed.data.path ?? './agentry.db', parsed.data.busyTimeoutMs ?? 5000);
+}

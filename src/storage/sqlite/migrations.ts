@@ -1,0 +1,187 @@
+/**
+ * @module storage/sqlite/migrations
+ * The SQLite schema as numbered migrations. A database records the versions it has applied in `schema_migrations`;
+ * {@link migrate} applies the missing ones in order, each in its own transaction with its version row, so a crash
+ * mid-migration leaves the database at the previous version. Never edit a migration that has shipped: append the
+ * next number instead (and keep a fixture database of the old version for the tests).
+ */
+import type Database from 'better-sqlite3';
+import { AgentryError } from '../../errors.js';
+
+export interface Migration {
+  /** 1, 2, 3, ... in order, without gaps. */
+  readonly version: number;
+  readonly name: string;
+  /** SQL run as one script inside the migration's transaction. */
+  readonly up: string;
+}
+
+export const MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    name: 'initial schema',
+    // Booleans are INTEGER 0/1; JSON stays TEXT; money is INTEGER micro-credits. `seq` columns are the ordering keys
+    // (AUTOINCREMENT where a cursor or the ledger must never see a number reused after a delete).
+    up: `
+      CREATE TABLE accounts (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        subscription_active INTEGER NOT NULL,
+        balance INTEGER NOT NULL,
+        reserved INTEGER NOT NULL DEFAULT 0,
+        created_at TEXT NOT NULL
+      );
+
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        hash TEXT NOT NULL UNIQUE,
+        last4 TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX api_keys_account ON api_keys (account_id);
+
+      CREATE TABLE agents (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id TEXT NOT NULL UNIQUE,
+        account_id TEXT NOT NULL,
+        parent_id TEXT,
+        root_id TEXT NOT NULL,
+        spawn_key TEXT,
+        goal TEXT NOT NULL,
+        model TEXT NOT NULL,
+        status TEXT NOT NULL,
+        progress REAL NOT NULL,
+        status_message TEXT NOT NULL,
+        token_count INTEGER NOT NULL,
+        message_count INTEGER NOT NULL,
+        credits_spent INTEGER NOT NULL,
+        sub_agent_count INTEGER NOT NULL,
+        max_credits INTEGER,
+        tree_spent INTEGER NOT NULL,
+        tree_reserved INTEGER NOT NULL,
+        step_count INTEGER NOT NULL,
+        started INTEGER NOT NULL,
+        active_ms INTEGER NOT NULL,
+        active_since TEXT,
+        plan TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL
+      );
+      CREATE INDEX agents_account ON agents (account_id, seq);
+      CREATE INDEX agents_parent ON agents (parent_id, seq);
+      CREATE INDEX agents_status ON agents (status, seq);
+      -- Covers countChildrenByStatus, so counting 10,000 children never reads their rows.
+      CREATE INDEX agents_spawn_key ON agents (parent_id, spawn_key, status);
+
+      CREATE TABLE messages (
+        seq INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        message_id TEXT NOT NULL,
+        role TEXT NOT NULL,
+        text TEXT NOT NULL,
+        timestamp TEXT NOT NULL
+      );
+      CREATE INDEX messages_agent ON messages (agent_id, seq);
+
+      CREATE TABLE turns (
+        agent_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, idx)
+      );
+
+      -- A rowid table (not WITHOUT ROWID) so that an upsert keeps a call's first position in listToolCalls.
+      CREATE TABLE tool_calls (
+        agent_id TEXT NOT NULL,
+        tool_use_id TEXT NOT NULL,
+        turn_idx INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        input TEXT NOT NULL,
+        status TEXT NOT NULL,
+        idempotent INTEGER NOT NULL,
+        result TEXT,
+        is_error INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, tool_use_id)
+      );
+      CREATE INDEX tool_calls_turn ON tool_calls (agent_id, turn_idx);
+
+      CREATE TABLE ledger (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        account_id TEXT NOT NULL,
+        agent_id TEXT,
+        kind TEXT NOT NULL,
+        item TEXT,
+        tokens_in INTEGER NOT NULL,
+        tokens_out INTEGER NOT NULL,
+        amount INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX ledger_account ON ledger (account_id, seq);
+
+      CREATE TABLE reservations (
+        id TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        root_id TEXT NOT NULL,
+        amount INTEGER NOT NULL
+      );
+      CREATE INDEX reservations_agent ON reservations (agent_id);
+
+      CREATE TABLE idempotency_keys (
+        account_id TEXT NOT NULL,
+        key TEXT NOT NULL,
+        request_hash TEXT NOT NULL,
+        response TEXT NOT NULL,
+        status INTEGER NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (account_id, key)
+      );
+    `,
+  },
+];
+
+/** The schema version this code writes: the last migration's. */
+export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0;
+
+/**
+ * Brings `db` up to {@link SCHEMA_VERSION}. Safe to call on every open and from several processes at once: each
+ * migration runs in an IMMEDIATE transaction that re-reads the version first. Returns the versions applied now.
+ * Refuses a database written by a newer agentry, whose schema this code does not know.
+ */
+export function migrate(db: Database.Database, migrations: readonly Migration[] = MIGRATIONS): number[] {
+  db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at TEXT NOT NULL
+  )`);
+  const currentVersion = db.prepare<[], number>('SELECT coalesce(max(version), 0) FROM schema_migrations').pluck();
+  const record = db.prepare<[number, string, string], unknown>(
+    'INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)',
+  );
+  const latest = migrations.at(-1)?.version ?? 0;
+  const applied: number[] = [];
+  const applyNext = db.transaction((): boolean => {
+    const current = currentVersion.get() ?? 0;
+    if (current > latest) {
+      throw new AgentryError(
+        'invalid_request',
+        `The database ${db.name} has schema version ${current}, newer than this agentry supports (${latest}). Upgrade agentry.`,
+      );
+    }
+    const next = migrations.find((m) => m.version === current + 1);
+    if (!next) return false;
+    db.exec(next.up);
+    record.run(next.version, next.name, new Date().toISOString());
+    applied.push(next.version);
+    return true;
+  });
+  while (applyNext.immediate()) {
+    // one migration per transaction
+  }
+  return applied;
+}

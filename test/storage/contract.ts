@@ -1,0 +1,1176 @@
+/**
+ * The one behaviour every {@link StorageAdapter} must have. `memoryStorage()` is the reference; each adapter's test
+ * file only builds an adapter and calls {@link storageContract}. Timestamps are fixed, so runs are deterministic.
+ */
+import fc from 'fast-check';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import type {
+  AccountRow,
+  AgentRow,
+  ApiKeyRow,
+  IdempotencyRecord,
+  LedgerRow,
+  MessageRow,
+  Settlement,
+  StorageAdapter,
+  ToolCallRow,
+  TurnRow,
+} from '../../src/storage/adapter.js';
+import { AGENT_STATUSES } from '../../src/core/status.js';
+
+export interface StorageUnderTest {
+  /** A fresh, empty adapter; the suite calls `init()` on it. */
+  storage: StorageAdapter;
+  /** A new adapter over the same data, for after `close()`; the suite calls `init()` on it. Omit if not durable. */
+  reopen?: () => Promise<StorageAdapter>;
+  /** Removes what the adapter left behind (files, schemas); called after `close()`. */
+  cleanup?: () => Promise<void>;
+}
+
+// ---- fixtures ---------------------------------------------------------------------------------------------------
+
+const T0 = Date.UTC(2025, 0, 1);
+/** The fixed timestamp `seconds` after 2025-01-01T00:00:00.000Z. */
+export const at = (seconds: number): string => new Date(T0 + seconds * 1000).toISOString();
+
+const ACCT = 'acct-a';
+
+function account(id: string, balance: number, extra: Partial<AccountRow> = {}): AccountRow {
+  return { id, name: `Account ${id}`, subscription_active: true, balance, reserved: 0, created_at: at(0), ...extra };
+}
+
+function agent(id: string, extra: Partial<AgentRow> = {}): AgentRow {
+  return {
+    agent_id: id,
+    account_id: ACCT,
+    parent_id: null,
+    root_id: id,
+    spawn_key: null,
+    goal: `goal of ${id}`,
+    model: 'svc-1-lite',
+    status: 'ACTIVE',
+    progress: 0,
+    status_message: '',
+    token_count: 0,
+    message_count: 1,
+    credits_spent: 0,
+    sub_agent_count: 0,
+    max_credits: null,
+    tree_spent: 0,
+    tree_reserved: 0,
+    step_count: 0,
+    started: true,
+    active_ms: 0,
+    active_since: at(0),
+    plan: null,
+    created_at: at(0),
+    updated_at: at(0),
+    ...extra,
+  };
+}
+
+function child(id: string, parent: AgentRow, extra: Partial<AgentRow> = {}): AgentRow {
+  return agent(id, {
+    account_id: parent.account_id,
+    parent_id: parent.agent_id,
+    root_id: parent.root_id,
+    status: 'STARTING_UP',
+    started: false,
+    active_since: null,
+    ...extra,
+  });
+}
+
+function message(agentId: string, n: number, role: MessageRow['role'] = 'ASSISTANT'): MessageRow {
+  return {
+    message_id: `${agentId}/m${n}`,
+    agent_id: agentId,
+    role,
+    text: `message ${n} of ${agentId}`,
+    timestamp: at(n),
+  };
+}
+
+function turn(agentId: string, idx: number): TurnRow {
+  const role = idx % 2 === 0 ? 'user' : 'assistant';
+  return {
+    agent_id: agentId,
+    idx,
+    role,
+    content: JSON.stringify([{ type: 'text', text: `turn ${idx}` }]),
+    created_at: at(idx),
+  };
+}
+
+function toolCall(agentId: string, toolUseId: string, turnIdx: number, extra: Partial<ToolCallRow> = {}): ToolCallRow {
+  return {
+    agent_id: agentId,
+    tool_use_id: toolUseId,
+    turn_idx: turnIdx,
+    name: 'web_search',
+    input: JSON.stringify({ query: toolUseId }),
+    status: 'started',
+    idempotent: true,
+    result: null,
+    is_error: false,
+    updated_at: at(turnIdx),
+    ...extra,
+  };
+}
+
+function settlement(
+  reservationId: string,
+  of: AgentRow,
+  cost: number,
+  extra: Partial<Settlement['ledger']> = {},
+): Settlement {
+  return {
+    reservation_id: reservationId,
+    root_id: of.root_id,
+    ledger: {
+      account_id: of.account_id,
+      agent_id: of.agent_id,
+      kind: 'model',
+      item: 'svc-1-lite',
+      tokens_in: 100,
+      tokens_out: 20,
+      created_at: at(5),
+      cost,
+      ...extra,
+    },
+  };
+}
+
+function apiKey(id: string, accountId: string): ApiKeyRow {
+  return {
+    id,
+    account_id: accountId,
+    name: `key ${id}`,
+    hash: `hash-of-${id}`,
+    last4: id.slice(-4),
+    created_at: at(1),
+  };
+}
+
+/** Inserts an agent with its goal message and first turn. */
+async function insertWithLog(s: StorageAdapter, a: AgentRow): Promise<void> {
+  await s.insertAgents([a], [message(a.agent_id, 0, 'USER')], [turn(a.agent_id, 0)]);
+}
+
+const sorted = (ids: readonly string[]): string[] => [...ids].sort();
+
+async function expectLedgerInvariant(s: StorageAdapter, accountId: string): Promise<void> {
+  const acct = await s.getAccount(accountId);
+  const ledger = await s.listLedger(accountId);
+  expect(ledger.reduce((sum, row) => sum + row.amount, 0)).toBe(acct!.balance);
+  expect(acct!.balance).toBeGreaterThanOrEqual(0);
+}
+
+// ---- the suite --------------------------------------------------------------------------------------------------
+
+export function storageContract(name: string, makeStorage: () => Promise<StorageUnderTest>): void {
+  describe(`StorageAdapter contract: ${name}`, () => {
+    let sut: StorageUnderTest;
+    let s: StorageAdapter;
+
+    beforeEach(async () => {
+      sut = await makeStorage();
+      s = sut.storage;
+      await s.init();
+    });
+
+    afterEach(async () => {
+      await s.close();
+      await sut.cleanup?.();
+    });
+
+    describe('lifecycle', () => {
+      it('has a kind and an idempotent init()', async () => {
+        expect(s.kind).toMatch(/^[a-z]+$/);
+        await s.createAccount(account(ACCT, 10));
+        await s.init();
+        expect((await s.getAccount(ACCT))?.balance).toBe(10);
+      });
+    });
+
+    describe('accounts', () => {
+      it('creates and reads an account; reserved always starts at 0', async () => {
+        await s.createAccount(account(ACCT, 1_000, { reserved: 99, subscription_active: false }));
+        expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 1_000, { subscription_active: false }));
+        expect(await s.getAccount('nope')).toBeNull();
+      });
+
+      it('writes a positive opening balance as a topup ledger row, and a zero one not at all', async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        await s.createAccount(account('acct-b', 0));
+        expect(await s.listLedger(ACCT)).toEqual([
+          {
+            account_id: ACCT,
+            agent_id: null,
+            kind: 'topup',
+            item: null,
+            tokens_in: 0,
+            tokens_out: 0,
+            amount: 1_000,
+            created_at: at(0),
+          },
+        ]);
+        expect(await s.listLedger('acct-b')).toEqual([]);
+      });
+
+      it('refuses a second account with the same id', async () => {
+        await s.createAccount(account(ACCT, 5));
+        await expect(s.createAccount(account(ACCT, 7))).rejects.toThrow();
+        expect((await s.getAccount(ACCT))?.balance).toBe(5);
+        expect(await s.listLedger(ACCT)).toHaveLength(1);
+      });
+
+      it('lists accounts in creation order', async () => {
+        for (const id of ['acct-z', 'acct-a', 'acct-m']) await s.createAccount(account(id, 1));
+        expect((await s.listAccounts()).map((a) => a.id)).toEqual(['acct-z', 'acct-a', 'acct-m']);
+      });
+
+      it('switches the subscription', async () => {
+        await s.createAccount(account(ACCT, 0));
+        expect(await s.setSubscription(ACCT, false)).toEqual(account(ACCT, 0, { subscription_active: false }));
+        expect((await s.getAccount(ACCT))?.subscription_active).toBe(false);
+        expect((await s.setSubscription(ACCT, true))?.subscription_active).toBe(true);
+        expect(await s.setSubscription('nope', true)).toBeNull();
+      });
+
+      it('adds credits with a ledger row, and ignores unknown accounts', async () => {
+        await s.createAccount(account(ACCT, 100));
+        await s.createAccount(account('acct-b', 100));
+        const refund: LedgerRow = {
+          account_id: ACCT,
+          agent_id: 'agent-1',
+          kind: 'refund',
+          item: 'web_search',
+          tokens_in: 0,
+          tokens_out: 0,
+          amount: 25,
+          created_at: at(3),
+        };
+        const topup: LedgerRow = {
+          ...refund,
+          agent_id: null,
+          kind: 'topup',
+          item: null,
+          amount: 500,
+          created_at: at(4),
+        };
+        expect((await s.addCredits(refund))?.balance).toBe(125);
+        expect(await s.addCredits(topup)).toEqual(account(ACCT, 625));
+        expect(await s.addCredits({ ...topup, account_id: 'nope' })).toBeNull();
+        expect(await s.listLedger('nope')).toEqual([]);
+        expect((await s.listLedger(ACCT)).slice(1)).toEqual([refund, topup]);
+        expect(await s.listLedger('acct-b')).toHaveLength(1);
+        await expectLedgerInvariant(s, ACCT);
+      });
+    });
+
+    describe('reservations', () => {
+      let root: AgentRow;
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        root = agent('root', { max_credits: 600 });
+        await s.insertAgents([root, child('kid', root)], [], []);
+      });
+
+      it('holds the amount on the account and on the root of the tree', async () => {
+        expect(
+          await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 }),
+        ).toBeNull();
+        expect((await s.getAccount(ACCT))?.reserved).toBe(200);
+        expect((await s.getAccount(ACCT))?.balance).toBe(1_000);
+        expect((await s.getAgent('root'))?.tree_reserved).toBe(200);
+        expect((await s.getAgent('kid'))?.tree_reserved).toBe(0);
+      });
+
+      it("refuses with 'account' when the available balance (balance - reserved) does not cover it", async () => {
+        await s.createAccount(account('small', 100));
+        const small = agent('small-root', { account_id: 'small' });
+        await s.insertAgents([small], [], []);
+        const req = { account_id: 'small', agent_id: 'small-root', root_id: 'small-root' };
+        expect(await s.reserve({ ...req, id: 'a', amount: 60 })).toBeNull();
+        expect(await s.reserve({ ...req, id: 'b', amount: 41 })).toBe('account');
+        expect(await s.reserve({ ...req, id: 'c', amount: 40 })).toBeNull(); // exactly what is left
+        expect(await s.reserve({ ...req, id: 'd', amount: 1 })).toBe('account');
+        expect((await s.getAccount('small'))?.reserved).toBe(100);
+        expect(await s.reserve({ ...req, id: 'e', account_id: 'nope', amount: 1 })).toBe('account');
+      });
+
+      it("refuses with 'tree_cap' when tree_spent + tree_reserved would pass the root's max_credits", async () => {
+        const req = { account_id: ACCT, agent_id: 'kid', root_id: 'root' };
+        expect(await s.reserve({ ...req, id: 'r1', amount: 400 })).toBeNull();
+        expect(await s.reserve({ ...req, id: 'r2', amount: 201 })).toBe('tree_cap');
+        expect(await s.settle([settlement('r1', (await s.getAgent('kid'))!, 300)])).toEqual([300]);
+        expect(await s.reserve({ ...req, id: 'r3', amount: 301 })).toBe('tree_cap');
+        expect(await s.reserve({ ...req, id: 'r4', amount: 300 })).toBeNull(); // 300 spent + 300 held = the cap
+        expect(await s.reserve({ ...req, id: 'r5', amount: 1 })).toBe('tree_cap');
+        // A refusal holds nothing.
+        expect((await s.getAccount(ACCT))?.reserved).toBe(300);
+        expect((await s.getAgent('root'))?.tree_reserved).toBe(300);
+      });
+
+      it('checks the account before the tree cap', async () => {
+        expect(await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 5_000 })).toBe(
+          'account',
+        );
+      });
+
+      it('has no cap without max_credits', async () => {
+        await s.insertAgents([agent('free')], [], []);
+        expect(
+          await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'free', root_id: 'free', amount: 1_000 }),
+        ).toBeNull();
+      });
+
+      it('releases a hold; unknown and already released ids are ignored', async () => {
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 100 });
+        await s.reserve({ id: 'r2', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 50 });
+        await s.release('r1');
+        await s.release('r1');
+        await s.release('nope');
+        expect((await s.getAccount(ACCT))?.reserved).toBe(50);
+        expect((await s.getAgent('root'))?.tree_reserved).toBe(50);
+        expect(await s.listLedger(ACCT)).toHaveLength(1);
+      });
+
+      it('releases every hold of the agents given (releaseAgentReservations)', async () => {
+        await s.insertAgents([child('kid2', root), child('kid3', root)], [], []);
+        const hold = (id: string, agentId: string, amount: number) =>
+          s.reserve({ id, account_id: ACCT, agent_id: agentId, root_id: 'root', amount });
+        await hold('a1', 'kid', 10);
+        await hold('a2', 'kid', 20);
+        await hold('b1', 'kid2', 40);
+        await hold('c1', 'kid3', 80);
+        expect(await s.releaseAgentReservations(['kid', 'kid2', 'unknown'])).toBe(3);
+        expect((await s.getAccount(ACCT))?.reserved).toBe(80);
+        expect((await s.getAgent('root'))?.tree_reserved).toBe(80);
+        expect(await s.releaseAgentReservations(['kid', 'kid2'])).toBe(0);
+        expect(await s.releaseAgentReservations([])).toBe(0);
+        await s.release('c1');
+        expect((await s.getAccount(ACCT))?.reserved).toBe(0);
+      });
+    });
+
+    describe('settlement', () => {
+      let root: AgentRow;
+      let kid: AgentRow;
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        root = agent('root', { max_credits: 10_000 });
+        kid = child('kid', root);
+        await s.insertAgents([root, kid], [], []);
+      });
+
+      it('drops the hold, debits the cost, writes a negative ledger row and counts the spend on agent and tree', async () => {
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 });
+        expect(await s.settle([settlement('r1', kid, 150)])).toEqual([150]);
+        expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 850));
+        const r = await s.getAgent('root');
+        expect([r?.tree_spent, r?.tree_reserved, r?.credits_spent]).toEqual([150, 0, 0]);
+        expect((await s.getAgent('kid'))?.credits_spent).toBe(150);
+        expect((await s.listLedger(ACCT)).at(-1)).toEqual({
+          account_id: ACCT,
+          agent_id: 'kid',
+          kind: 'model',
+          item: 'svc-1-lite',
+          tokens_in: 100,
+          tokens_out: 20,
+          amount: -150,
+          created_at: at(5),
+        });
+        await expectLedgerInvariant(s, ACCT);
+      });
+
+      it('debits a settlement whose hold is already gone', async () => {
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 });
+        await s.release('r1');
+        expect(await s.settle([settlement('r1', kid, 70), settlement('never-held', root, 30)])).toEqual([70, 30]);
+        expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 900));
+        expect((await s.getAgent('root'))?.tree_spent).toBe(100);
+        expect((await s.getAgent('root'))?.credits_spent).toBe(30);
+        await expectLedgerInvariant(s, ACCT);
+      });
+
+      it('clamps the charge at the balance, so the balance never goes below zero', async () => {
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 1_000 });
+        expect(await s.settle([settlement('r1', kid, 2_500), settlement('r2', kid, 10)])).toEqual([1_000, 0]);
+        expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 0));
+        expect((await s.listLedger(ACCT)).map((l) => l.amount)).toEqual([1_000, -1_000, 0]);
+        expect((await s.getAgent('kid'))?.credits_spent).toBe(1_000);
+        expect((await s.getAgent('root'))?.tree_spent).toBe(1_000);
+        await expectLedgerInvariant(s, ACCT);
+      });
+
+      it('charges nothing to an unknown account but still drops the hold', async () => {
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 100 });
+        expect(await s.settle([settlement('r1', kid, 50, { account_id: 'nope' })])).toEqual([0]);
+        expect(await s.listLedger('nope')).toEqual([]);
+        expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 1_000));
+        expect((await s.getAgent('root'))?.tree_reserved).toBe(0);
+      });
+
+      it('keeps sum(ledger) === balance >= 0 and the holds consistent under any sequence of operations', async () => {
+        type Op =
+          | { op: 'reserve'; amount: number }
+          | { op: 'settle'; pick: number; cost: number }
+          | { op: 'release'; pick: number }
+          | { op: 'topup'; amount: number };
+        const opArb: fc.Arbitrary<Op> = fc.oneof(
+          fc.record({ op: fc.constant('reserve' as const), amount: fc.integer({ min: 1, max: 400 }) }),
+          fc.record({ op: fc.constant('settle' as const), pick: fc.nat(), cost: fc.integer({ min: 0, max: 600 }) }),
+          fc.record({ op: fc.constant('release' as const), pick: fc.nat() }),
+          fc.record({ op: fc.constant('topup' as const), amount: fc.integer({ min: 1, max: 300 }) }),
+        );
+        let run = 0;
+        await fc.assert(
+          fc.asyncProperty(fc.array(opArb, { maxLength: 25 }), async (ops) => {
+            run++;
+            const acct = `prop-${run}`;
+            const tree = agent(`prop-root-${run}`, { account_id: acct, max_credits: 2_000 });
+            await s.createAccount(account(acct, 500));
+            await s.insertAgents([tree], [], []);
+            // The model: what the adapter should hold.
+            let balance = 500;
+            let spent = 0;
+            const holds = new Map<string, number>();
+            let n = 0;
+            for (const o of ops) {
+              const ids = [...holds.keys()];
+              if (o.op === 'reserve') {
+                const id = `${acct}/r${n++}`;
+                const held = [...holds.values()].reduce((x, y) => x + y, 0);
+                const expected =
+                  balance - held < o.amount ? 'account' : spent + held + o.amount > 2_000 ? 'tree_cap' : null;
+                expect(
+                  await s.reserve({
+                    id,
+                    account_id: acct,
+                    agent_id: tree.agent_id,
+                    root_id: tree.agent_id,
+                    amount: o.amount,
+                  }),
+                ).toBe(expected);
+                if (expected === null) holds.set(id, o.amount);
+              } else if (o.op === 'settle') {
+                const id = ids.length ? ids[o.pick % ids.length]! : `${acct}/gone`;
+                const charge = Math.min(o.cost, balance);
+                expect(await s.settle([settlement(id, tree, o.cost)])).toEqual([charge]);
+                holds.delete(id);
+                balance -= charge;
+                spent += charge;
+              } else if (o.op === 'release') {
+                const id = ids.length ? ids[o.pick % ids.length]! : `${acct}/gone`;
+                await s.release(id);
+                holds.delete(id);
+              } else {
+                await s.addCredits({
+                  account_id: acct,
+                  agent_id: null,
+                  kind: 'topup',
+                  item: null,
+                  tokens_in: 0,
+                  tokens_out: 0,
+                  amount: o.amount,
+                  created_at: at(9),
+                });
+                balance += o.amount;
+              }
+              const held = [...holds.values()].reduce((x, y) => x + y, 0);
+              expect(await s.getAccount(acct)).toMatchObject({ balance, reserved: held });
+              expect(await s.getAgent(tree.agent_id)).toMatchObject({
+                tree_spent: spent,
+                tree_reserved: held,
+                credits_spent: spent,
+              });
+              await expectLedgerInvariant(s, acct);
+            }
+          }),
+          { seed: 20_250_101, numRuns: 30 },
+        );
+      });
+    });
+
+    describe('api keys', () => {
+      it('inserts, lists by account, finds by hash and deletes only within the account', async () => {
+        const [k1, k2, k3] = [apiKey('key-1111', 'acct-a'), apiKey('key-2222', 'acct-a'), apiKey('key-3333', 'acct-b')];
+        for (const k of [k1, k2, k3]) await s.insertApiKey(k);
+        expect(await s.listApiKeys('acct-a')).toEqual([k1, k2]);
+        expect(await s.listApiKeys('acct-b')).toEqual([k3]);
+        expect(await s.listApiKeys('nope')).toEqual([]);
+        expect(await s.findApiKeyByHash('hash-of-key-2222')).toEqual(k2);
+        expect(await s.findApiKeyByHash('hash-of-nothing')).toBeNull();
+        expect(await s.deleteApiKey('acct-b', 'key-1111')).toBe(false);
+        expect(await s.deleteApiKey('acct-a', 'key-1111')).toBe(true);
+        expect(await s.deleteApiKey('acct-a', 'key-1111')).toBe(false);
+        expect(await s.findApiKeyByHash('hash-of-key-1111')).toBeNull();
+        expect(await s.listApiKeys('acct-a')).toEqual([k2]);
+      });
+    });
+
+    describe('agents', () => {
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+      });
+
+      it('round-trips every field, with booleans, nulls, fractions and JSON text intact', async () => {
+        const root = agent('root', {
+          max_credits: 5_000_000,
+          plan: JSON.stringify({ steps: [{ title: 'look', status: 'done' }] }),
+          progress: 0.25,
+          status_message: 'Searching: "ünïcødé" 🚀',
+          token_count: 1234,
+          step_count: 3,
+          active_ms: 4500,
+          tree_spent: 10,
+          tree_reserved: 20,
+          credits_spent: 5,
+          message_count: 6,
+          updated_at: at(7),
+        });
+        const kid = child('kid', root, { spawn_key: 'call_1:0', goal: 'line one\nline two' });
+        // Every column holds a value no other column has, so a column read into the wrong field shows.
+        const grandchild = child('grandchild', kid, {
+          spawn_key: 'call_9:3',
+          model: 'svc-1-ultra',
+          status: 'PAUSED',
+          started: true,
+          active_since: at(30),
+          plan: '{"p":1}',
+          sub_agent_count: 31,
+          token_count: 32,
+          message_count: 33,
+          credits_spent: 34,
+          max_credits: 35,
+          tree_spent: 36,
+          tree_reserved: 37,
+          step_count: 38,
+          active_ms: 39,
+          progress: 0.4,
+          status_message: 'status of grandchild',
+          created_at: at(41),
+          updated_at: at(42),
+        });
+        await s.insertAgents([root, kid, grandchild], [], []);
+        expect(await s.getAgent('root')).toEqual({ ...root, sub_agent_count: 1 });
+        expect(await s.getAgent('kid')).toEqual({ ...kid, sub_agent_count: 1 });
+        expect(await s.getAgent('grandchild')).toEqual(grandchild);
+        expect((await s.listAgents({ limit: 10 })).rows).toEqual([
+          grandchild,
+          { ...kid, sub_agent_count: 1 },
+          { ...root, sub_agent_count: 1 },
+        ]);
+        expect(await s.findAgentsBySpawnKey('kid', 'call_9')).toEqual([grandchild]);
+        expect(await s.getAgent('nope')).toBeNull();
+      });
+
+      it("inserts first messages and turns, and bumps each existing parent's sub_agent_count", async () => {
+        const root = agent('root');
+        await insertWithLog(s, root);
+        const kids = [child('k1', root), child('k2', root)];
+        await s.insertAgents(
+          kids,
+          kids.map((k) => message(k.agent_id, 0, 'USER')),
+          kids.map((k) => turn(k.agent_id, 0)),
+        );
+        expect((await s.getAgent('root'))?.sub_agent_count).toBe(2);
+        // A parent and its child in one batch.
+        const mid = child('mid', root);
+        await s.insertAgents([mid, child('leaf', mid)], [], []);
+        expect((await s.getAgent('mid'))?.sub_agent_count).toBe(1);
+        expect((await s.getAgent('root'))?.sub_agent_count).toBe(3);
+        expect(await s.listMessages('k2')).toEqual([message('k2', 0, 'USER')]);
+        expect(await s.listTurns('k1')).toEqual([turn('k1', 0)]);
+        expect(await s.listMessages('root')).toEqual([message('root', 0, 'USER')]);
+      });
+
+      it('inserts all or nothing', async () => {
+        const root = agent('root');
+        await insertWithLog(s, root);
+        const fresh = child('fresh', root);
+        await expect(
+          s.insertAgents([fresh, agent('root')], [message('fresh', 0, 'USER')], [turn('fresh', 0)]),
+        ).rejects.toThrow();
+        expect(await s.getAgent('fresh')).toBeNull();
+        expect(await s.listMessages('fresh')).toEqual([]);
+        expect(await s.listTurns('fresh')).toEqual([]);
+        expect(await s.getAgent('root')).toEqual(root);
+        expect(await s.listMessages('root')).toEqual([message('root', 0, 'USER')]);
+      });
+
+      it('finds children by spawn key prefix, in creation order', async () => {
+        const p = agent('p');
+        const other = agent('other');
+        await s.insertAgents([p, other], [], []);
+        const keys = ['call_1:1', 'call_1:0', 'call_10:0', 'call_2:0', 'a%b:0', 'a_b:0', 'axb:0', '😀:0', '😁:0'];
+        await s.insertAgents(
+          [
+            ...keys.map((k, i) => child(`c${i}`, p, { spawn_key: k })),
+            child('no-key', p),
+            child('elsewhere', other, { spawn_key: 'call_1:5' }),
+          ],
+          [],
+          [],
+        );
+        const find = async (prefix: string) => (await s.findAgentsBySpawnKey('p', prefix)).map((a) => a.spawn_key);
+        expect(await find('call_1:')).toEqual(['call_1:1', 'call_1:0']);
+        expect(await find('call_1')).toEqual(['call_1:1', 'call_1:0', 'call_10:0']);
+        expect(await find('a_b')).toEqual(['a_b:0']);
+        expect(await find('a%')).toEqual(['a%b:0']);
+        expect(await find('😀')).toEqual(['😀:0']);
+        expect(await find('')).toEqual(keys);
+        expect(await find('zzz')).toEqual([]);
+        expect(await s.findAgentsBySpawnKey('nope', 'call_1')).toEqual([]);
+        expect(await s.findAgentsBySpawnKey('p', 'call_1:1')).toEqual([await s.getAgent('c0')]);
+      });
+
+      it('counts children by status, by spawn key prefix', async () => {
+        const p = agent('p');
+        await s.insertAgents([p, agent('other')], [], []);
+        await s.insertAgents(
+          [
+            child('a0', p, { spawn_key: 'call_1:0' }),
+            child('a1', p, { spawn_key: 'call_1:1', status: 'COMPLETED' }),
+            child('a2', p, { spawn_key: 'call_1:2', status: 'COMPLETED' }),
+            child('a3', p, { spawn_key: 'call_1:3', status: 'FAILED' }),
+            child('b0', p, { spawn_key: 'call_2:0', status: 'COMPLETED' }),
+            child('n0', p),
+            child('o0', (await s.getAgent('other'))!, { spawn_key: 'call_1:0' }),
+          ],
+          [],
+          [],
+        );
+        expect(await s.countChildrenByStatus('p', 'call_1:')).toEqual({ STARTING_UP: 1, COMPLETED: 2, FAILED: 1 });
+        await s.changeStatus('a0', { from: ['STARTING_UP'], to: 'ACTIVE' }, at(1));
+        expect(await s.countChildrenByStatus('p', 'call_1:')).toEqual({ ACTIVE: 1, COMPLETED: 2, FAILED: 1 });
+        expect(await s.countChildrenByStatus('p', 'call_2:')).toEqual({ COMPLETED: 1 });
+        expect(await s.countChildrenByStatus('p', '')).toEqual({ ACTIVE: 1, COMPLETED: 3, FAILED: 1 });
+        expect(await s.countChildrenByStatus('p', 'call_3:')).toEqual({});
+        expect(await s.countChildrenByStatus('nope', 'call_1:')).toEqual({});
+        await s.deleteAgentTree('a1');
+        expect(await s.countChildrenByStatus('p', 'call_1:')).toEqual({ ACTIVE: 1, COMPLETED: 1, FAILED: 1 });
+      });
+
+      it('lists ids by status, oldest first', async () => {
+        const root = agent('root');
+        await s.insertAgents(
+          [
+            root,
+            child('k1', root),
+            agent('done', { status: 'COMPLETED' }),
+            child('k2', root),
+            agent('paused', { status: 'PAUSED' }),
+          ],
+          [],
+          [],
+        );
+        expect(await s.listAgentIdsByStatus(['STARTING_UP', 'ACTIVE'])).toEqual(['root', 'k1', 'k2']);
+        expect(await s.listAgentIdsByStatus(['PAUSED', 'COMPLETED'])).toEqual(['done', 'paused']);
+        expect(await s.listAgentIdsByStatus(['FAILED'])).toEqual([]);
+        expect(await s.listAgentIdsByStatus([])).toEqual([]);
+      });
+
+      it('changes status only from the statuses given (compare-and-set)', async () => {
+        await s.insertAgents([agent('a', { progress: 0.5, status_message: 'Working' })], [], []);
+        expect(await s.changeStatus('a', { from: ['PAUSED', 'STARTING_UP'], to: 'ACTIVE' }, at(5))).toBeNull();
+        expect(await s.getAgent('a')).toMatchObject({ status: 'ACTIVE', updated_at: at(0) });
+        const paused = await s.changeStatus(
+          'a',
+          {
+            from: ['ACTIVE', 'STARTING_UP'],
+            to: 'PAUSED',
+            patch: { active_ms: 5_000, active_since: null, status_message: 'Paused' },
+          },
+          at(5),
+        );
+        expect(paused).toEqual(
+          agent('a', {
+            status: 'PAUSED',
+            progress: 0.5,
+            status_message: 'Paused',
+            active_ms: 5_000,
+            active_since: null,
+            updated_at: at(5),
+          }),
+        );
+        expect(await s.getAgent('a')).toEqual(paused);
+        const resumed = await s.changeStatus(
+          'a',
+          { from: ['PAUSED'], to: 'ACTIVE', patch: { active_since: at(9), started: true, progress: 0.75 } },
+          at(9),
+        );
+        expect(resumed).toMatchObject({
+          status: 'ACTIVE',
+          active_since: at(9),
+          started: true,
+          progress: 0.75,
+          active_ms: 5_000,
+        });
+        expect(await s.changeStatus('nope', { from: ['ACTIVE'], to: 'PAUSED' }, at(9))).toBeNull();
+        // A field given as undefined is not given (exactOptionalPropertyTypes is off, so callers may write this).
+        const again = await s.changeStatus(
+          'a',
+          { from: ['ACTIVE'], to: 'PAUSED', patch: { progress: undefined, active_since: undefined, active_ms: 9_000 } },
+          at(10),
+        );
+        expect(again).toMatchObject({ status: 'PAUSED', progress: 0.75, active_since: at(9), active_ms: 9_000 });
+        expect(await s.getAgent('a')).toEqual(again);
+      });
+
+      describe('listAgents', () => {
+        // Created in this order: r1, r2 (PAUSED), k1, k2 (children of r1), b1 (account b), r3, k3 (child of r3)
+        beforeEach(async () => {
+          await s.createAccount(account('acct-b', 1_000));
+          const r1 = agent('r1');
+          const r3 = agent('r3');
+          await s.insertAgents([r1, agent('r2', { status: 'PAUSED' }), child('k1', r1), child('k2', r1)], [], []);
+          await s.insertAgents([agent('b1', { account_id: 'acct-b' }), r3, child('k3', r3)], [], []);
+        });
+        const ids = (rows: AgentRow[]) => rows.map((a) => a.agent_id);
+
+        it('lists newest first', async () => {
+          const page = await s.listAgents({ limit: 100 });
+          expect(ids(page.rows)).toEqual(['k3', 'r3', 'b1', 'k2', 'k1', 'r2', 'r1']);
+          expect(page.rows[0]).toEqual(await s.getAgent('k3'));
+          expect(typeof page.last).toBe('string');
+          expect(await s.listAgents({ limit: 0 })).toEqual({ rows: [], last: null });
+        });
+
+        it('pages with the position of the last row', async () => {
+          const seen: string[] = [];
+          let after: string | undefined;
+          const sizes: number[] = [];
+          for (;;) {
+            const page = await s.listAgents({ limit: 3, ...(after === undefined ? {} : { after }) });
+            sizes.push(page.rows.length);
+            seen.push(...ids(page.rows));
+            if (page.last === null) break;
+            after = page.last;
+          }
+          expect(sizes).toEqual([3, 3, 1, 0]);
+          expect(seen).toEqual(['k3', 'r3', 'b1', 'k2', 'k1', 'r2', 'r1']);
+        });
+
+        it('keeps its place when rows are deleted or added between pages', async () => {
+          const first = await s.listAgents({ limit: 2 });
+          expect(ids(first.rows)).toEqual(['k3', 'r3']);
+          await s.deleteAgentTree('b1');
+          await s.insertAgents([agent('newest')], [], []);
+          const next = await s.listAgents({ limit: 2, after: first.last! });
+          expect(ids(next.rows)).toEqual(['k2', 'k1']);
+        });
+
+        it('filters by status, account and parent (null = roots only), alone and together', async () => {
+          expect(ids((await s.listAgents({ limit: 100, status: 'STARTING_UP' })).rows)).toEqual(['k3', 'k2', 'k1']);
+          expect(ids((await s.listAgents({ limit: 100, account_id: 'acct-b' })).rows)).toEqual(['b1']);
+          expect(ids((await s.listAgents({ limit: 100, parent_id: null })).rows)).toEqual(['r3', 'b1', 'r2', 'r1']);
+          expect(ids((await s.listAgents({ limit: 100, parent_id: 'r1' })).rows)).toEqual(['k2', 'k1']);
+          expect(ids((await s.listAgents({ limit: 100, account_id: ACCT, parent_id: null })).rows)).toEqual([
+            'r3',
+            'r2',
+            'r1',
+          ]);
+          expect(
+            ids((await s.listAgents({ limit: 100, account_id: ACCT, parent_id: null, status: 'ACTIVE' })).rows),
+          ).toEqual(['r3', 'r1']);
+          expect(await s.listAgents({ limit: 100, status: 'FAILED' })).toEqual({ rows: [], last: null });
+          const first = await s.listAgents({ limit: 1, account_id: ACCT, parent_id: null });
+          const second = await s.listAgents({ limit: 2, account_id: ACCT, parent_id: null, after: first.last! });
+          expect(ids(second.rows)).toEqual(['r2', 'r1']);
+          const third = await s.listAgents({ limit: 2, account_id: ACCT, parent_id: null, after: second.last! });
+          expect(third).toEqual({ rows: [], last: null });
+        });
+      });
+
+      describe('trees', () => {
+        // root -> (c1 -> g1), c2; holds on root, c1 and g1; a log on every agent.
+        beforeEach(async () => {
+          const root = agent('root', { max_credits: 1_000 });
+          const c1 = child('c1', root);
+          await s.insertAgents(
+            [root, c1, child('g1', c1), child('c2', root)],
+            ['root', 'c1', 'g1', 'c2'].map((id) => message(id, 0, 'USER')),
+            ['root', 'c1', 'g1', 'c2'].map((id) => turn(id, 0)),
+          );
+          for (const id of ['root', 'c1', 'g1', 'c2']) {
+            await s.putToolCalls([toolCall(id, `${id}-call`, 0)]);
+          }
+          await s.reserve({ id: 'h-root', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 100 });
+          await s.reserve({ id: 'h-c1', account_id: ACCT, agent_id: 'c1', root_id: 'root', amount: 50 });
+          await s.reserve({ id: 'h-g1', account_id: ACCT, agent_id: 'g1', root_id: 'root', amount: 25 });
+        });
+
+        it('lists descendants, not the agent itself', async () => {
+          expect(sorted(await s.listDescendantIds('root'))).toEqual(['c1', 'c2', 'g1']);
+          expect(await s.listDescendantIds('c1')).toEqual(['g1']);
+          expect(await s.listDescendantIds('g1')).toEqual([]);
+          expect(await s.listDescendantIds('nope')).toEqual([]);
+        });
+
+        it('deletes a subtree with its log and holds, and leaves the rest alone', async () => {
+          const deleted = await s.deleteAgentTree('c1');
+          expect(deleted[0]).toBe('c1');
+          expect(sorted(deleted)).toEqual(['c1', 'g1']);
+          for (const id of ['c1', 'g1']) {
+            expect(await s.getAgent(id)).toBeNull();
+            expect(await s.listMessages(id)).toEqual([]);
+            expect(await s.listTurns(id)).toEqual([]);
+            expect(await s.listToolCalls(id, 0)).toEqual([]);
+          }
+          expect(await s.getAccount(ACCT)).toMatchObject({ balance: 1_000, reserved: 100 });
+          expect(await s.getAgent('root')).toMatchObject({ sub_agent_count: 1, tree_reserved: 100 });
+          expect(await s.listDescendantIds('root')).toEqual(['c2']);
+          expect(await s.listMessages('c2')).toEqual([message('c2', 0, 'USER')]);
+          expect(await s.listToolCalls('c2', 0)).toEqual([toolCall('c2', 'c2-call', 0)]);
+          // The released holds are really gone: the ids can be released again without effect.
+          await s.release('h-c1');
+          expect((await s.getAccount(ACCT))?.reserved).toBe(100);
+        });
+
+        it('deletes a whole tree, releasing all its holds', async () => {
+          expect(sorted(await s.deleteAgentTree('root'))).toEqual(['c1', 'c2', 'g1', 'root']);
+          expect(await s.getAccount(ACCT)).toMatchObject({ balance: 1_000, reserved: 0 });
+          expect(await s.listAgents({ limit: 100 })).toEqual({ rows: [], last: null });
+          expect(await s.listAgentIdsByStatus(AGENT_STATUSES)).toEqual([]);
+          expect(await s.releaseAgentReservations(['root', 'c1', 'g1', 'c2'])).toBe(0);
+          expect(await s.deleteAgentTree('root')).toEqual([]);
+          await expectLedgerInvariant(s, ACCT);
+        });
+
+        it('leaves nothing behind that a new agent with the same id would inherit', async () => {
+          await s.deleteAgentTree('root');
+          const again = agent('c1');
+          await s.insertAgents([again], [message('c1', 7, 'USER')], [turn('c1', 0)]);
+          expect(await s.getAgent('c1')).toEqual(again);
+          expect(await s.listMessages('c1')).toEqual([message('c1', 7, 'USER')]);
+          expect(await s.listToolCalls('c1', 0)).toEqual([]);
+          expect(await s.listDescendantIds('c1')).toEqual([]);
+        });
+
+        it('returns [] for an unknown agent', async () => {
+          expect(await s.deleteAgentTree('nope')).toEqual([]);
+          expect((await s.getAgent('root'))?.sub_agent_count).toBe(2);
+        });
+      });
+    });
+
+    describe('step log', () => {
+      let root: AgentRow;
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        root = agent('root', { plan: '{"steps":[]}', status_message: 'Starting', progress: 0.1 });
+        await insertWithLog(s, root);
+      });
+
+      it('returns empty logs for unknown agents', async () => {
+        expect(await s.listMessages('nope')).toEqual([]);
+        expect(await s.listTurns('nope')).toEqual([]);
+        expect(await s.listToolCalls('nope', 0)).toEqual([]);
+      });
+
+      it('upserts tool calls by (agent_id, tool_use_id), listed per turn in first-recorded order', async () => {
+        const [a, b, c] = [
+          toolCall('root', 'tu_b', 1),
+          toolCall('root', 'tu_a', 1, { idempotent: false }),
+          toolCall('root', 'tu_c', 3),
+        ];
+        await s.putToolCalls([a, b, c]);
+        expect(await s.listToolCalls('root', 1)).toEqual([a, b]);
+        expect(await s.listToolCalls('root', 3)).toEqual([c]);
+        expect(await s.listToolCalls('root', 2)).toEqual([]);
+        const done = {
+          ...a,
+          status: 'finished' as const,
+          result: '[{"type":"text","text":"ok"}]',
+          is_error: true,
+          updated_at: at(8),
+        };
+        await s.putToolCalls([done]);
+        expect(await s.listToolCalls('root', 1)).toEqual([done, b]);
+      });
+
+      it('drops tool calls, messages and turns of an agent that does not exist', async () => {
+        await s.putToolCalls([toolCall('ghost', 'tu_1', 0)]);
+        await s.insertAgents([agent('other')], [message('ghost', 0, 'USER')], [turn('ghost', 0)]);
+        await s.insertAgents([agent('ghost')], [], []);
+        expect(await s.listToolCalls('ghost', 0)).toEqual([]);
+        expect(await s.listMessages('ghost')).toEqual([]);
+        expect(await s.listTurns('ghost')).toEqual([]);
+      });
+
+      describe('commitStep', () => {
+        it('appends turns and messages, upserts tool calls, settles and patches the agent in one go', async () => {
+          await s.putToolCalls([toolCall('root', 'tu_1', 1, { status: 'pending' })]);
+          await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 300 });
+          const calls = [
+            toolCall('root', 'tu_1', 1, { status: 'finished', result: '"hi"' }),
+            toolCall('root', 'tu_2', 1),
+          ];
+          const result = await s.commitStep({
+            agent_id: 'root',
+            turns: [turn('root', 1), turn('root', 2)],
+            messages: [message('root', 1), message('root', 2)],
+            tool_calls: calls,
+            settlements: [settlement('r1', root, 120)],
+            patch: {
+              progress: 0.5,
+              status_message: 'Searching',
+              plan: '{"steps":[1]}',
+              token_count_delta: 150,
+              step_count_delta: 1,
+              updated_at: at(10),
+            },
+          });
+          const expected = {
+            ...root,
+            progress: 0.5,
+            status_message: 'Searching',
+            plan: '{"steps":[1]}',
+            token_count: 150,
+            message_count: 3,
+            step_count: 1,
+            credits_spent: 120,
+            tree_spent: 120,
+            updated_at: at(10),
+          };
+          expect(result).toEqual({ agent: expected, statusChanged: false, charged: [120] });
+          expect(await s.getAgent('root')).toEqual(expected);
+          expect(await s.listTurns('root')).toEqual([turn('root', 0), turn('root', 1), turn('root', 2)]);
+          expect(await s.listMessages('root')).toEqual([
+            message('root', 0, 'USER'),
+            message('root', 1),
+            message('root', 2),
+          ]);
+          expect(await s.listToolCalls('root', 1)).toEqual(calls);
+          expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 880));
+          await expectLedgerInvariant(s, ACCT);
+        });
+
+        it('leaves fields the patch does not name, clears the plan with null, and works with nothing to append', async () => {
+          const kept = await s.commitStep({ agent_id: 'root', patch: { updated_at: at(3) } });
+          expect(kept).toEqual({ agent: { ...root, updated_at: at(3) }, statusChanged: false, charged: [] });
+          const cleared = await s.commitStep({
+            agent_id: 'root',
+            messages: [],
+            turns: [],
+            patch: { plan: null, updated_at: at(4) },
+          });
+          expect(cleared.agent).toEqual({ ...root, plan: null, updated_at: at(4) });
+        });
+
+        it('applies a status change, with its patch, only from the statuses given', async () => {
+          const refused = await s.commitStep({
+            agent_id: 'root',
+            turns: [turn('root', 1)],
+            patch: { progress: 0.9, updated_at: at(6) },
+            status: { from: ['PAUSED'], to: 'COMPLETED', patch: { progress: 1 } },
+          });
+          expect(refused.statusChanged).toBe(false);
+          expect(refused.agent).toMatchObject({ status: 'ACTIVE', progress: 0.9, updated_at: at(6) });
+          const done = await s.commitStep({
+            agent_id: 'root',
+            turns: [turn('root', 2)],
+            messages: [message('root', 2)],
+            patch: { progress: 0.95, status_message: 'Done', plan: undefined, step_count_delta: 1, updated_at: at(7) },
+            status: {
+              from: ['ACTIVE'],
+              to: 'COMPLETED',
+              patch: { progress: 1, status_message: undefined, active_ms: 7_000, active_since: null },
+            },
+          });
+          expect(done.statusChanged).toBe(true);
+          expect(done.agent).toEqual({
+            ...root,
+            status: 'COMPLETED',
+            progress: 1,
+            status_message: 'Done',
+            message_count: 2,
+            step_count: 1,
+            active_ms: 7_000,
+            active_since: null,
+            updated_at: at(7),
+          });
+        });
+
+        it('writes nothing at all, not even its settlements, when a turn does not continue the log', async () => {
+          await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 300 });
+          const before = {
+            agent: await s.getAgent('root'),
+            account: await s.getAccount(ACCT),
+            ledger: await s.listLedger(ACCT),
+            turns: await s.listTurns('root'),
+            messages: await s.listMessages('root'),
+          };
+          for (const turns of [
+            [turn('root', 2)],
+            [turn('root', 0)],
+            [turn('root', 1), turn('root', 3)],
+            [turn('root', 1), turn('root', 1)],
+          ]) {
+            await expect(
+              s.commitStep({
+                agent_id: 'root',
+                turns,
+                messages: [message('root', 1)],
+                tool_calls: [toolCall('root', 'tu_1', 1)],
+                settlements: [settlement('r1', root, 100)],
+                patch: { progress: 0.7, token_count_delta: 10, updated_at: at(9) },
+                status: { from: ['ACTIVE'], to: 'COMPLETED' },
+              }),
+            ).rejects.toThrow();
+          }
+          expect(await s.getAgent('root')).toEqual(before.agent);
+          expect(await s.getAccount(ACCT)).toEqual(before.account);
+          expect(await s.listLedger(ACCT)).toEqual(before.ledger);
+          expect(await s.listTurns('root')).toEqual(before.turns);
+          expect(await s.listMessages('root')).toEqual(before.messages);
+          expect(await s.listToolCalls('root', 1)).toEqual([]);
+          // The hold is still there.
+          await s.release('r1');
+          expect((await s.getAccount(ACCT))?.reserved).toBe(0);
+        });
+
+        it('still settles when the agent is gone, and writes nothing else', async () => {
+          await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 300 });
+          await s.deleteAgentTree('root');
+          const result = await s.commitStep({
+            agent_id: 'root',
+            turns: [turn('root', 5)],
+            messages: [message('root', 1)],
+            tool_calls: [toolCall('root', 'tu_1', 1)],
+            settlements: [settlement('r1', root, 80)],
+            patch: { updated_at: at(9) },
+            status: { from: ['ACTIVE'], to: 'COMPLETED' },
+          });
+          expect(result).toEqual({ agent: null, statusChanged: false, charged: [80] });
+          expect(await s.getAccount(ACCT)).toEqual(account(ACCT, 920));
+          expect(await s.getAgent('root')).toBeNull();
+          expect(await s.listTurns('root')).toEqual([]);
+          expect(await s.listMessages('root')).toEqual([]);
+          expect(await s.listToolCalls('root', 1)).toEqual([]);
+          await expectLedgerInvariant(s, ACCT);
+        });
+      });
+    });
+
+    describe('idempotency keys', () => {
+      it('keeps the first record for a key, per account', async () => {
+        const first: IdempotencyRecord = {
+          account_id: ACCT,
+          key: 'create-1',
+          request_hash: 'h1',
+          response: JSON.stringify({ agent_id: 'x' }),
+          status: 201,
+          created_at: at(1),
+        };
+        expect(await s.getIdempotency(ACCT, 'create-1')).toBeNull();
+        await s.putIdempotency(first);
+        await s.putIdempotency({ ...first, request_hash: 'h2', response: '{}', status: 400, created_at: at(2) });
+        expect(await s.getIdempotency(ACCT, 'create-1')).toEqual(first);
+        const other = { ...first, account_id: 'acct-b', status: 400 };
+        await s.putIdempotency(other);
+        expect(await s.getIdempotency('acct-b', 'create-1')).toEqual(other);
+        expect(await s.getIdempotency(ACCT, 'create-2')).toBeNull();
+      });
+    });
+
+    describe('durability', () => {
+      it('keeps every account, key, agent, message, turn, tool call, ledger row and hold across close and reopen', async (ctx) => {
+        if (!sut.reopen) ctx.skip();
+        await s.createAccount(account(ACCT, 10_000));
+        await s.createAccount(account('acct-b', 0, { subscription_active: false }));
+        await s.insertApiKey(apiKey('key-1111', ACCT));
+        await s.insertApiKey(apiKey('key-2222', 'acct-b'));
+        const root = agent('root', { max_credits: 9_000, plan: '{"steps":[]}', progress: 0.25 });
+        const kids = Array.from({ length: 5 }, (_, i) => child(`kid-${i}`, root, { spawn_key: `call_1:${i}` }));
+        await insertWithLog(s, root);
+        await s.insertAgents(
+          kids,
+          kids.map((k) => message(k.agent_id, 0, 'USER')),
+          kids.map((k) => turn(k.agent_id, 0)),
+        );
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 500 });
+        await s.reserve({ id: 'r2', account_id: ACCT, agent_id: 'kid-1', root_id: 'root', amount: 700 });
+        await s.commitStep({
+          agent_id: 'root',
+          turns: [turn('root', 1), turn('root', 2)],
+          messages: [message('root', 1)],
+          tool_calls: [
+            toolCall('root', 'tu_1', 1, { status: 'finished', result: '"ok"', is_error: true, idempotent: false }),
+            toolCall('root', 'tu_2', 1),
+          ],
+          settlements: [settlement('r1', root, 321)],
+          patch: { progress: 0.5, token_count_delta: 99, step_count_delta: 1, updated_at: at(10) },
+          status: { from: ['ACTIVE'], to: 'PAUSED', patch: { active_ms: 10_000, active_since: null } },
+        });
+        await s.changeStatus(
+          'kid-2',
+          { from: ['STARTING_UP'], to: 'ACTIVE', patch: { started: true, active_since: at(11) } },
+          at(11),
+        );
+        await s.addCredits({
+          account_id: 'acct-b',
+          agent_id: null,
+          kind: 'topup',
+          item: null,
+          tokens_in: 0,
+          tokens_out: 0,
+          amount: 42,
+          created_at: at(12),
+        });
+        await s.putIdempotency({
+          account_id: ACCT,
+          key: 'k',
+          request_hash: 'h',
+          response: '{"a":1}',
+          status: 201,
+          created_at: at(13),
+        });
+
+        const snapshot = async (st: StorageAdapter) => {
+          const agents = await st.listAgents({ limit: 1_000 });
+          const logs: Record<string, unknown> = {};
+          for (const a of agents.rows) {
+            logs[a.agent_id] = {
+              messages: await st.listMessages(a.agent_id),
+              turns: await st.listTurns(a.agent_id),
+              calls: await Promise.all([0, 1, 2].map((i) => st.listToolCalls(a.agent_id, i))),
+            };
+          }
+          return {
+            accounts: await st.listAccounts(),
+            ledger: [await st.listLedger(ACCT), await st.listLedger('acct-b')],
+            keys: [
+              await st.listApiKeys(ACCT),
+              await st.listApiKeys('acct-b'),
+              await st.findApiKeyByHash('hash-of-key-2222'),
+            ],
+            agents,
+            logs,
+            byStatus: await st.listAgentIdsByStatus(AGENT_STATUSES),
+            descendants: sorted(await st.listDescendantIds('root')),
+            spawned: await st.findAgentsBySpawnKey('root', 'call_1:'),
+            idempotency: await st.getIdempotency(ACCT, 'k'),
+          };
+        };
+        const before = await snapshot(s);
+        expect(before.agents.rows).toHaveLength(6);
+        await s.close();
+        s = await sut.reopen!();
+        await s.init();
+        expect(await snapshot(s)).toEqual(before);
+
+        // The hold survived, and so did the ordering key: a new agent lists first.
+        await s.release('r2');
+        expect(await s.getAccount(ACCT)).toMatchObject({ reserved: 0, balance: 10_000 - 321 });
+        expect((await s.getAgent('root'))?.tree_reserved).toBe(0);
+        await s.insertAgents([agent('after-reopen')], [], []);
+        expect((await s.listAgents({ limit: 1 })).rows[0]?.agent_id).toBe('after-reopen');
+        await expectLedgerInvariant(s, ACCT);
+      });
+    });
+  });
+}

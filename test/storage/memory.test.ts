@@ -1,0 +1,4 @@
+import { memoryStorage } from '../../src/storage/memory.js';
+import { storageContract } from './contract.js';
+
+storageContract('memory', async () => ({ storage: memoryStorage() }));

@@ -1,0 +1,135 @@
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { AgentryError } from '../../src/errors.js';
+import { sqliteStorage } from '../../src/storage/sqlite/index.js';
+import { MIGRATIONS, SCHEMA_VERSION } from '../../src/storage/sqlite/migrations.js';
+import { at, storageContract } from './contract.js';
+
+function tempDir(): string {
+  return fs.mkdtempSync(path.join(os.tmpdir(), 'agentry-sqlite-'));
+}
+
+storageContract('sqlite', async () => {
+  const dir = tempDir();
+  const file = path.join(dir, 'agentry.db');
+  return {
+    storage: sqliteStorage({ path: file }),
+    reopen: async () => sqliteStorage({ path: file }),
+    cleanup: async () => fs.rmSync(dir, { recursive: true, force: true }),
+  };
+});
+
+describe('sqliteStorage', () => {
+  let dir: string;
+  let file: string;
+  beforeEach(() => {
+    dir = tempDir();
+    file = path.join(dir, 'agentry.db');
+  });
+  afterEach(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+  /** Reads the file with a connection of its own, as an operator would. */
+  function inspect<T>(read: (db: Database.Database) => T): T {
+    const db = new Database(file, { readonly: true });
+    try {
+      return read(db);
+    } finally {
+      db.close();
+    }
+  }
+  const migrationRows = () =>
+    inspect((db) => db.prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version').all());
+
+  it('records migration 1 on a new file, and does not run it again on reopen', async () => {
+    expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
+    expect(SCHEMA_VERSION).toBe(1);
+    const first = sqliteStorage({ path: file });
+    await first.init();
+    await first.createAccount({
+      id: 'a',
+      name: 'A',
+      subscription_active: true,
+      balance: 7,
+      reserved: 0,
+      created_at: at(0),
+    });
+    await first.close();
+    const rows = migrationRows();
+    expect(rows).toEqual([{ version: 1, name: 'initial schema', applied_at: expect.any(String) }]);
+
+    const second = sqliteStorage({ path: file });
+    await second.init();
+    await second.init();
+    expect((await second.getAccount('a'))?.balance).toBe(7);
+    await second.close();
+    expect(migrationRows()).toEqual(rows);
+  });
+
+  it('opens in WAL mode with every table of the schema', async () => {
+    const storage = sqliteStorage({ path: file, busyTimeoutMs: 100 });
+    await storage.init();
+    const tables = inspect((db) =>
+      db
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")
+        .pluck()
+        .all(),
+    );
+    const journal = inspect((db) => db.pragma('journal_mode', { simple: true }));
+    await storage.close();
+    expect(journal).toBe('wal');
+    expect(tables).toEqual([
+      'accounts',
+      'agents',
+      'api_keys',
+      'idempotency_keys',
+      'ledger',
+      'messages',
+      'reservations',
+      'schema_migrations',
+      'tool_calls',
+      'turns',
+    ]);
+  });
+
+  it('refuses a database written by a newer schema', async () => {
+    const storage = sqliteStorage({ path: file });
+    await storage.init();
+    await storage.close();
+    const db = new Database(file);
+    db.prepare("INSERT INTO schema_migrations (version, name, applied_at) VALUES (99, 'future', ?)").run(at(0));
+    db.close();
+    await expect(sqliteStorage({ path: file }).init()).rejects.toMatchObject({ code: 'invalid_request' });
+  });
+
+  it('checks its options at the door', () => {
+    for (const bad of [{ path: '' }, { busyTimeoutMs: -1 }, { busyTimeoutMs: 1.5 }, { pth: 'x.db' }]) {
+      let thrown: unknown;
+      try {
+        sqliteStorage(bad as never);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(AgentryError.isInstance(thrown) && thrown.code).toBe('invalid_request');
+    }
+  });
+
+  it('says so when used before init() or after close()', async () => {
+    const storage = sqliteStorage({ path: file });
+    await expect(storage.getAccount('a')).rejects.toThrow(/init\(\)/);
+    await storage.init();
+    await storage.close();
+    await storage.close();
+    await expect(storage.listAccounts()).rejects.toThrow(/init\(\)/);
+  });
+
+  it('names the file when it cannot be opened', async () => {
+    const storage = sqliteStorage({ path: path.join(dir, 'missing-dir', 'x.db') });
+    await expect(storage.init()).rejects.toMatchObject({
+      code: 'invalid_request',
+      message: expect.stringContaining('missing-dir'),
+    });
+  });
+});
