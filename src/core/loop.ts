@@ -30,6 +30,7 @@ import {
   type ToolUseBlock,
 } from '../models/provider.js';
 import type {
+  AgentPatch,
   AgentRow,
   MessageRow,
   Settlement,
@@ -39,7 +40,7 @@ import type {
   ToolCallRow,
   TurnRow,
 } from '../storage/adapter.js';
-import { renderToolOutput, ToolSuspension, type Tool, type ToolContext } from '../tools/define-tool.js';
+import { renderToolOutput, ToolSuspension, type ProgressReport, type Tool, type ToolContext } from '../tools/define-tool.js';
 import type { SubAgentHost } from './sub-agents.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
@@ -317,7 +318,7 @@ async function runToolCalls(
     await deps.storage.putToolCalls(unsafe.map((c) => ({ ...c.record, status: 'started', updated_at: now() })));
   }
 
-  let reported: { message?: string; progress?: number } = {};
+  let reported: ProgressReport = {};
   await Promise.all(
     toRun.map(async ({ use, tool }) => {
       const outcome = await runOneTool(deps, tool, use, agent, control, (u) => {
@@ -360,7 +361,7 @@ async function runToolCalls(
       agent_id: agent.agent_id,
       tool_calls: finished,
       settlements,
-      patch: { status_message: results.get([...waiting][0]!)!.suspended!, updated_at: at },
+      patch: { ...reportedPatch(reported), status_message: results.get([...waiting][0]!)!.suspended!, updated_at: at },
     });
     // A hold no settlement consumed is released: the waiting calls reserve again when they re-run.
     if (total > 0 && settlements.length === 0) await deps.storage.release(reservationId);
@@ -380,15 +381,20 @@ async function runToolCalls(
     ],
     tool_calls: finished,
     settlements,
-    patch: {
-      status_message: reported.message ?? 'Thinking',
-      progress: reported.progress === undefined ? undefined : Math.min(MAX_PLAN_PROGRESS, Math.max(0, reported.progress)),
-      updated_at: at,
-    },
+    patch: { status_message: 'Thinking', ...reportedPatch(reported), updated_at: at },
   });
   emitCommit(deps, agent, result, [], settlements);
   if (!result.agent) return STOP;
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
+}
+
+/** The agent fields a step's tool calls asked to change through `reportProgress`. */
+function reportedPatch(reported: ProgressReport): Pick<AgentPatch, 'progress' | 'status_message' | 'plan'> {
+  return {
+    ...(reported.message !== undefined ? { status_message: reported.message } : {}),
+    ...(reported.progress !== undefined ? { progress: Math.min(MAX_PLAN_PROGRESS, Math.max(0, reported.progress)) } : {}),
+    ...(reported.plan !== undefined ? { plan: JSON.stringify(reported.plan) } : {}),
+  };
 }
 
 interface ToolOutcome {

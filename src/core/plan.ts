@@ -29,6 +29,20 @@ export function planProgress(steps: ReadonlyArray<{ status: string }>): number {
   return Math.min(MAX_PLAN_PROGRESS, done / steps.length);
 }
 
+/** Saved on the agent as `plan`: how far the plan is, so sub-agent progress can fill the step in progress. */
+export interface PlanState {
+  done: number;
+  total: number;
+}
+
+/** Progress of a waiting parent: the plan's progress plus the finished fraction of the step it waits on. */
+export function progressWhileWaiting(plan: string | null, childrenDone: number): number {
+  const state = plan ? (JSON.parse(plan) as PlanState) : null;
+  const base = state && state.total > 0 ? state.done / state.total : 0;
+  const width = state && state.total > 0 ? 1 / state.total : MAX_PLAN_PROGRESS;
+  return Math.min(MAX_PLAN_PROGRESS, base + width * childrenDone);
+}
+
 export function createPlanTool(): Tool<z.infer<typeof PlanInput>> {
   return defineTool({
     name: PLAN_TOOL_NAME,
@@ -45,6 +59,7 @@ export function createPlanTool(): Tool<z.infer<typeof PlanInput>> {
       ctx.reportProgress({
         progress: planProgress(steps),
         message: current ? current.title : `Plan: ${done} of ${steps.length} steps done`,
+        plan: { done, total: steps.length },
       });
       return `Plan saved: ${done} of ${steps.length} steps done.`;
     },

@@ -16,7 +16,7 @@ import { defineTool, type Tool } from '../tools/define-tool.js';
 import { isoTime, type Clock } from './clock.js';
 import type { AgentEvents, RuntimeEvents } from './events.js';
 import { changeStatus } from './loop.js';
-import { MAX_PLAN_PROGRESS } from './plan.js';
+import { progressWhileWaiting } from './plan.js';
 import { toStatusForm } from './records.js';
 import { MAX_GOAL_LENGTH, type Agent } from './schemas.js';
 import { RUNNABLE_STATUSES, type AgentStatus } from './status.js';
@@ -241,7 +241,7 @@ export class SubAgentCoordinator implements SubAgentHost {
       running === 0
         ? `Waiting: ${n('PAUSED').toLocaleString('en-US')} sub-agents are paused`
         : `Waiting for ${running.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} sub-agents`;
-    const progress = total === 0 ? 0 : Math.min(MAX_PLAN_PROGRESS, done / total);
+    const progress = progressWhileWaiting(parent.plan, total === 0 ? 0 : done / total);
     if (parent.status_message === message && parent.progress === progress) return;
     const result = await this.storage.commitStep({
       agent_id: parentId,

@@ -15,7 +15,7 @@ export interface ToolContext {
   /** Aborted when the agent is deleted or the runtime is shut down hard. Pause does not abort a running tool. */
   signal: AbortSignal;
   /** Sets the agent's `status_message` (and optionally `progress`, 0..1) when the step commits. */
-  reportProgress(update: { message?: string; progress?: number }): void;
+  reportProgress(update: ProgressReport): void;
   /**
    * Starts sub-agents for this call, one per task, in one transaction — or, when this call already started them
    * (a re-run after a wake-up or a crash), returns those: children are keyed by the tool call, never spawned twice.
@@ -31,6 +31,14 @@ export interface ToolContext {
     spawnId: string,
     page: { offset: number; limit: number },
   ): Promise<{ total: number; results: Array<{ index: number; agent_id: string; status: string; result: string | null }> }>;
+}
+
+export interface ProgressReport {
+  message?: string;
+  /** 0..1; kept below 1 until the agent completes. */
+  progress?: number;
+  /** Steps of the agent's plan (set by `update_plan`); sub-agent progress fills the step in progress. */
+  plan?: { done: number; total: number };
 }
 
 /** Marks a tool call as waiting for its sub-agents; see {@link ToolContext.suspend}. */
