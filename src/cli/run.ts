@@ -193,3 +193,27 @@ function printSummary(io: RunIO, agent: Agent): void {
       `${agent.credits_spent} credits (this agent) · agent ${agent.agent_id}\n`,
   );
 }
+
+/** Usage text of `agentry run --help` (the dispatcher's CommandModule shape). */
+export const usage = RUN_USAGE;
+
+/** `agentry run` on the real process: stdout/stderr, SIGINT pauses, SIGTERM shuts down gracefully. */
+export function run(args: string[]): Promise<number> {
+  const signalHandler = (signal: NodeJS.Signals) => (handler: () => void) => {
+    process.on(signal, handler);
+    return () => {
+      process.off(signal, handler);
+    };
+  };
+  return runCommand(args, {
+    stdout: {
+      write: (text) => process.stdout.write(text),
+      isTTY: Boolean(process.stdout.isTTY),
+      ...(process.stdout.columns ? { columns: process.stdout.columns } : {}),
+    },
+    stderr: { write: (text) => process.stderr.write(text) },
+    env: process.env,
+    onInterrupt: signalHandler('SIGINT'),
+    onTerminate: signalHandler('SIGTERM'),
+  });
+}

@@ -1,0 +1,124 @@
+/**
+ * @module cli/common
+ * What every command shares: argument parsing on `node:util`, where the database is (`--db`, else `AGENTRY_DB`,
+ * else `./agentry.db`), which account the admin commands act on, and how failures are printed.
+ *
+ * The account: `agentry serve` creates one account, with the fixed id `serve`, on its first start against a database.
+ * `keys`, `credits`, `subscription` and `agents` act on that account unless `--account <id>` names another one (an
+ * account created by an application through `runtime.accounts.create()`).
+ */
+import { parseArgs as parseNodeArgs, type ParseArgsConfig } from 'node:util';
+import { Accounts, AgentryError, AgentRuntime, sqliteStorage, systemClock } from '../index.js';
+import type { StorageAdapter } from '../index.js';
+
+/** The id of the account `agentry serve` creates and the admin commands act on by default. */
+export const SERVE_ACCOUNT_ID = 'serve';
+
+/** A mistake in how the command was called: printed with a hint, exit code 2. */
+export class UsageError extends Error {
+  override name = 'UsageError';
+}
+
+/** One command group: `agentry <name> ...`. */
+export interface CommandModule {
+  /** Runs the command with the arguments after its name; resolves with the exit code. */
+  run(args: string[]): Promise<number>;
+  /** Usage text for `agentry <name> --help`. */
+  usage: string;
+}
+
+type Options = NonNullable<ParseArgsConfig['options']>;
+
+/** Options every command takes. */
+export const COMMON_OPTIONS = {
+  db: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const satisfies Options;
+
+/** Options of the commands that act on an account. */
+export const ACCOUNT_OPTIONS = {
+  ...COMMON_OPTIONS,
+  account: { type: 'string' },
+  json: { type: 'boolean' },
+} as const satisfies Options;
+
+/** `node:util` parseArgs, strict, with its errors turned into {@link UsageError}s. */
+export function parseCommandArgs<O extends Options>(
+  args: string[],
+  options: O,
+): ReturnType<typeof parseNodeArgs<{ args: string[]; options: O; allowPositionals: true; strict: true }>> {
+  try {
+    return parseNodeArgs({ args, options, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+}
+
+/** The database: `--db`, else `AGENTRY_DB`, else `./agentry.db`. */
+export function resolveDb(db: string | undefined): string {
+  const target = db ?? process.env.AGENTRY_DB;
+  return target === undefined || target.trim() === '' ? './agentry.db' : target;
+}
+
+/** Opens (and migrates) the storage behind a `--db` value. */
+export async function openStorage(target: string): Promise<StorageAdapter> {
+  if (/^postgres(?:ql)?:\/\//i.test(target)) {
+    throw new AgentryError('not_configured', 'The CLI does not support PostgreSQL databases yet; pass a SQLite file path');
+  }
+  return sqliteStorage({ path: target });
+}
+
+/**
+ * Account management without a runtime. The admin commands use this rather than `AgentRuntime.open()` because
+ * opening a runtime also recovers running agents, which is the serving process's business, not theirs.
+ */
+export async function openAccounts(target: string): Promise<{ accounts: Accounts; close(): Promise<void> }> {
+  const storage = await openStorage(target);
+  await storage.init();
+  return { accounts: new Accounts(storage, systemClock), close: () => storage.close() };
+}
+
+/** A runtime that never steps agents itself (`scheduler: 'manual'`), for commands that only read or change status. */
+export async function openAdminRuntime(target: string): Promise<AgentRuntime> {
+  return AgentRuntime.open({ storage: await openStorage(target), scheduler: 'manual' });
+}
+
+/** The account a command acts on; a missing one gets a message that says how to make it. */
+export async function requireAccount(accounts: Accounts, accountId: string | undefined, db: string): Promise<string> {
+  const id = accountId ?? SERVE_ACCOUNT_ID;
+  try {
+    await accounts.get(id);
+  } catch (error) {
+    if (AgentryError.isInstance(error) && error.code === 'not_found') {
+      throw new AgentryError(
+        'not_found',
+        id === SERVE_ACCOUNT_ID
+          ? `No serve account in ${db}: run \`agentry serve --db ${db}\` once to create it, or pass --account <id>`
+          : `No account ${JSON.stringify(id)} in ${db}`,
+      );
+    }
+    throw error;
+  }
+  return id;
+}
+
+/** Exactly `count` positional arguments, or a usage error naming them. */
+export function positionals(values: string[], names: string[], usage: string): string[] {
+  if (values.length !== names.length) {
+    const expected = names.length === 0 ? 'no arguments' : names.map((n) => `<${n}>`).join(' ');
+    throw new UsageError(`expected ${expected}, got ${values.length === 0 ? 'none' : values.join(' ')}\n\n${usage}`);
+  }
+  return values;
+}
+
+/** Formats credits for people: at most 6 decimals, no trailing zeros. */
+export function formatCredits(credits: number): string {
+  return String(Math.round(credits * 1e6) / 1e6);
+}
+
+/** Left-aligned columns, for lists. */
+export function table(rows: string[][]): string {
+  const widths: number[] = [];
+  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
+  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n');
+}

@@ -1,0 +1,65 @@
+/**
+ * @module cli
+ * The `agentry` command. A small dispatcher: each command group lives in its own file (`serve.ts`, `keys.ts`, …),
+ * loaded only when it runs. To add a command, add one line to {@link COMMANDS} and one file.
+ */
+import { AgentryError } from '../index.js';
+import { UsageError, type CommandModule } from './common.js';
+
+/** Command name -> one-line summary and its module. */
+export const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
+  serve: { summary: 'serve the HTTP API (SQLite at ./agentry.db by default)', load: () => import('./serve.js') },
+  keys: { summary: 'create, list or delete API keys', load: () => import('./keys.js') },
+  credits: { summary: 'add credits or show the balance', load: () => import('./credits.js') },
+  subscription: { summary: 'activate or deactivate the subscription', load: () => import('./subscription.js') },
+  agents: { summary: 'list, show, pause, resume or delete agents', load: () => import('./agents.js') },
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return [
+    'Usage: agentry <command> [options]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'Every command takes --db <path> (default: $AGENTRY_DB, else ./agentry.db).',
+    'Run `agentry <command> --help` for its options.',
+  ].join('\n');
+}
+
+/** Runs the CLI with `argv` (without `node` and the script); resolves with the exit code. */
+export async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    console.log(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  if (!command) {
+    console.error(`agentry: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    return 2;
+  }
+  const module = await command.load();
+  if (rest.includes('--help') || rest.includes('-h')) {
+    console.log(module.usage);
+    return 0;
+  }
+  try {
+    return await module.run(rest);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      console.error(`agentry ${name}: ${error.message}`);
+      return 2;
+    }
+    if (AgentryError.isInstance(error)) {
+      console.error(`agentry ${name}: ${error.message}`);
+      return 1;
+    }
+    console.error(`agentry ${name}: unexpected error:`, error);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,127 @@
+/**
+ * @module cli/serve
+ * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite. On its first start against a database it
+ * creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of its own:
+ * `API key: agk_…`. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
+ * and continue on the next start), then exits 0.
+ */
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { AgentRuntime, anthropicProvider, hasAnthropicCredentials } from '../index.js';
+import { createNodeHandler, type FetchHandlerOptions } from '../http/index.js';
+import { COMMON_OPTIONS, formatCredits, openStorage, parseCommandArgs, positionals, resolveDb, SERVE_ACCOUNT_ID, UsageError } from './common.js';
+
+/** Credits the serve account starts with. */
+export const INITIAL_CREDITS = 100;
+
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>]
+
+Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth.
+On the first start against a database it creates an account with ${INITIAL_CREDITS} credits and prints its API key once.
+
+Options:
+  --port <n>            port to listen on; 0 picks a free one (default 8787)
+  --host <address>      address to bind (default 127.0.0.1)
+  --db <path>           SQLite database (default $AGENTRY_DB, else ./agentry.db)
+  --rate-limit <c:r>    token bucket per API key: burst c, r per second; "off" disables (default 120:20)
+  --cors <origins>      comma-separated origins allowed to call from a browser, or "*" (default: no CORS)
+
+The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals: rest } = parseCommandArgs(args, {
+    ...COMMON_OPTIONS,
+    port: { type: 'string', default: '8787' },
+    host: { type: 'string', default: '127.0.0.1' },
+    'rate-limit': { type: 'string' },
+    cors: { type: 'string' },
+  });
+  positionals(rest, [], usage);
+  const port = Number(values.port);
+  if (!/^\d{1,5}$/.test(values.port) || port > 65535) throw new UsageError(`--port must be 0..65535, got ${values.port}`);
+  const handlerOptions: FetchHandlerOptions = {};
+  if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);
+  if (values.cors !== undefined) {
+    handlerOptions.cors = { origins: values.cors.trim() === '*' ? '*' : values.cors.split(',').map((o) => o.trim()).filter(Boolean) };
+  }
+
+  const db = resolveDb(values.db);
+  if (!hasAnthropicCredentials()) {
+    console.error(
+      'warning: ANTHROPIC_API_KEY is not set, so agents will fail at their first step. Set it (or ANTHROPIC_BASE_URL ' +
+        'for a server that speaks the Messages API) and restart.',
+    );
+  }
+  const runtime = await AgentRuntime.open({ storage: await openStorage(db), model: anthropicProvider() });
+  let server: ReturnType<typeof createServer>;
+  try {
+    await ensureServeAccount(runtime);
+    server = createServer(createNodeHandler(runtime, handlerOptions));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, values.host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  } catch (error) {
+    await runtime.close();
+    throw error;
+  }
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+  console.log(`agentry listening on http://${host}:${address.port} (database: ${db})`);
+
+  return new Promise<number>((resolve) => {
+    let stopping = false;
+    const stop = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        console.error(`agentry: ${signal} again, exiting without waiting`);
+        process.exit(130);
+      }
+      stopping = true;
+      console.error(`agentry: ${signal}, shutting down`);
+      server.close();
+      server.closeAllConnections();
+      runtime.close().then(
+        () => {
+          resolve(0);
+          process.exit(0);
+        },
+        (error: unknown) => {
+          console.error('agentry: shutdown failed:', error);
+          resolve(1);
+          process.exit(1);
+        },
+      );
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+}
+
+/** First start against this database: create the serve account and print its key, once. */
+async function ensureServeAccount(runtime: AgentRuntime): Promise<void> {
+  const existing = await runtime.accounts.list();
+  if (existing.some((a) => a.account_id === SERVE_ACCOUNT_ID)) return;
+  const { account, apiKey } = await runtime.accounts.create({
+    id: SERVE_ACCOUNT_ID,
+    name: 'agentry serve',
+    credits: INITIAL_CREDITS,
+    subscribe: true,
+  });
+  console.log(`Created account "${account.account_id}" with ${formatCredits(account.balance)} credits and an active subscription.`);
+  console.log(`API key: ${apiKey?.key ?? ''}`);
+  console.log('Store the key now: it is not shown again (`agentry keys create` makes another).');
+}
+
+function parseRateLimit(value: string): false | { capacity: number; refillPerSecond: number } {
+  if (value === 'off') return false;
+  const match = /^(\d+):(\d+(?:\.\d+)?)$/.exec(value);
+  const capacity = Number(match?.[1]);
+  const refillPerSecond = Number(match?.[2]);
+  if (!match || capacity < 1 || !(refillPerSecond > 0)) {
+    throw new UsageError(`--rate-limit must look like 120:20 (burst:per-second) or "off", got ${value}`);
+  }
+  return { capacity, refillPerSecond };
+}
