@@ -14,7 +14,10 @@ export interface AccountRow {
   subscription_active: boolean;
   /** Settled balance, micro-credits. Never below zero. */
   balance: number;
-  /** Sum of open reservations, micro-credits. Available = balance - reserved. */
+  /**
+   * Sum of open reservations, micro-credits. Available = balance - reserved. Holds belong to the runtime process that
+   * took them; an adapter may keep them only in that process (SQLite) — recovery releases them anyway.
+   */
   reserved: number;
   created_at: string;
 }
@@ -51,7 +54,7 @@ export interface AgentRow {
   max_credits: number | null;
   /** Micro-credits settled by the whole tree (kept on the root). */
   tree_spent: number;
-  /** Micro-credits reserved by the whole tree (kept on the root). */
+  /** Micro-credits held by the whole tree's open reservations (on the root). Derived from the holds, not stored. */
   tree_reserved: number;
   /** Model turns taken. */
   step_count: number;

@@ -182,7 +182,7 @@ class MemoryStorage implements StorageAdapter {
     for (const a of agents) {
       this.agents.set(a.agent_id, {
         seq: ++this.seq,
-        row: { ...a },
+        row: { ...a, tree_reserved: 0 },
         messages: [],
         turns: [],
         toolCalls: new Map(),

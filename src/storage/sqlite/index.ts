@@ -195,7 +195,6 @@ function prepareStatements(db: Database.Database) {
     addBalance: p<AccountRecord>('UPDATE accounts SET balance = balance + ? WHERE id = ? RETURNING *'),
     debit: p('UPDATE accounts SET balance = balance - ? WHERE id = ?'),
     available: p<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = ?'),
-    addReserved: p('UPDATE accounts SET reserved = reserved + ? WHERE id = ?'),
     insertLedger: p(
       'INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at) ' +
         'VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
@@ -208,14 +207,8 @@ function prepareStatements(db: Database.Database) {
     treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
       'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = ?',
     ),
-    addTreeReserved: p('UPDATE agents SET tree_reserved = tree_reserved + ? WHERE agent_id = ?'),
     addTreeSpent: p('UPDATE agents SET tree_spent = tree_spent + ? WHERE agent_id = ?'),
     addCreditsSpent: p('UPDATE agents SET credits_spent = credits_spent + ? WHERE agent_id = ?'),
-    insertReservation: p('INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES (?, ?, ?, ?, ?)'),
-    deleteReservation: p<{ account_id: string; root_id: string; amount: number }>(
-      'DELETE FROM reservations WHERE id = ? RETURNING account_id, root_id, amount',
-    ),
-    reservationsOf: p<string>(`SELECT id FROM reservations WHERE agent_id IN ${ID_SET}`).pluck(),
 
     upsertApiKey: p(
       'INSERT INTO api_keys (id, account_id, name, hash, last4, created_at) VALUES (?, ?, ?, ?, ?, ?) ' +
@@ -294,10 +287,21 @@ function prepareStatements(db: Database.Database) {
       'INSERT OR IGNORE INTO idempotency_keys (account_id, key, request_hash, response, status, created_at) ' +
         'VALUES (?, ?, ?, ?, ?, ?)',
     ),
+    begin: db.prepare('BEGIN IMMEDIATE'),
+    commit: db.prepare('COMMIT'),
+    savepoint: db.prepare('SAVEPOINT agentry_write'),
+    releaseSavepoint: db.prepare('RELEASE agentry_write'),
+    rollbackToSavepoint: db.prepare('ROLLBACK TO agentry_write'),
   };
 }
 
 type Statements = ReturnType<typeof prepareStatements>;
+
+interface PendingWrite {
+  run: () => unknown;
+  resolve: (value: unknown) => void;
+  reject: (error: unknown) => void;
+}
 type Transactions = ReturnType<SqliteStorage['transactions']>;
 
 /** What exists while the storage is open. */
@@ -357,6 +361,7 @@ class SqliteStorage implements StorageAdapter {
   }
 
   async close(): Promise<void> {
+    this.flushWrites();
     const conn = this.conn;
     this.conn = null;
     conn?.db.close();
@@ -375,16 +380,20 @@ class SqliteStorage implements StorageAdapter {
     return this.c.tx;
   }
 
-  /** Every write method's body, wrapped once in an IMMEDIATE transaction (it takes the write lock up front). */
-  private transactions(db: Database.Database) {
-    const wrap = <A extends unknown[], R>(fn: (...args: A) => R) => db.transaction(fn).immediate;
+  /**
+   * Every write method's body, run through group commit: writes issued in the same turn of the event loop share one
+   * IMMEDIATE transaction, each inside its own savepoint, so each stays all-or-nothing on its own while the commit
+   * (and its WAL write) is paid once per batch. A write's promise settles after the batch has committed.
+   */
+  private transactions(_db: Database.Database) {
+    const wrap =
+      <A extends unknown[], R>(fn: (...args: A) => R) =>
+      (...args: A): Promise<R> =>
+        this.enqueueWrite(() => fn(...args));
     return {
       createAccount: wrap((a: AccountRow) => this.createAccountTx(a)),
       setSubscription: wrap((id: string, active: boolean) => this.s.setSubscription.get(flag(active), id)),
       addCredits: wrap((e: LedgerRow) => this.addCreditsTx(e)),
-      reserve: wrap((r: ReservationRequest) => this.reserveTx(r)),
-      release: wrap((id: string) => void this.dropReservation(id)),
-      releaseAgentReservations: wrap((ids: readonly string[]) => this.releaseAgentReservationsTx(ids)),
       settle: wrap((settlements: Settlement[]) => settlements.map((s) => this.applySettlement(s))),
       insertApiKey: wrap(
         (k: ApiKeyRow) => void this.s.upsertApiKey.run(k.id, k.account_id, k.name, k.hash, k.last4, k.created_at),
@@ -408,10 +417,64 @@ class SqliteStorage implements StorageAdapter {
     };
   }
 
+  private pending: PendingWrite[] = [];
+  private flushScheduled = false;
+
+  private enqueueWrite<R>(run: () => R): Promise<R> {
+    return new Promise<R>((resolve, reject) => {
+      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.flushScheduled) {
+        this.flushScheduled = true;
+        setImmediate(() => this.flushWrites());
+      }
+    });
+  }
+
+  /** Commits every queued write in one transaction; a write that throws is rolled back to its savepoint alone. */
+  private flushWrites(): void {
+    this.flushScheduled = false;
+    const batch = this.pending;
+    this.pending = [];
+    if (batch.length === 0) return;
+    if (!this.conn) {
+      const err = new AgentryError('internal_error', 'sqliteStorage: the storage was closed before a write committed');
+      for (const w of batch) w.reject(err);
+      return;
+    }
+    const { st } = this.conn;
+    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    try {
+      st.begin.run();
+      for (const w of batch) {
+        st.savepoint.run();
+        try {
+          const value = w.run();
+          st.releaseSavepoint.run();
+          outcomes.push({ ok: true, value });
+        } catch (error) {
+          st.rollbackToSavepoint.run();
+          st.releaseSavepoint.run();
+          outcomes.push({ ok: false, error });
+        }
+      }
+      st.commit.run();
+    } catch (error) {
+      // the commit itself failed (disk full, I/O error): nothing of the batch is saved
+      if (this.conn.db.inTransaction) this.conn.db.exec('ROLLBACK');
+      for (const w of batch) w.reject(error);
+      return;
+    }
+    batch.forEach((w, i) => {
+      const o = outcomes[i]!;
+      if (o.ok) w.resolve(o.value);
+      else w.reject(o.error);
+    });
+  }
+
   // accounts and credits
 
   async createAccount(account: AccountRow): Promise<void> {
-    this.t.createAccount(account);
+    await this.t.createAccount(account);
   }
 
   private createAccountTx(a: AccountRow): void {
@@ -422,16 +485,16 @@ class SqliteStorage implements StorageAdapter {
 
   async getAccount(id: string): Promise<AccountRow | null> {
     const r = this.s.getAccount.get(id);
-    return r ? toAccount(r) : null;
+    return r ? this.account(r) : null;
   }
 
   async listAccounts(): Promise<AccountRow[]> {
-    return this.s.listAccounts.all().map(toAccount);
+    return this.s.listAccounts.all().map((r) => this.account(r));
   }
 
   async setSubscription(id: string, active: boolean): Promise<AccountRow | null> {
-    const r = this.t.setSubscription(id, active);
-    return r ? toAccount(r) : null;
+    const r = await this.t.setSubscription(id, active);
+    return r ? this.account(r) : null;
   }
 
   async addCredits(entry: LedgerRow): Promise<AccountRow | null> {
@@ -451,42 +514,54 @@ class SqliteStorage implements StorageAdapter {
       e.amount,
       e.created_at,
     );
-    return toAccount(r);
+    return this.account(r);
   }
 
   async listLedger(accountId: string): Promise<LedgerRow[]> {
     return this.s.listLedger.all(accountId);
   }
 
+  /*
+   * Holds live in this process's memory, not in the file: a SQLite database is served by one runtime process, and a
+   * hold never outlives the process that took it (recovery releases them all). Checking and taking a hold is then a
+   * read or two and no write. A hold is dropped inside the same flush that applies its settlement, so a debit that is
+   * queued but not yet committed is still covered by its hold: the available balance can never be counted twice.
+   */
+  private readonly holds = new Map<string, ReservationRequest>();
+  private readonly heldByAccount = new Map<string, number>();
+  private readonly heldByTree = new Map<string, number>();
+
   async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
-    return this.t.reserve(request);
+    return this.reserveNow(request);
   }
 
-  private reserveTx(r: ReservationRequest): ReservationRefusal | null {
+  private reserveNow(r: ReservationRequest): ReservationRefusal | null {
+    if (this.holds.has(r.id)) throw new Error(`reservation ${r.id} exists`);
     const account = this.s.available.get(r.account_id);
-    if (!account || account.balance - account.reserved < r.amount) return 'account';
+    if (!account || account.balance - (this.heldByAccount.get(r.account_id) ?? 0) < r.amount) return 'account';
     const root = this.s.treeBudget.get(r.root_id);
-    if (root && root.max_credits !== null && root.tree_spent + root.tree_reserved + r.amount > root.max_credits) {
-      return 'tree_cap';
-    }
-    this.s.addReserved.run(r.amount, r.account_id);
-    if (root) this.s.addTreeReserved.run(r.amount, r.root_id);
-    this.s.insertReservation.run(r.id, r.account_id, r.agent_id, r.root_id, r.amount);
+    const treeHeld = this.heldByTree.get(r.root_id) ?? 0;
+    if (root && root.max_credits !== null && root.tree_spent + treeHeld + r.amount > root.max_credits) return 'tree_cap';
+    this.holds.set(r.id, { ...r });
+    this.heldByAccount.set(r.account_id, (this.heldByAccount.get(r.account_id) ?? 0) + r.amount);
+    if (root) this.heldByTree.set(r.root_id, treeHeld + r.amount);
     return null;
   }
 
   async release(reservationId: string): Promise<void> {
-    this.t.release(reservationId);
+    this.dropReservation(reservationId);
   }
 
   async releaseAgentReservations(agentIds: readonly string[]): Promise<number> {
-    return this.t.releaseAgentReservations(agentIds);
-  }
-
-  private releaseAgentReservationsTx(agentIds: readonly string[]): number {
-    const ids = this.s.reservationsOf.all(JSON.stringify(agentIds));
-    for (const id of ids) this.dropReservation(id);
-    return ids.length;
+    const ids = new Set(agentIds);
+    let n = 0;
+    for (const [id, r] of this.holds) {
+      if (ids.has(r.agent_id)) {
+        this.dropReservation(id);
+        n++;
+      }
+    }
+    return n;
   }
 
   async settle(settlements: Settlement[]): Promise<number[]> {
@@ -494,11 +569,30 @@ class SqliteStorage implements StorageAdapter {
   }
 
   private dropReservation(id: string): void {
-    const r = this.s.deleteReservation.get(id);
+    const r = this.holds.get(id);
     if (!r) return;
-    this.s.addReserved.run(-r.amount, r.account_id);
-    this.s.addTreeReserved.run(-r.amount, r.root_id);
+    this.holds.delete(id);
+    const account = (this.heldByAccount.get(r.account_id) ?? 0) - r.amount;
+    if (account > 0) this.heldByAccount.set(r.account_id, account);
+    else this.heldByAccount.delete(r.account_id);
+    const tree = (this.heldByTree.get(r.root_id) ?? 0) - r.amount;
+    if (tree > 0) this.heldByTree.set(r.root_id, tree);
+    else this.heldByTree.delete(r.root_id);
   }
+
+  /** An account row with its holds, which live in memory. */
+  private account(r: Parameters<typeof toAccount>[0]): AccountRow {
+    const a = toAccount(r);
+    a.reserved = this.heldByAccount.get(a.id) ?? 0;
+    return a;
+  }
+
+  /** An agent row with its tree's holds, which live in memory. */
+  private readonly agent = (tuple: Parameters<typeof toAgent>[0]): AgentRow => {
+    const a = toAgent(tuple);
+    a.tree_reserved = this.heldByTree.get(a.agent_id) ?? 0;
+    return a;
+  };
 
   private applySettlement(s: Settlement): number {
     this.dropReservation(s.reservation_id);
@@ -525,7 +619,7 @@ class SqliteStorage implements StorageAdapter {
   // api keys
 
   async insertApiKey(key: ApiKeyRow): Promise<void> {
-    this.t.insertApiKey(key);
+    await this.t.insertApiKey(key);
   }
 
   async listApiKeys(accountId: string): Promise<ApiKeyRow[]> {
@@ -543,7 +637,7 @@ class SqliteStorage implements StorageAdapter {
   // agents
 
   async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
-    this.t.insertAgents(agents, messages, turns);
+    await this.t.insertAgents(agents, messages, turns);
   }
 
   private insertAgentsTx(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): void {
@@ -607,7 +701,7 @@ class SqliteStorage implements StorageAdapter {
 
   async getAgent(id: string): Promise<AgentRow | null> {
     const r = this.s.getAgent.get(id);
-    return r ? toAgent(r) : null;
+    return r ? this.agent(r) : null;
   }
 
   async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]> {
@@ -616,7 +710,7 @@ class SqliteStorage implements StorageAdapter {
       upper === null
         ? this.s.childrenWithSpawnKey.all(parentId)
         : this.s.childrenInSpawnKeyRange.all(parentId, spawnKeyPrefix, upper);
-    return rows.map(toAgent).filter((a) => a.spawn_key!.startsWith(spawnKeyPrefix));
+    return rows.map(this.agent).filter((a) => a.spawn_key!.startsWith(spawnKeyPrefix));
   }
 
   async countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>> {
@@ -672,7 +766,7 @@ class SqliteStorage implements StorageAdapter {
     }
     const rows = stmt.all(...params);
     const last = rows.at(-1);
-    return { rows: rows.map(toAgent), last: last ? String(last[0]) : null };
+    return { rows: rows.map(this.agent), last: last ? String(last[0]) : null };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
@@ -687,7 +781,7 @@ class SqliteStorage implements StorageAdapter {
     const head = this.s.agentHead.get(agentId);
     if (!head || !change.from.includes(head.status)) return null;
     this.s.setStatus.run(...statusParams(agentId, change, updatedAt));
-    return toAgent(this.s.getAgent.get(agentId)!);
+    return this.agent(this.s.getAgent.get(agentId)!);
   }
 
   async deleteAgentTree(agentId: string): Promise<string[]> {
@@ -700,7 +794,8 @@ class SqliteStorage implements StorageAdapter {
     if (!head) return [];
     const ids = [agentId, ...s.descendants.all(agentId)];
     const idSet = JSON.stringify(ids);
-    for (const id of s.reservationsOf.all(idSet)) this.dropReservation(id);
+    const deleted = new Set(ids);
+    for (const [id, r] of this.holds) if (deleted.has(r.agent_id)) this.dropReservation(id);
     if (head.parent_id !== null) s.addSubAgents.run(-1, head.parent_id);
     s.deleteMessagesOf.run(idSet);
     s.deleteTurnsOf.run(idSet);
@@ -728,7 +823,7 @@ class SqliteStorage implements StorageAdapter {
   }
 
   async putToolCalls(calls: ToolCallRow[]): Promise<void> {
-    this.t.putToolCalls(calls);
+    await this.t.putToolCalls(calls);
   }
 
   async commitStep(commit: StepCommit): Promise<StepCommitResult> {
@@ -765,7 +860,7 @@ class SqliteStorage implements StorageAdapter {
     // After the patch, so that the status change's own fields win (as in memoryStorage).
     const statusChanged = c.status !== undefined && c.status.from.includes(head.status);
     if (statusChanged) s.setStatus.run(...statusParams(c.agent_id, c.status!, p.updated_at));
-    return { agent: toAgent(s.getAgent.get(c.agent_id)!), statusChanged, charged };
+    return { agent: this.agent(s.getAgent.get(c.agent_id)!), statusChanged, charged };
   }
 
   // idempotency keys
@@ -775,7 +870,7 @@ class SqliteStorage implements StorageAdapter {
   }
 
   async putIdempotency(record: IdempotencyRecord): Promise<void> {
-    this.t.putIdempotency(record);
+    await this.t.putIdempotency(record);
   }
 }
 
