@@ -129,6 +129,8 @@ export class AgentRuntime {
   private readonly lanes: Lanes;
   private readonly registry: ToolRegistry;
   private readonly subAgents: SubAgentCoordinator;
+  /** `waitFor` callers by agent id: told of every status change of that agent (null when it is deleted). */
+  private readonly statusWaiters = new Map<string, Set<(row: AgentRow | null) => void>>();
   private closed = false;
 
   private constructor(
@@ -140,6 +142,10 @@ export class AgentRuntime {
   ) {
     this.accounts = new Accounts(storage, clock);
     this.defaultAccountId = options.defaultAccount.id;
+    this.events.statusHooks.push((row) => {
+      const waiters = this.statusWaiters.get(row.agent_id);
+      if (waiters) for (const waiter of [...waiters]) waiter(row);
+    });
     this.subAgents = new SubAgentCoordinator(storage, clock, this.events, {
       models: model.models.filter((m) => prices.models[m] !== undefined),
       maxDepth: options.maxSpawnDepth,
@@ -342,7 +348,10 @@ export class AgentRuntime {
     const ids = [row.agent_id, ...(await this.storage.listDescendantIds(row.agent_id))];
     for (const id of ids) this.scheduler.abort(id, 'agent deleted');
     const deleted = await this.storage.deleteAgentTree(row.agent_id);
-    for (const id of deleted) this.events.emit('agent.deleted', { agent_id: id });
+    for (const id of deleted) {
+      this.events.emit('agent.deleted', { agent_id: id });
+      for (const waiter of [...(this.statusWaiters.get(id) ?? [])]) waiter(null);
+    }
     return { agent_id: row.agent_id, deleted: true };
   }
 
@@ -357,20 +366,18 @@ export class AgentRuntime {
     const id = parseArgs(AgentIdSchema, agentId, 'agent id');
     return new Promise<Agent>((resolve, reject) => {
       const cleanup = () => {
-        this.events.off('agent.status', onStatus);
-        this.events.off('agent.deleted', onDeleted);
+        const set = this.statusWaiters.get(id);
+        set?.delete(onChange);
+        if (set?.size === 0) this.statusWaiters.delete(id);
         o.signal?.removeEventListener('abort', onAbort);
       };
-      const onStatus: AgentEvents['agent.status'] = ({ agent }) => {
-        if (agent.agent_id === id && until.includes(agent.status)) {
-          cleanup();
-          resolve(agent);
-        }
-      };
-      const onDeleted: AgentEvents['agent.deleted'] = ({ agent_id }) => {
-        if (agent_id === id) {
+      const onChange = (row: AgentRow | null) => {
+        if (row === null) {
           cleanup();
           reject(notFound('Agent', id));
+        } else if (until.includes(row.status)) {
+          cleanup();
+          resolve(toStatusForm(row));
         }
       };
       const onAbort = () => {
@@ -378,22 +385,15 @@ export class AgentRuntime {
         reject(o.signal?.reason instanceof Error ? o.signal.reason : new AgentryError('invalid_state', 'waitFor aborted'));
       };
       if (o.signal?.aborted) return onAbort();
-      this.events.on('agent.status', onStatus);
-      this.events.on('agent.deleted', onDeleted);
+      let set = this.statusWaiters.get(id);
+      if (!set) this.statusWaiters.set(id, (set = new Set()));
+      set.add(onChange);
       o.signal?.addEventListener('abort', onAbort, { once: true });
       // Subscribed first, then read: a change between the two cannot be missed.
-      this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }).then(
-        (row) => {
-          if (until.includes(row.status)) {
-            cleanup();
-            resolve(toStatusForm(row));
-          }
-        },
-        (err: unknown) => {
-          cleanup();
-          reject(err);
-        },
-      );
+      this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }).then(onChange, (err: unknown) => {
+        cleanup();
+        reject(err);
+      });
     });
   }
 

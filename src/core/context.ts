@@ -26,9 +26,15 @@ function estimateMessages(messages: ModelMessage[], fixed: number): number {
  * Returns `messages` with the oldest tool results elided until the estimate fits `CONTEXT_FILL_TARGET` of
  * `contextWindow`. `fixedTokens` covers the system prompt and tool definitions. The input is not modified.
  */
-export function fitContext(messages: ModelMessage[], contextWindow: number, fixedTokens: number): ModelMessage[] {
+export function fitContext(
+  messages: ModelMessage[],
+  contextWindow: number,
+  fixedTokens: number,
+  /** Characters of the messages' content as JSON, when the caller knows them. */
+  contentChars?: number,
+): ModelMessage[] {
   const budget = Math.floor(contextWindow * CONTEXT_FILL_TARGET);
-  let total = estimateMessages(messages, fixedTokens);
+  let total = contentChars === undefined ? estimateMessages(messages, fixedTokens) : fixedTokens + Math.ceil(contentChars / 3.5);
   if (total <= budget) return messages;
   const out = messages.map((m) => ({ ...m, content: [...m.content] }));
   const last = out.length - KEEP_RECENT_MESSAGES;

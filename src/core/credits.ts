@@ -62,16 +62,30 @@ export function modelCost(price: ModelPrice, usage: ModelUsage): number {
  * An upper bound on the input tokens of a request. A token always covers at least one byte of UTF-8, so the byte
  * length of everything sent is a bound no tokenizer can exceed; a small per-message allowance covers the framing.
  */
-export function inputTokenBound(request: Pick<ModelRequest, 'system' | 'messages' | 'tools'>): number {
-  let bytes = Buffer.byteLength(request.system) + 16;
+export function inputTokenBound(request: Pick<ModelRequest, 'system' | 'messages' | 'tools'>, messageBytes?: number): number {
+  let bytes = Buffer.byteLength(request.system) + 16 + toolBytes(request.tools);
+  if (messageBytes !== undefined) return bytes + messageBytes + 8 * request.messages.length;
   for (const m of request.messages) bytes += Buffer.byteLength(JSON.stringify(m.content)) + 8;
-  for (const t of request.tools) bytes += Buffer.byteLength(JSON.stringify(t)) + 8;
   return bytes;
 }
 
-/** Worst-case cost of a model call: the input bound plus `maxTokens` of output. */
-export function modelReservation(price: ModelPrice, request: ModelRequest): number {
-  return modelCost(price, { inputTokens: inputTokenBound(request), outputTokens: request.maxTokens });
+/** Tool definitions are the same for every call of a runtime: their size is counted once per list. */
+const toolBytesCache = new WeakMap<object, number>();
+function toolBytes(tools: ModelRequest['tools']): number {
+  let n = toolBytesCache.get(tools);
+  if (n === undefined) {
+    n = tools.reduce((sum, t) => sum + Buffer.byteLength(JSON.stringify(t)) + 8, 0);
+    toolBytesCache.set(tools, n);
+  }
+  return n;
+}
+
+/**
+ * Worst-case cost of a model call: the input bound plus `maxTokens` of output. `messageBytes`, when the caller knows
+ * it, is the UTF-8 size of the messages' content as JSON (saves serialising them again).
+ */
+export function modelReservation(price: ModelPrice, request: ModelRequest, messageBytes?: number): number {
+  return modelCost(price, { inputTokens: inputTokenBound(request, messageBytes), outputTokens: request.maxTokens });
 }
 
 /** Price of one call of a tool, micro-credits. */

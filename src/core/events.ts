@@ -4,6 +4,7 @@
  * to storage, so a listener that reads the agent back sees at least that state.
  */
 import { EventEmitter } from 'eventemitter3';
+import type { AgentRow } from '../storage/adapter.js';
 import type { Agent, AgentStatus, Message } from './schemas.js';
 
 export interface AgentEvents {
@@ -28,4 +29,10 @@ export interface AgentEvents {
 
 export type AgentEventName = keyof AgentEvents;
 
-export class RuntimeEvents extends EventEmitter<AgentEvents> {}
+export class RuntimeEvents extends EventEmitter<AgentEvents> {
+  /**
+   * Runtime-internal observers of every status change, given the storage row: they run on hot paths (10,000 children
+   * finishing), so they skip building the public record that `agent.status` listeners get.
+   */
+  readonly statusHooks: Array<(row: AgentRow, previous: AgentStatus) => void> = [];
+}

@@ -80,6 +80,11 @@ export interface RunControl {
   tools: AbortController;
   /** Retryable model failures in a row, for backoff. */
   modelFailures: number;
+  /**
+   * The tool calls the last model turn of this driver saved, so the next step need not read them back. Only the
+   * driver that wrote them uses it; any other path (resume, recovery) reads storage.
+   */
+  savedToolCalls?: { turnIdx: number; rows: ToolCallRow[] } | undefined;
 }
 
 export type StepOutcome =
@@ -155,20 +160,30 @@ async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], c
     return STOP;
   }
   const tools = deps.tools.specs();
+  // Turns are stored as the JSON of their content: their sizes come free, without serialising again.
+  let chars = 0;
+  let bytes = 0;
+  for (const t of turns) {
+    chars += t.content.length;
+    bytes += Buffer.byteLength(t.content);
+  }
+  const all = turns.map(toModelMessage);
+  const sent = fitContext(
+    all,
+    deps.model.contextWindow?.(agent.model) ?? DEFAULT_CONTEXT_WINDOW,
+    fixedPromptTokens(deps.systemPrompt, tools),
+    chars,
+  );
   const request: ModelRequest = {
     model: agent.model,
     system: deps.systemPrompt,
-    messages: fitContext(
-      turns.map(toModelMessage),
-      deps.model.contextWindow?.(agent.model) ?? DEFAULT_CONTEXT_WINDOW,
-      fixedPromptTokens(deps.systemPrompt, tools),
-    ),
+    messages: sent,
     tools,
     maxTokens: deps.limits.maxOutputTokens,
     agentId: agent.agent_id,
   };
   const reservationId = randomUUID();
-  const amount = modelReservation(price, request);
+  const amount = modelReservation(price, request, sent === all ? bytes : undefined);
   const refusal = await deps.storage.reserve({
     id: reservationId,
     account_id: agent.account_id,
@@ -256,6 +271,7 @@ async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], c
   emitCommit(deps, agent, result, messages, [settlement]);
   if (!result.agent) return STOP;
   if (done) return STOP;
+  control.savedToolCalls = { turnIdx: idx, rows: toolCalls };
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
@@ -266,7 +282,9 @@ async function runToolCalls(
   toolUses: ToolUseBlock[],
   control: RunControl,
 ): Promise<StepOutcome> {
-  const records = new Map((await deps.storage.listToolCalls(agent.agent_id, turnIdx)).map((r) => [r.tool_use_id, r]));
+  const saved = control.savedToolCalls?.turnIdx === turnIdx ? control.savedToolCalls.rows : undefined;
+  control.savedToolCalls = undefined;
+  const records = new Map((saved ?? (await deps.storage.listToolCalls(agent.agent_id, turnIdx))).map((r) => [r.tool_use_id, r]));
   const now = () => isoTime(deps.clock.now());
   const results = new Map<string, ToolOutcome>();
   const toRun: Array<{ use: ToolUseBlock; tool: Tool | undefined; record: ToolCallRow }> = [];
@@ -417,8 +435,12 @@ async function runOneTool(
   if (!parsed.success) {
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
   }
+  let agent: ReturnType<typeof toStatusForm> | undefined;
   const ctx: ToolContext = {
-    agent: toStatusForm(row),
+    get agent() {
+      agent ??= toStatusForm(row);
+      return agent;
+    },
     toolCallId: use.id,
     signal: control.tools.signal,
     reportProgress: report,
@@ -502,6 +524,7 @@ export async function changeStatus(
 }
 
 export function emitStatus(events: RuntimeEvents, row: AgentRow, previous: AgentStatus): void {
+  for (const hook of events.statusHooks) hook(row, previous);
   if (events.listenerCount('agent.status') > 0) events.emit('agent.status', { agent: toStatusForm(row), previous });
 }
 

@@ -14,7 +14,7 @@ import { z } from 'zod';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
 import { defineTool, type Tool } from '../tools/define-tool.js';
 import { isoTime, type Clock } from './clock.js';
-import type { AgentEvents, RuntimeEvents } from './events.js';
+import type { RuntimeEvents } from './events.js';
 import { changeStatus } from './loop.js';
 import { progressWhileWaiting } from './plan.js';
 import { toStatusForm } from './records.js';
@@ -82,7 +82,7 @@ export class SubAgentCoordinator implements SubAgentHost {
     private readonly events: RuntimeEvents,
     private readonly options: SubAgentOptions,
   ) {
-    events.on('agent.status', this.onStatus);
+    events.statusHooks.push(this.onStatus);
   }
 
   /** Parents waiting on children in this process. */
@@ -179,7 +179,7 @@ export class SubAgentCoordinator implements SubAgentHost {
     return [createSpawnTool(), createReadResultsTool()] as Tool[];
   }
 
-  private readonly onStatus: AgentEvents['agent.status'] = ({ agent, previous }) => {
+  private readonly onStatus = (agent: AgentRow, previous: AgentStatus): void => {
     const parentId = agent.parent_id;
     if (!parentId) return;
     const wait = this.waits.get(parentId);
