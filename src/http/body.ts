@@ -3,6 +3,11 @@
  * Reading request bodies: the size limit (declared `Content-Length` first, then the bytes actually streamed, so a
  * chunked upload cannot get around it), the JSON media type, strict UTF-8, and a nesting limit checked before
  * `JSON.parse` ever sees the text.
+ *
+ * A body refused before it is read is left alone (server adapters discard unread bodies). One that turns out too large
+ * while streaming is read to its end in the background and thrown away, up to {@link DISCARD_LIMIT_BYTES}: the
+ * connection stays usable for the client's next request, whatever the adapter does with a cancelled body (some
+ * destroy the socket).
  */
 import { AgentryError } from '../errors.js';
 
@@ -38,7 +43,7 @@ export async function readBody(request: Request, limit: number): Promise<Uint8Ar
       if (done) break;
       total += value.byteLength;
       if (total > limit) {
-        void reader.cancel().catch(() => {});
+        discardRest(reader);
         throw tooLarge(limit);
       }
       chunks.push(value);
@@ -93,6 +98,25 @@ function nestingDepth(text: string, stopAt: number): number {
     } else if (c === 0x5d /* ] */ || c === 0x7d /* } */) depth--;
   }
   return deepest;
+}
+
+/** How much of an oversized body is read and thrown away before giving up on the connection. */
+export const DISCARD_LIMIT_BYTES = 64 * 1024 * 1024;
+
+function discardRest(reader: ReadableStreamDefaultReader<Uint8Array>): void {
+  void (async () => {
+    let discarded = 0;
+    try {
+      while (discarded < DISCARD_LIMIT_BYTES) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        discarded += value.byteLength;
+      }
+      await reader.cancel();
+    } catch {
+      // the client went away
+    }
+  })();
 }
 
 function tooLarge(limit: number): AgentryError {

@@ -242,12 +242,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (declared !== null && /^\s*\d+\s*$/.test(declared) && Number(declared) > o.bodyLimitBytes) {
       throw new AgentryError('payload_too_large', `The request body is larger than ${o.bodyLimitBytes} bytes`);
     }
-    if (!required && !declaresBody(request)) {
-      await request.body?.cancel().catch(() => {});
-      return undefined;
-    }
+    if (!required && !declaresBody(request)) return undefined;
     if (!isJsonContentType(request.headers.get('content-type'))) {
-      await request.body?.cancel().catch(() => {});
       throw new AgentryError('unsupported_media_type', 'Send the body as JSON with Content-Type: application/json');
     }
     const bytes = await readBody(request, o.bodyLimitBytes);

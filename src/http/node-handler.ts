@@ -43,7 +43,7 @@ export function nodeHandlerFor(fetchHandler: FetchHandler): NodeHandler {
         await writeResponse(req, res, refusalResponse(request));
         return;
       }
-      const response = await fetchHandler(request);
+      const response = await fetchHandler(request.request);
       if (next && isUnmatchedResponse(response)) {
         await response.body?.cancel().catch(() => {});
         next();
@@ -89,7 +89,7 @@ function refusalResponse(refusal: Refusal): Response {
   return response;
 }
 
-function toRequest(req: IncomingMessage, res: ServerResponse, fetchHandler: FetchHandler): Request | Refusal {
+function toRequest(req: IncomingMessage, res: ServerResponse, fetchHandler: FetchHandler): { request: Request } | Refusal {
   const method = (req.method ?? 'GET').toUpperCase();
   const url = requestUrl(req);
   if (url === null) return new Refusal(method, null);
@@ -114,7 +114,7 @@ function toRequest(req: IncomingMessage, res: ServerResponse, fetchHandler: Fetc
   const refuse = () => new Refusal(method, fetchHandler.allowedMethods(new URL(url).pathname));
   if (FORBIDDEN_METHODS.has(method)) return refuse();
   try {
-    return new Request(url, init);
+    return { request: new Request(url, init) };
   } catch {
     return refuse();
   }
@@ -134,9 +134,10 @@ function requestUrl(req: IncomingMessage): string | null {
 }
 
 /**
- * The body of `req` as a stream that reads only when the consumer pulls. Cancelling it (an oversized body) stops
- * reading and lets Node discard the rest, so the 413 can still be sent on the same connection. A body a framework's
- * parser already consumed (`express.json()`) is taken from `req.body`.
+ * The body of `req` as a stream that reads only when the consumer pulls, so nothing is read for a request that is
+ * refused or passed on to `next()` (Node discards an unread body itself). Cancelling it stops reading and discards
+ * the rest, keeping the connection usable. A body a framework's parser already consumed (`express.json()`) is taken
+ * from `req.body`.
  */
 function bodyOf(req: IncomingMessage): ReadableStream<Uint8Array> {
   const parsed = (req as IncomingMessage & { body?: unknown }).body;
@@ -145,7 +146,7 @@ function bodyOf(req: IncomingMessage): ReadableStream<Uint8Array> {
       parsed instanceof Uint8Array
         ? parsed
         : new TextEncoder().encode(typeof parsed === 'string' ? parsed : JSON.stringify(parsed));
-    return new ReadableStream({
+    return new ReadableStream<Uint8Array>({
       start(controller) {
         if (bytes.byteLength > 0) controller.enqueue(bytes);
         controller.close();
@@ -166,7 +167,7 @@ function bodyOf(req: IncomingMessage): ReadableStream<Uint8Array> {
       },
       async cancel() {
         await iterator?.return?.();
-        req.resume(); // discard what is left, keep the connection usable
+        if (!req.readableEnded) req.resume();
       },
     },
     { highWaterMark: 0 },

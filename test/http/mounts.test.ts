@@ -1,0 +1,72 @@
+/**
+ * The conformance suite against the examples: the routes mounted on node:http, Express 5, Fastify 5 and Hono, each
+ * in-process over its own runtime whose model is the Anthropic provider pointed at a fake Messages API server.
+ */
+import { afterAll, beforeAll } from 'vitest';
+import { AgentRuntime, anthropicProvider, memoryStorage } from 'agentry';
+import type { FakeAnthropic } from 'agentry/testing';
+import { start as startExpress } from '../../examples/http-express.js';
+import { start as startFastify } from '../../examples/http-fastify.js';
+import { start as startHono } from '../../examples/http-hono.js';
+import { start as startNode } from '../../examples/http-node.js';
+import { describeConformance } from './conformance.js';
+import { startGoalDrivenAnthropic } from './helpers.js';
+
+type Started = Awaited<ReturnType<typeof startNode>>;
+const RATE_LIMIT = { capacity: 200, refillPerSecond: 100 };
+
+let fake: FakeAnthropic;
+beforeAll(async () => {
+  fake = await startGoalDrivenAnthropic();
+});
+afterAll(async () => {
+  await fake?.close();
+});
+
+const mounts: Array<[string, typeof startNode]> = [
+  ['node:http', startNode],
+  ['Express 5', startExpress],
+  ['Fastify 5', startFastify],
+  ['Hono (basePath /v1)', startHono],
+];
+
+for (const [name, start] of mounts) {
+  let server: Started;
+  beforeAll(async () => {
+    const runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model: anthropicProvider({ baseURL: fake.url, apiKey: 'test-key', maxRetries: 0 }),
+    });
+    server = await start({ runtime, http: { rateLimit: RATE_LIMIT, onError: () => {} } });
+  });
+  afterAll(async () => {
+    await server?.close();
+    await server?.runtime.close();
+  });
+
+  describeConformance(name, () => ({
+    baseUrl: server.url,
+    apiKey: server.apiKey,
+    rateLimit: RATE_LIMIT,
+    admin: {
+      addCredits: async (credits) => void (await server.runtime.accounts.addCredits(server.accountId, credits)),
+      setSubscription: async (active) =>
+        void (active ? await server.runtime.accounts.subscribe(server.accountId) : await server.runtime.accounts.unsubscribe(server.accountId)),
+      createKey: async () => {
+        const key = await server.runtime.accounts.createApiKey(server.accountId);
+        return { key: key.key, keyId: key.key_id };
+      },
+      deleteKey: (keyId) => server.runtime.accounts.deleteApiKey(server.accountId, keyId),
+      breakCreate: async () => {
+        const runtime = server.runtime;
+        const original = runtime.create;
+        runtime.create = async () => {
+          throw new Error('boom: /secret/path.ts:12');
+        };
+        return async () => {
+          runtime.create = original;
+        };
+      },
+    },
+  }));
+}
