@@ -85,6 +85,8 @@ export interface RunControl {
    * driver that wrote them uses it; any other path (resume, recovery) reads storage.
    */
   savedToolCalls?: { turnIdx: number; rows: ToolCallRow[] } | undefined;
+  /** The agent as this driver's last commit left it (see {@link runStep}). */
+  row?: AgentRow | undefined;
 }
 
 export type StepOutcome =
@@ -110,23 +112,13 @@ export function newRunControl(): RunControl {
 
 /** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
 export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
-  let agent = await deps.storage.getAgent(agentId);
+  // The row this driver's own last commit returned is current unless the agent was paused or deleted meanwhile, and
+  // both abort `control.model`: then, and on a driver's first step, read it.
+  let agent = control.row !== undefined && !control.model.signal.aborted ? control.row : await deps.storage.getAgent(agentId);
+  control.row = undefined;
   if (!agent) return STOP;
+  if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
   const now = deps.clock.now();
-  if (agent.status === 'STARTING_UP') {
-    if (!(await hasFunds(deps.storage, agent))) {
-      await changeStatus(deps, agent, 'exhaust_credits', { status_message: 'Out of credits: nothing left to spend' });
-      return STOP;
-    }
-    const started = await changeStatus(deps, agent, 'start', {
-      started: true,
-      active_since: isoTime(now),
-      status_message: 'Starting',
-    });
-    if (!started) return STOP;
-    agent = started;
-  }
-  if (agent.status !== 'ACTIVE') return STOP;
 
   if (agent.step_count >= deps.limits.maxSteps) {
     await changeStatus(deps, agent, 'fail', { status_message: `Failed: step limit reached (${deps.limits.maxSteps} model turns)` });
@@ -141,19 +133,32 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
 
   const turns = await deps.storage.listTurns(agentId);
   const last = turns.at(-1);
-  if (last?.role === 'assistant') {
-    const toolUses = parseBlocks(last.content).filter((b): b is ToolUseBlock => b.type === 'tool_use');
-    if (toolUses.length === 0) {
-      // The final answer was saved while a pause was in flight; finishing needs no model call.
-      await changeStatus(deps, agent, 'complete', { progress: 1, status_message: 'Completed' });
-      return STOP;
-    }
-    return runToolCalls(deps, agent, last.idx, toolUses, control);
+  if (last?.role !== 'assistant') return runModelTurn(deps, agent, turns, control);
+
+  if (agent.status === 'STARTING_UP') {
+    agent = await start(deps, agent);
+    if (!agent) return STOP;
   }
-  return runModelTurn(deps, agent, turns, control);
+  const toolUses = parseBlocks(last.content).filter((b): b is ToolUseBlock => b.type === 'tool_use');
+  if (toolUses.length === 0) {
+    // The final answer was saved while a pause was in flight; finishing needs no model call.
+    await changeStatus(deps, agent, 'complete', { progress: 1, status_message: 'Completed' });
+    return STOP;
+  }
+  return runToolCalls(deps, agent, last.idx, toolUses, control);
 }
 
-async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], control: RunControl): Promise<StepOutcome> {
+/** STARTING_UP -> ACTIVE: the agent has a run slot (and, before a model turn, its first credits held). */
+async function start(deps: StepDeps, agent: AgentRow): Promise<AgentRow | null> {
+  return changeStatus(deps, agent, 'start', {
+    started: true,
+    active_since: isoTime(deps.clock.now()),
+    status_message: 'Starting',
+  });
+}
+
+async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRow[], control: RunControl): Promise<StepOutcome> {
+  let agent = startingRow;
   const price = deps.prices.models[agent.model];
   if (!price) {
     await changeStatus(deps, agent, 'fail', { status_message: `Failed: no price is configured for model ${agent.model}` });
@@ -194,6 +199,16 @@ async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], c
   if (refusal) {
     await stopForCredits(deps, agent, amount, refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance');
     return STOP;
+  }
+  if (agent.status === 'STARTING_UP') {
+    // Only now, with its first credits held, does a spawned agent become ACTIVE: one that cannot pay stops as
+    // OUT_OF_CREDITS straight from STARTING_UP.
+    const started = await start(deps, agent);
+    if (!started) {
+      await deps.storage.release(reservationId);
+      return STOP;
+    }
+    agent = started;
   }
 
   let response: ModelResponse;
@@ -272,6 +287,7 @@ async function runModelTurn(deps: StepDeps, agent: AgentRow, turns: TurnRow[], c
   if (!result.agent) return STOP;
   if (done) return STOP;
   control.savedToolCalls = { turnIdx: idx, rows: toolCalls };
+  control.row = result.agent;
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
@@ -403,6 +419,7 @@ async function runToolCalls(
   });
   emitCommit(deps, agent, result, [], settlements);
   if (!result.agent) return STOP;
+  control.row = result.agent;
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
@@ -473,15 +490,6 @@ function describeToolCalls(deps: StepDeps, uses: ToolUseBlock[]): string {
     }
   }
   return uses.length > 1 ? `${text} (+${uses.length - 1} more)` : text;
-}
-
-/** Whether the account and the tree cap leave anything to spend (checked before an agent takes a run slot). */
-async function hasFunds(storage: StorageAdapter, agent: AgentRow): Promise<boolean> {
-  const account = await storage.getAccount(agent.account_id);
-  if (!account || account.balance - account.reserved <= 0) return false;
-  if (agent.root_id === agent.agent_id) return agent.max_credits === null || agent.tree_spent + agent.tree_reserved < agent.max_credits;
-  const root = await storage.getAgent(agent.root_id);
-  return !root || root.max_credits === null || root.tree_spent + root.tree_reserved < root.max_credits;
 }
 
 async function stopForCredits(deps: StepDeps, agent: AgentRow, needed: number, limit: string): Promise<void> {

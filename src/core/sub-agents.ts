@@ -12,13 +12,13 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
-import { defineTool, type Tool } from '../tools/define-tool.js';
+import { defineTool, type SpawnedSubAgents, type Tool } from '../tools/define-tool.js';
 import { isoTime, type Clock } from './clock.js';
 import type { RuntimeEvents } from './events.js';
 import { changeStatus } from './loop.js';
 import { progressWhileWaiting } from './plan.js';
 import { toStatusForm } from './records.js';
-import { MAX_GOAL_LENGTH, type Agent } from './schemas.js';
+import { MAX_GOAL_LENGTH } from './schemas.js';
 import { RUNNABLE_STATUSES, type AgentStatus } from './status.js';
 
 export const SPAWN_TOOL_NAME = 'spawn_sub_agents';
@@ -44,7 +44,7 @@ export interface SubAgentResult {
 /** What the loop needs from the sub-agent machinery, as seen by a tool call. */
 export interface SubAgentHost {
   /** Creates the children of a tool call in one transaction, or finds them if they exist already. */
-  spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<Agent[]>;
+  spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<SpawnedSubAgents>;
   /** Registers a parent whose `spawnId` call suspended, so it is woken when its children are done. */
   waitFor(parentId: string, spawnId: string): void;
   results(parentId: string, spawnId: string, offset: number, limit: number): Promise<{ total: number; results: SubAgentResult[] }>;
@@ -90,10 +90,11 @@ export class SubAgentCoordinator implements SubAgentHost {
     return this.waits.size;
   }
 
-  async spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<Agent[]> {
+  async spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<SpawnedSubAgents> {
     const prefix = spawnKeyPrefix(spawnId);
-    const existing = await this.storage.findAgentsBySpawnKey(parent.agent_id, prefix);
-    if (existing.length > 0) return existing.map(toStatusForm);
+    const existing = await this.storage.countChildrenByStatus(parent.agent_id, prefix);
+    const existingTotal = Object.values(existing).reduce((a, b) => a + (b ?? 0), 0);
+    if (existingTotal > 0) return { spawn_id: spawnId, total: existingTotal, counts: existing, reattached: true };
 
     for (const task of tasks) {
       if (task.model !== undefined && !this.options.models.includes(task.model)) {
@@ -147,7 +148,7 @@ export class SubAgentCoordinator implements SubAgentHost {
       if (hasListeners) this.events.emit('agent.created', { agent: toStatusForm(r) });
       this.options.kick(r.agent_id);
     }
-    return rows.map(toStatusForm);
+    return { spawn_id: spawnId, total: rows.length, counts: { STARTING_UP: rows.length }, reattached: false };
   }
 
   waitFor(parentId: string, spawnId: string): void {
@@ -157,8 +158,10 @@ export class SubAgentCoordinator implements SubAgentHost {
   }
 
   async results(parentId: string, spawnId: string, offset: number, limit: number): Promise<{ total: number; results: SubAgentResult[] }> {
-    const children = await this.storage.findAgentsBySpawnKey(parentId, spawnKeyPrefix(spawnId));
-    const page = children.slice(offset, offset + limit);
+    const prefix = spawnKeyPrefix(spawnId);
+    const counts = await this.storage.countChildrenByStatus(parentId, prefix);
+    const total = Object.values(counts).reduce((a, b) => a + (b ?? 0), 0);
+    const page = await this.storage.findAgentsBySpawnKey(parentId, prefix, { offset, limit });
     const results = await Promise.all(
       page.map(async (child, i) => {
         const messages = await this.storage.listMessages(child.agent_id);
@@ -171,7 +174,7 @@ export class SubAgentCoordinator implements SubAgentHost {
         };
       }),
     );
-    return { total: children.length, results };
+    return { total, results };
   }
 
   /** The two tools agents use. */
@@ -292,23 +295,21 @@ function createSpawnTool(): Tool<z.infer<typeof SpawnInput>> {
     idempotent: true,
     describe: ({ tasks }) => `Starting ${tasks.length.toLocaleString('en-US')} sub-agents`,
     async run({ tasks }, ctx) {
-      const children = await ctx.spawn(tasks);
+      const { total, counts } = await ctx.spawn(tasks);
       // Stopped children (paused, out of credits) are not done: the coordinator decides what the parent does.
-      const running = children.filter((c) => c.status !== 'COMPLETED' && c.status !== 'FAILED').length;
+      const running = total - (counts.COMPLETED ?? 0) - (counts.FAILED ?? 0);
       if (running > 0) {
-        return ctx.suspend(`Waiting for ${running.toLocaleString('en-US')} of ${children.length.toLocaleString('en-US')} sub-agents`);
+        return ctx.suspend(`Waiting for ${running.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} sub-agents`);
       }
-      const counts: Partial<Record<AgentStatus, number>> = {};
-      for (const c of children) counts[c.status] = (counts[c.status] ?? 0) + 1;
       const { results } = await ctx.subAgentResults(ctx.toolCallId, { offset: 0, limit: FIRST_RESULTS });
       return {
         spawn_id: ctx.toolCallId,
-        total: children.length,
+        total,
         counts,
         results,
-        ...(children.length > results.length
+        ...(total > results.length
           ? {
-              more: `Showing ${results.length} of ${children.length} results. Call ${READ_RESULTS_TOOL_NAME} with ` +
+              more: `Showing ${results.length} of ${total} results. Call ${READ_RESULTS_TOOL_NAME} with ` +
                 `{"spawn_id": "${ctx.toolCallId}", "offset": ${results.length}} for more.`,
             }
           : {}),

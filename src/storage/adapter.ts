@@ -197,6 +197,11 @@ export interface AgentPage {
   last: string | null;
 }
 
+export interface SpawnPage {
+  offset: number;
+  limit: number;
+}
+
 export interface IdempotencyRecord {
   account_id: string;
   key: string;
@@ -251,8 +256,8 @@ export interface StorageAdapter {
   /** Inserts agents with their first messages and turns, all or nothing; bumps each parent's `sub_agent_count`. */
   insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void>;
   getAgent(id: string): Promise<AgentRow | null>;
-  /** Children of `parentId` created by the spawn keys given (for re-attaching after a crash). */
-  findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]>;
+  /** Children of `parentId` whose spawn key starts with the prefix, in spawn order; a page of them if `page` is given. */
+  findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]>;
   listAgents(query: AgentQuery): Promise<AgentPage>;
   /** Agents in any of these statuses, oldest first (recovery, scheduling). */
   listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]>;

@@ -15,6 +15,7 @@ import type {
   ReservationRefusal,
   ReservationRequest,
   Settlement,
+  SpawnPage,
   StatusChange,
   StepCommit,
   StepCommitResult,
@@ -205,7 +206,7 @@ class MemoryStorage implements StorageAdapter {
     return a ? clone(a.row) : null;
   }
 
-  async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]> {
+  async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]> {
     const parent = this.agents.get(parentId);
     if (!parent) return [];
     const out: StoredAgent[] = [];
@@ -213,7 +214,9 @@ class MemoryStorage implements StorageAdapter {
       const c = this.agents.get(id);
       if (c?.row.spawn_key?.startsWith(spawnKeyPrefix)) out.push(c);
     }
-    return out.sort((a, b) => a.seq - b.seq).map((c) => clone(c.row));
+    const sorted = out.sort((a, b) => a.seq - b.seq);
+    const slice = page ? sorted.slice(page.offset, page.offset + page.limit) : sorted;
+    return slice.map((c) => clone(c.row));
   }
 
   async listAgents(query: AgentQuery): Promise<AgentPage> {

@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
-import type { Agent } from '../core/schemas.js';
+import type { Agent, AgentStatus } from '../core/schemas.js';
 
 /** What a running tool call can see and do. */
 export interface ToolContext {
@@ -20,7 +20,7 @@ export interface ToolContext {
    * Starts sub-agents for this call, one per task, in one transaction — or, when this call already started them
    * (a re-run after a wake-up or a crash), returns those: children are keyed by the tool call, never spawned twice.
    */
-  spawn(tasks: Array<{ goal: string; model?: string | undefined }>): Promise<Agent[]>;
+  spawn(tasks: Array<{ goal: string; model?: string | undefined }>): Promise<SpawnedSubAgents>;
   /**
    * Returns a value that suspends this call: the agent gives up its run slot and the call runs again when the
    * sub-agents it spawned are all done. Only meaningful after `spawn()`.
@@ -39,6 +39,16 @@ export interface ProgressReport {
   progress?: number;
   /** Steps of the agent's plan (set by `update_plan`); sub-agent progress fills the step in progress. */
   plan?: { done: number; total: number };
+}
+
+/** What `ctx.spawn()` reports: the call's children counted by status (not 10,000 records). */
+export interface SpawnedSubAgents {
+  /** The tool call that owns the children; pass it to `subAgentResults()`. */
+  spawn_id: string;
+  total: number;
+  counts: Partial<Record<AgentStatus, number>>;
+  /** True when this call had spawned them before (a re-run after a wake-up or a crash). */
+  reattached: boolean;
 }
 
 /** Marks a tool call as waiting for its sub-agents; see {@link ToolContext.suspend}. */

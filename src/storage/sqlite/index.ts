@@ -19,6 +19,7 @@ import type {
   MessageRow,
   ReservationRefusal,
   ReservationRequest,
+  SpawnPage,
   Settlement,
   StatusChange,
   StepCommit,
@@ -233,7 +234,7 @@ function prepareStatements(db: Database.Database) {
       `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key IS NOT NULL ORDER BY seq`,
     ).raw(),
     childrenInSpawnKeyRange: p<AgentTuple>(
-      `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key >= ? AND spawn_key < ? ORDER BY seq`,
+      `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key >= ? AND spawn_key < ? ORDER BY seq LIMIT ? OFFSET ?`,
     ).raw(),
     countChildrenWithSpawnKey: p<{ status: AgentStatus; n: number }>(
       'SELECT status, count(*) AS n FROM agents WHERE parent_id = ? AND spawn_key IS NOT NULL GROUP BY status',
@@ -704,13 +705,15 @@ class SqliteStorage implements StorageAdapter {
     return r ? this.agent(r) : null;
   }
 
-  async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string): Promise<AgentRow[]> {
+  async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]> {
     const upper = prefixUpperBound(spawnKeyPrefix);
-    const rows =
-      upper === null
-        ? this.s.childrenWithSpawnKey.all(parentId)
-        : this.s.childrenInSpawnKeyRange.all(parentId, spawnKeyPrefix, upper);
-    return rows.map(this.agent).filter((a) => a.spawn_key!.startsWith(spawnKeyPrefix));
+    const offset = page?.offset ?? 0;
+    if (upper === null) {
+      const all = this.s.childrenWithSpawnKey.all(parentId).map(this.agent);
+      const matching = all.filter((a) => a.spawn_key!.startsWith(spawnKeyPrefix));
+      return page ? matching.slice(offset, offset + page.limit) : matching;
+    }
+    return this.s.childrenInSpawnKeyRange.all(parentId, spawnKeyPrefix, upper, page?.limit ?? -1, offset).map(this.agent);
   }
 
   async countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>> {
