@@ -362,6 +362,13 @@ async function runToolCalls(
     }),
   );
 
+  if (control.tools.signal.aborted) {
+    // Shut down hard or deleted: results cut short by the abort are not results. Nothing is committed, so the calls
+    // stay unfinished and recovery decides (idempotent ones run again, the others are reported as unknown).
+    if (total > 0) await deps.storage.release(reservationId);
+    return STOP;
+  }
+
   // Calls waiting for their sub-agents have no result yet: the others' results are saved (they never run again),
   // the waiting ones stay unfinished, and the coordinator wakes the agent when the children are done.
   const waiting = new Set(toolUses.filter((u) => results.get(u.id)?.suspended !== undefined).map((u) => u.id));
