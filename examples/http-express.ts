@@ -28,7 +28,7 @@ export async function start(options: StartOptions = {}) {
   });
   app.use(createNodeHandler(runtime, options.http)); // /api/agents..., /api/openapi.json
   app.use((_req, res) => {
-    res.status(404).type('text').send('Not one of this app\'s pages');
+    res.status(404).type('text').send("Not one of this app's pages");
   });
 
   const server = app.listen(options.port ?? Number(process.env.PORT ?? 0), '127.0.0.1');

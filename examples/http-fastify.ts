@@ -25,7 +25,8 @@ export async function start(options: StartOptions = {}) {
 
   const agentry = createNodeHandler(runtime, options.http);
   const app = Fastify({
-    serverFactory: (fastifyHandler) => createServer((req, res) => void agentry(req, res, () => fastifyHandler(req, res))),
+    serverFactory: (fastifyHandler) =>
+      createServer((req, res) => void agentry(req, res, () => fastifyHandler(req, res))),
   });
   app.get('/health', async () => ({ ok: true }));
 

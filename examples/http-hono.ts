@@ -28,7 +28,10 @@ export async function start(options: StartOptions = {}) {
   app.all('/v1/api/*', (c) => agentry(c.req.raw));
 
   const server = await new Promise<ReturnType<typeof serve>>((resolve) => {
-    const s = serve({ fetch: app.fetch, port: options.port ?? Number(process.env.PORT ?? 0), hostname: '127.0.0.1' }, () => resolve(s));
+    const s = serve(
+      { fetch: app.fetch, port: options.port ?? Number(process.env.PORT ?? 0), hostname: '127.0.0.1' },
+      () => resolve(s),
+    );
   });
   const { port } = server.address() as AddressInfo;
 

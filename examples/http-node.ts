@@ -22,7 +22,9 @@ export async function start(options: StartOptions = {}) {
   const { account, apiKey } = await runtime.accounts.create({ name: 'example', credits: 100 });
 
   const server = createServer(createNodeHandler(runtime, options.http));
-  await new Promise<void>((resolve) => server.listen(options.port ?? Number(process.env.PORT ?? 0), '127.0.0.1', resolve));
+  await new Promise<void>((resolve) =>
+    server.listen(options.port ?? Number(process.env.PORT ?? 0), '127.0.0.1', resolve),
+  );
   const { port } = server.address() as AddressInfo;
 
   return {

@@ -40,12 +40,15 @@ export async function run(args: string[]): Promise<number> {
   });
   const [sub, ...params] = rest;
   if (sub === undefined || !['list', 'show', 'pause', 'resume', 'delete'].includes(sub)) {
-    throw new UsageError(sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`);
+    throw new UsageError(
+      sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
+    );
   }
   if (values.status !== undefined && !(AGENT_STATUSES as readonly string[]).includes(values.status)) {
     throw new UsageError(`--status must be one of ${AGENT_STATUSES.join(', ')}`);
   }
-  if (values.limit !== undefined && !/^\d{1,4}$/.test(values.limit)) throw new UsageError('--limit must be an integer from 1 to 1000');
+  if (values.limit !== undefined && !/^\d{1,4}$/.test(values.limit))
+    throw new UsageError('--limit must be an integer from 1 to 1000');
   const db = resolveDb(values.db);
   const runtime = await openAdminRuntime(db);
   try {
@@ -65,7 +68,13 @@ export async function run(args: string[]): Promise<number> {
         console.log(
           table([
             ['ID', 'STATUS', 'PROGRESS', 'TOKENS', 'MESSAGES'],
-            ...page.data.map((a) => [a.agent_id, a.status, `${Math.round(a.progress * 100)}%`, String(a.token_count), String(a.message_count)]),
+            ...page.data.map((a) => [
+              a.agent_id,
+              a.status,
+              `${Math.round(a.progress * 100)}%`,
+              String(a.token_count),
+              String(a.message_count),
+            ]),
           ]),
         );
         if (page.has_more) console.log(`More: agentry agents list --cursor ${page.next_cursor}`);

@@ -63,7 +63,10 @@ export function resolveDb(db: string | undefined): string {
 /** Opens (and migrates) the storage behind a `--db` value. */
 export async function openStorage(target: string): Promise<StorageAdapter> {
   if (/^postgres(?:ql)?:\/\//i.test(target)) {
-    throw new AgentryError('not_configured', 'The CLI does not support PostgreSQL databases yet; pass a SQLite file path');
+    throw new AgentryError(
+      'not_configured',
+      'The CLI does not support PostgreSQL databases yet; pass a SQLite file path',
+    );
   }
   return sqliteStorage({ path: target });
 }
@@ -120,5 +123,7 @@ export function formatCredits(credits: number): string {
 export function table(rows: string[][]): string {
   const widths: number[] = [];
   for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  ')).join('\n');
+  return rows
+    .map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i] ?? 0))).join('  '))
+    .join('\n');
 }

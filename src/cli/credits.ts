@@ -2,7 +2,16 @@
  * @module cli/credits
  * `agentry credits add <n> | show`: the balance of the serve account (or `--account`). 1 credit = $0.01.
  */
-import { ACCOUNT_OPTIONS, formatCredits, openAccounts, parseCommandArgs, positionals, requireAccount, resolveDb, UsageError } from './common.js';
+import {
+  ACCOUNT_OPTIONS,
+  formatCredits,
+  openAccounts,
+  parseCommandArgs,
+  positionals,
+  requireAccount,
+  resolveDb,
+  UsageError,
+} from './common.js';
 import type { AccountInfo } from '../index.js';
 
 export const usage = `Usage: agentry credits add <n> | show   [--db <path>] [--account <id>] [--json]
@@ -22,7 +31,8 @@ export async function run(args: string[]): Promise<number> {
       case 'add': {
         const [amount] = positionals(params, ['n'], usage);
         const credits = Number(amount);
-        if (!/^\d+(?:\.\d+)?$/.test(amount!) || !(credits > 0)) throw new UsageError(`<n> must be a positive number of credits, got ${amount}`);
+        if (!/^\d+(?:\.\d+)?$/.test(amount!) || !(credits > 0))
+          throw new UsageError(`<n> must be a positive number of credits, got ${amount}`);
         account = await accounts.addCredits(accountId, credits);
         if (!values.json) console.log(`Added ${formatCredits(credits)} credits to account ${accountId}.`);
         break;
@@ -32,7 +42,11 @@ export async function run(args: string[]): Promise<number> {
         account = await accounts.get(accountId);
         break;
       default:
-        throw new UsageError(sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`);
+        throw new UsageError(
+          sub === undefined
+            ? `missing subcommand\n\n${usage}`
+            : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
+        );
     }
     if (values.json) console.log(JSON.stringify(account));
     else {

@@ -3,7 +3,16 @@
  * `agentry keys create [--name n] | list | delete <id>`: the API keys of the serve account (or `--account`). Keys are
  * stored as SHA-256 hashes plus their last 4 characters, so `create` is the only time a full key is printed.
  */
-import { ACCOUNT_OPTIONS, openAccounts, parseCommandArgs, positionals, requireAccount, resolveDb, table, UsageError } from './common.js';
+import {
+  ACCOUNT_OPTIONS,
+  openAccounts,
+  parseCommandArgs,
+  positionals,
+  requireAccount,
+  resolveDb,
+  table,
+  UsageError,
+} from './common.js';
 
 export const usage = `Usage: agentry keys create [--name <name>] | list | delete <key-id>   [--db <path>] [--account <id>] [--json]
 
@@ -35,7 +44,10 @@ export async function run(args: string[]): Promise<number> {
         const keys = await accounts.listApiKeys(accountId);
         if (values.json) console.log(JSON.stringify(keys));
         else if (keys.length === 0) console.log(`No API keys for account ${accountId}.`);
-        else console.log(table([['ID', 'NAME', 'KEY', 'CREATED'], ...keys.map((k) => [k.key_id, k.name, k.masked, k.created_at])]));
+        else
+          console.log(
+            table([['ID', 'NAME', 'KEY', 'CREATED'], ...keys.map((k) => [k.key_id, k.name, k.masked, k.created_at])]),
+          );
         return 0;
       }
       case 'delete': {
@@ -45,7 +57,11 @@ export async function run(args: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError(sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`);
+        throw new UsageError(
+          sub === undefined
+            ? `missing subcommand\n\n${usage}`
+            : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
+        );
     }
   } finally {
     await close();

@@ -9,7 +9,16 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { AgentRuntime, anthropicProvider, hasAnthropicCredentials } from '../index.js';
 import { createNodeHandler, type FetchHandlerOptions } from '../http/index.js';
-import { COMMON_OPTIONS, formatCredits, openStorage, parseCommandArgs, positionals, resolveDb, SERVE_ACCOUNT_ID, UsageError } from './common.js';
+import {
+  COMMON_OPTIONS,
+  formatCredits,
+  openStorage,
+  parseCommandArgs,
+  positionals,
+  resolveDb,
+  SERVE_ACCOUNT_ID,
+  UsageError,
+} from './common.js';
 
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
@@ -38,11 +47,20 @@ export async function run(args: string[]): Promise<number> {
   });
   positionals(rest, [], usage);
   const port = Number(values.port);
-  if (!/^\d{1,5}$/.test(values.port) || port > 65535) throw new UsageError(`--port must be 0..65535, got ${values.port}`);
+  if (!/^\d{1,5}$/.test(values.port) || port > 65535)
+    throw new UsageError(`--port must be 0..65535, got ${values.port}`);
   const handlerOptions: FetchHandlerOptions = {};
   if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);
   if (values.cors !== undefined) {
-    handlerOptions.cors = { origins: values.cors.trim() === '*' ? '*' : values.cors.split(',').map((o) => o.trim()).filter(Boolean) };
+    handlerOptions.cors = {
+      origins:
+        values.cors.trim() === '*'
+          ? '*'
+          : values.cors
+              .split(',')
+              .map((o) => o.trim())
+              .filter(Boolean),
+    };
   }
 
   const db = resolveDb(values.db);
@@ -110,7 +128,9 @@ async function ensureServeAccount(runtime: AgentRuntime): Promise<void> {
     credits: INITIAL_CREDITS,
     subscribe: true,
   });
-  console.log(`Created account "${account.account_id}" with ${formatCredits(account.balance)} credits and an active subscription.`);
+  console.log(
+    `Created account "${account.account_id}" with ${formatCredits(account.balance)} credits and an active subscription.`,
+  );
   console.log(`API key: ${apiKey?.key ?? ''}`);
   console.log('Store the key now: it is not shown again (`agentry keys create` makes another).');
 }

@@ -3,7 +3,15 @@
  * `agentry subscription activate | deactivate | show`: while inactive, every API key of the account gets 401
  * `subscription_inactive`; agents keep their state. Activating an account that has no API key creates its first one.
  */
-import { ACCOUNT_OPTIONS, openAccounts, parseCommandArgs, positionals, requireAccount, resolveDb, UsageError } from './common.js';
+import {
+  ACCOUNT_OPTIONS,
+  openAccounts,
+  parseCommandArgs,
+  positionals,
+  requireAccount,
+  resolveDb,
+  UsageError,
+} from './common.js';
 
 export const usage = `Usage: agentry subscription activate | deactivate | show   [--db <path>] [--account <id>] [--json]
 
@@ -38,11 +46,16 @@ export async function run(args: string[]): Promise<number> {
       case 'show': {
         const account = await accounts.get(accountId);
         if (values.json) console.log(JSON.stringify(account));
-        else console.log(`Subscription of account ${accountId}: ${account.subscription_active ? 'active' : 'inactive'}.`);
+        else
+          console.log(`Subscription of account ${accountId}: ${account.subscription_active ? 'active' : 'inactive'}.`);
         return 0;
       }
       default:
-        throw new UsageError(sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`);
+        throw new UsageError(
+          sub === undefined
+            ? `missing subcommand\n\n${usage}`
+            : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
+        );
     }
   } finally {
     await close();

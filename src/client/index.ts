@@ -12,16 +12,17 @@
  * const { agent, messages } = await client.waitUntilDone(agent_id);
  * console.log(agent.status, messages.at(-1)?.text);
  */
-import type {
+import type { Agent, AgentCreated, AgentList, AgentStatus, AgentWithMessages, Message } from '../core/schemas.js';
+
+export type {
   Agent,
   AgentCreated,
   AgentList,
   AgentStatus,
+  AgentSummary,
   AgentWithMessages,
   Message,
 } from '../core/schemas.js';
-
-export type { Agent, AgentCreated, AgentList, AgentStatus, AgentSummary, AgentWithMessages, Message } from '../core/schemas.js';
 
 /** Options of {@link AgentryClient}. */
 export interface AgentryClientOptions {
@@ -141,7 +142,11 @@ export class AgentryClient {
   create(input: CreateAgentInput, options: CreateOptions = {}): Promise<AgentCreated> {
     const headers: Record<string, string> = { 'content-type': 'application/json' };
     if (options.idempotencyKey !== undefined) headers['idempotency-key'] = options.idempotencyKey;
-    return this.request<AgentCreated>('POST', '/api/agents', { body: JSON.stringify(input), headers, signal: options.signal });
+    return this.request<AgentCreated>('POST', '/api/agents', {
+      body: JSON.stringify(input),
+      headers,
+      signal: options.signal,
+    });
   }
 
   /** The agent (status form) and its transcript. */
@@ -161,12 +166,14 @@ export class AgentryClient {
 
   /** Pauses the agent (a no-op if it is already paused). */
   async pause(agentId: string, options: RequestOptions = {}): Promise<Agent> {
-    return (await this.request<{ agent: Agent }>('POST', `${agentPath(agentId)}/pause`, { signal: options.signal })).agent;
+    return (await this.request<{ agent: Agent }>('POST', `${agentPath(agentId)}/pause`, { signal: options.signal }))
+      .agent;
   }
 
   /** Resumes a paused or out-of-credits agent (a no-op if it is running). */
   async resume(agentId: string, options: RequestOptions = {}): Promise<Agent> {
-    return (await this.request<{ agent: Agent }>('POST', `${agentPath(agentId)}/resume`, { signal: options.signal })).agent;
+    return (await this.request<{ agent: Agent }>('POST', `${agentPath(agentId)}/resume`, { signal: options.signal }))
+      .agent;
   }
 
   /** Deletes the agent with its sub-agents and transcript. */
@@ -283,11 +290,15 @@ async function errorOf(response: Response): Promise<AgentryClientError> {
   } catch {
     body = undefined;
   }
-  const error = (body as { error?: { code?: unknown; message?: unknown; request_id?: unknown; details?: unknown } } | undefined)?.error;
+  const error = (
+    body as { error?: { code?: unknown; message?: unknown; request_id?: unknown; details?: unknown } } | undefined
+  )?.error;
   if (error && typeof error.code === 'string' && typeof error.message === 'string') {
     const retryAfter = Number(response.headers.get('retry-after'));
     const details =
-      error.code === 'rate_limited' && Number.isFinite(retryAfter) && error.details === undefined ? { retry_after: retryAfter } : error.details;
+      error.code === 'rate_limited' && Number.isFinite(retryAfter) && error.details === undefined
+        ? { retry_after: retryAfter }
+        : error.details;
     return new AgentryClientError(error.code, error.message, {
       status: response.status,
       request_id: typeof error.request_id === 'string' ? error.request_id : requestId,

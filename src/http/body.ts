@@ -76,7 +76,9 @@ export function parseJsonBody(bytes: Uint8Array, maxDepth = MAX_JSON_DEPTH): unk
   try {
     return JSON.parse(text) as unknown;
   } catch (error) {
-    throw new AgentryError('invalid_request', `The request body is not valid JSON: ${(error as Error).message}`, { cause: error });
+    throw new AgentryError('invalid_request', `The request body is not valid JSON: ${(error as Error).message}`, {
+      cause: error,
+    });
   }
 }
 

@@ -14,9 +14,7 @@ import { isTerminal } from '../core/status.js';
 const HEARTBEAT_MS = 15_000;
 
 type Pending =
-  | { kind: 'status' | 'progress'; agent: Agent }
-  | { kind: 'message'; message: Message }
-  | { kind: 'deleted' };
+  { kind: 'status' | 'progress'; agent: Agent } | { kind: 'message'; message: Message } | { kind: 'deleted' };
 
 /**
  * The event stream of an agent the caller owns. Resolves once the agent is found (rejects with `not_found`

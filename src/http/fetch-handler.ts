@@ -34,9 +34,17 @@ const FetchHandlerOptionsSchema = z
   .object({
     basePath: z
       .string()
-      .regex(/^(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/, 'must be empty or start with "/" and not end with "/", e.g. "/v1"')
+      .regex(
+        /^(?:\/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)*$/,
+        'must be empty or start with "/" and not end with "/", e.g. "/v1"',
+      )
       .default(''),
-    bodyLimitBytes: z.number().int().positive().max(1024 * 1024 * 1024).default(DEFAULT_BODY_LIMIT_BYTES),
+    bodyLimitBytes: z
+      .number()
+      .int()
+      .positive()
+      .max(1024 * 1024 * 1024)
+      .default(DEFAULT_BODY_LIMIT_BYTES),
     rateLimit: z
       .union([
         z.literal(false),
@@ -48,13 +56,23 @@ const FetchHandlerOptionsSchema = z
         z.literal(false),
         z
           .object({
-            origins: z.union([z.literal('*'), z.array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin like "https://app.example.com"')).min(1)]),
+            origins: z.union([
+              z.literal('*'),
+              z
+                .array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin like "https://app.example.com"'))
+                .min(1),
+            ]),
             maxAgeSeconds: z.number().int().min(0).default(600),
           })
           .strict(),
       ])
       .default(false),
-    onError: z.custom<(error: unknown, context: { request_id: string }) => void>((v) => typeof v === 'function', 'must be a function').optional(),
+    onError: z
+      .custom<(error: unknown, context: { request_id: string }) => void>(
+        (v) => typeof v === 'function',
+        'must be a function',
+      )
+      .optional(),
     now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();
@@ -176,13 +194,18 @@ const EmptyBodySchema = z.object({}).strict();
  * const response = await handle(new Request('http://localhost/v1/api/agents', { headers: { 'x-api-key': key } }));
  */
 export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerOptions = {}): FetchHandler {
-  if (typeof runtime !== 'object' || runtime === null || typeof (runtime as Partial<AgentRuntime>).create !== 'function') {
+  if (
+    typeof runtime !== 'object' ||
+    runtime === null ||
+    typeof (runtime as Partial<AgentRuntime>).create !== 'function'
+  ) {
     throw new AgentryError('invalid_request', 'createFetchHandler: expected `runtime` to be an AgentRuntime');
   }
   const o = parseArgs(FetchHandlerOptionsSchema, options, 'createFetchHandler options');
   const onError =
     o.onError ??
-    ((error: unknown, { request_id }: { request_id: string }) => console.error(`agentry http: request ${request_id} failed:`, error));
+    ((error: unknown, { request_id }: { request_id: string }) =>
+      console.error(`agentry http: request ${request_id} failed:`, error));
   const now = o.now ?? Date.now;
   const buckets = o.rateLimit === false ? null : new TokenBuckets(o.rateLimit, now);
   const idempotent = new IdempotentCreates(runtime.storage, () => isoTime(now()));
@@ -228,9 +251,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (buckets && key !== null) {
       const retryAfter = buckets.take(hashApiKey(key));
       if (retryAfter > 0) {
-        return errorResponse('rate_limited', `Too many requests for this API key; retry after ${retryAfter} s`, requestId, {
-          headers: { 'retry-after': String(retryAfter) },
-        });
+        return errorResponse(
+          'rate_limited',
+          `Too many requests for this API key; retry after ${retryAfter} s`,
+          requestId,
+          {
+            headers: { 'retry-after': String(retryAfter) },
+          },
+        );
       }
     }
     return { account };
@@ -352,10 +380,18 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       const url = new URL(request.url);
       found = match(url.pathname);
       if (found === null) {
-        response = errorResponse('not_found', `No route for ${request.method} ${url.pathname.slice(0, 200)}`, requestId);
+        response = errorResponse(
+          'not_found',
+          `No route for ${request.method} ${url.pathname.slice(0, 200)}`,
+          requestId,
+        );
         unmatchedResponses.add(response);
       } else if (found.unknown) {
-        response = errorResponse('not_found', `No route for ${request.method} ${url.pathname.slice(0, 200)}`, requestId);
+        response = errorResponse(
+          'not_found',
+          `No route for ${request.method} ${url.pathname.slice(0, 200)}`,
+          requestId,
+        );
       } else if (request.method === 'OPTIONS' && o.cors !== false) {
         response = new Response(null, { status: 204 });
       } else {

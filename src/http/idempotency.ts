@@ -23,7 +23,10 @@ export interface StoredResult {
 
 export function assertIdempotencyKey(key: string): void {
   if (!KEY_PATTERN.test(key)) {
-    throw new AgentryError('invalid_request', 'Idempotency-Key must be 1 to 255 printable ASCII characters without spaces');
+    throw new AgentryError(
+      'invalid_request',
+      'Idempotency-Key must be 1 to 255 printable ASCII characters without spaces',
+    );
   }
 }
 

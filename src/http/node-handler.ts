@@ -8,11 +8,20 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import type { AgentRuntime } from '../core/agent-runtime.js';
-import { createFetchHandler, isUnmatchedResponse, type FetchHandler, type FetchHandlerOptions } from './fetch-handler.js';
+import {
+  createFetchHandler,
+  isUnmatchedResponse,
+  type FetchHandler,
+  type FetchHandlerOptions,
+} from './fetch-handler.js';
 import { errorResponse, newRequestId } from './responses.js';
 
 /** A Node request listener / Connect middleware. Never rejects, never throws into the host server. */
-export type NodeHandler = (req: IncomingMessage, res: ServerResponse, next?: (error?: unknown) => void) => Promise<void>;
+export type NodeHandler = (
+  req: IncomingMessage,
+  res: ServerResponse,
+  next?: (error?: unknown) => void,
+) => Promise<void>;
 
 const SANE_HOST = /^[A-Za-z0-9.-]+(?::\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](?::\d{1,5})?$/;
 /** Methods undici refuses to put in a `Request`; they can only be refused. */
@@ -82,14 +91,23 @@ function refusalResponse(refusal: Refusal): Response {
   const response =
     refusal.allow === null
       ? errorResponse('not_found', 'No such route', id)
-      : errorResponse('method_not_allowed', `${refusal.method} is not allowed here; use ${refusal.allow.join(', ')}`, id, {
-          headers: { allow: refusal.allow.join(', ') },
-        });
+      : errorResponse(
+          'method_not_allowed',
+          `${refusal.method} is not allowed here; use ${refusal.allow.join(', ')}`,
+          id,
+          {
+            headers: { allow: refusal.allow.join(', ') },
+          },
+        );
   response.headers.set('x-request-id', id);
   return response;
 }
 
-function toRequest(req: IncomingMessage, res: ServerResponse, fetchHandler: FetchHandler): { request: Request } | Refusal {
+function toRequest(
+  req: IncomingMessage,
+  res: ServerResponse,
+  fetchHandler: FetchHandler,
+): { request: Request } | Refusal {
   const method = (req.method ?? 'GET').toUpperCase();
   const url = requestUrl(req);
   if (url === null) return new Refusal(method, null);

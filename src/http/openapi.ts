@@ -39,7 +39,10 @@ function errorResponses(...codes: ErrorCode[]): JsonObject {
   for (const code of codes) byStatus.set(ERROR_STATUS[code], [...(byStatus.get(ERROR_STATUS[code]) ?? []), code]);
   const out: JsonObject = {};
   for (const [status, list] of byStatus) {
-    out[String(status)] = { description: `Error: ${list.map((c) => `\`${c}\``).join(' or ')}`, content: json(ref('Error')) };
+    out[String(status)] = {
+      description: `Error: ${list.map((c) => `\`${c}\``).join(' or ')}`,
+      content: json(ref('Error')),
+    };
   }
   return out;
 }
@@ -73,13 +76,15 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
     }),
     { unrepresentable: 'any' },
   ) as { $defs?: Record<string, unknown> };
-  const schemas = JSON.parse(JSON.stringify(all.$defs ?? {}).replaceAll('"#/$defs/', '"#/components/schemas/')) as JsonObject;
+  const schemas = JSON.parse(
+    JSON.stringify(all.$defs ?? {}).replaceAll('"#/$defs/', '"#/components/schemas/'),
+  ) as JsonObject;
 
   const idParam = {
     name: 'id',
     in: 'path',
     required: true,
-    description: 'The agent id (UUID). An unknown id, a malformed one and another account\'s agent are all 404.',
+    description: "The agent id (UUID). An unknown id, a malformed one and another account's agent are all 404.",
     schema: { type: 'string', format: 'uuid' },
   };
   const agentEnvelope = {
@@ -94,7 +99,15 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
     parameters: [idParam],
     responses: {
       '200': { description: 'The agent after the action', content: json(agentEnvelope) },
-      ...errorResponses('invalid_request', 'insufficient_credits', 'not_found', 'invalid_state', 'payload_too_large', 'unsupported_media_type', ...COMMON_ERRORS),
+      ...errorResponses(
+        'invalid_request',
+        'insufficient_credits',
+        'not_found',
+        'invalid_state',
+        'payload_too_large',
+        'unsupported_media_type',
+        ...COMMON_ERRORS,
+      ),
     },
   });
 
@@ -140,8 +153,19 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
           summary: 'List agents, newest first, in reduced form',
           parameters: [
             { name: 'status', in: 'query', required: false, schema: ref('AgentStatus') },
-            { name: 'limit', in: 'query', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 50 } },
-            { name: 'cursor', in: 'query', required: false, description: '`next_cursor` of the previous page', schema: { type: 'string' } },
+            {
+              name: 'limit',
+              in: 'query',
+              required: false,
+              schema: { type: 'integer', minimum: 1, maximum: 1000, default: 50 },
+            },
+            {
+              name: 'cursor',
+              in: 'query',
+              required: false,
+              description: '`next_cursor` of the previous page',
+              schema: { type: 'string' },
+            },
           ],
           responses: {
             '200': { description: 'A page of agents', content: json(ref('AgentList')) },
@@ -168,7 +192,10 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
         },
       },
       [`${base}/api/agents/{id}/pause`]: {
-        post: action('Pause an agent', 'Pausing a PAUSED agent is a no-op; a COMPLETED or FAILED one is 409 `invalid_state`.'),
+        post: action(
+          'Pause an agent',
+          'Pausing a PAUSED agent is a no-op; a COMPLETED or FAILED one is 409 `invalid_state`.',
+        ),
       },
       [`${base}/api/agents/{id}/resume`]: {
         post: action(

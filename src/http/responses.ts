@@ -54,7 +54,12 @@ export function responseForError(
       onError(error, { request_id: requestId });
       return errorResponse(error.code, 'The server could not complete the request', requestId);
     }
-    return errorResponse(error.code, error.message, requestId, error.details === undefined ? {} : { details: error.details });
+    return errorResponse(
+      error.code,
+      error.message,
+      requestId,
+      error.details === undefined ? {} : { details: error.details },
+    );
   }
   onError(error, { request_id: requestId });
   return errorResponse('internal_error', 'Internal server error', requestId);

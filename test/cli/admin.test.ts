@@ -41,15 +41,22 @@ describe('agentry serve', () => {
     firstKey = first.apiKey!;
     const headers = { 'x-api-key': firstKey, 'content-type': 'application/json' };
     const create = async (goal: string) =>
-      ((await (await fetch(`${first.url}/api/agents`, { method: 'POST', headers, body: JSON.stringify({ goal }) })).json()) as { agent_id: string })
-        .agent_id;
+      (
+        (await (
+          await fetch(`${first.url}/api/agents`, { method: 'POST', headers, body: JSON.stringify({ goal }) })
+        ).json()) as { agent_id: string }
+      ).agent_id;
     agentIds.done = await create('Say done');
     agentIds.held = await create(`Wait ${HOLD}`);
     await eventually(async () => {
-      const r = (await (await fetch(`${first.url}/api/agents/${agentIds.done}`, { headers })).json()) as { agent: { status: string } };
+      const r = (await (await fetch(`${first.url}/api/agents/${agentIds.done}`, { headers })).json()) as {
+        agent: { status: string };
+      };
       return r.agent.status === 'COMPLETED' ? true : undefined;
     }, 'the first agent to complete');
-    expect((await fetch(`${first.url}/api/agents/${agentIds.held}/pause`, { method: 'POST', headers })).status).toBe(200);
+    expect((await fetch(`${first.url}/api/agents/${agentIds.held}/pause`, { method: 'POST', headers })).status).toBe(
+      200,
+    );
     expect(await first.stop('SIGINT')).toBe(0);
     expect(first.stderr()).toMatch(/SIGINT, shutting down/);
 
@@ -86,7 +93,11 @@ describe('agentry keys', () => {
     expect(list).not.toContain(key.slice(4, -4));
     expect(list).not.toContain(firstKey.slice(4, -4));
 
-    const json = JSON.parse(await ok('keys', 'list', '--json')) as Array<{ key_id: string; name: string; last4: string }>;
+    const json = JSON.parse(await ok('keys', 'list', '--json')) as Array<{
+      key_id: string;
+      name: string;
+      last4: string;
+    }>;
     const ci = json.find((k) => k.name === 'ci')!;
     expect(ci.last4).toBe(key.slice(-4));
     expect(JSON.stringify(json)).not.toContain(key.slice(4, -4));
@@ -107,7 +118,12 @@ describe('agentry credits', () => {
     const after = JSON.parse(await ok('credits', 'show', '--json')) as { balance: number };
     expect(after.balance).toBeCloseTo(before.balance + 2.5, 6);
     expect(await ok('credits', 'show')).toMatch(/^Balance: [\d.]+ credits \(reserved [\d.]+, available [\d.]+\)$/m);
-    for (const bad of [['credits', 'add', '0'], ['credits', 'add', 'abc'], ['credits', 'add'], ['credits', 'spend', '1']]) {
+    for (const bad of [
+      ['credits', 'add', '0'],
+      ['credits', 'add', 'abc'],
+      ['credits', 'add'],
+      ['credits', 'spend', '1'],
+    ]) {
       const r = await cli(...bad);
       expect(r.code, bad.join(' ')).toBe(2);
     }
@@ -132,18 +148,25 @@ describe('agentry agents', () => {
     expect(list).toMatch(/^ID\s+STATUS\s+PROGRESS\s+TOKENS\s+MESSAGES$/m);
     expect(list).toContain(agentIds.done);
     expect(list).toContain(agentIds.held);
-    const paused = JSON.parse(await ok('agents', 'list', '--status', 'PAUSED', '--json')) as { data: Array<{ agent_id: string }> };
+    const paused = JSON.parse(await ok('agents', 'list', '--status', 'PAUSED', '--json')) as {
+      data: Array<{ agent_id: string }>;
+    };
     expect(paused.data.map((a) => a.agent_id)).toEqual([agentIds.held]);
 
     const show = await ok('agents', 'show', agentIds.done);
     expect(show).toMatch(/^status\s+COMPLETED$/m);
     expect(show).toMatch(/USER: Say done$/m);
     expect(show).toMatch(/ASSISTANT: Done\.$/m);
-    const shown = JSON.parse(await ok('agents', 'show', agentIds.done, '--json')) as { agent: { status: string }; messages: unknown[] };
+    const shown = JSON.parse(await ok('agents', 'show', agentIds.done, '--json')) as {
+      agent: { status: string };
+      messages: unknown[];
+    };
     expect(shown.agent.status).toBe('COMPLETED');
     expect(shown.messages).toHaveLength(2);
 
-    expect(await ok('agents', 'resume', agentIds.held)).toMatch(new RegExp(`^Agent ${agentIds.held}: (ACTIVE|STARTING_UP)\\.$`, 'm'));
+    expect(await ok('agents', 'resume', agentIds.held)).toMatch(
+      new RegExp(`^Agent ${agentIds.held}: (ACTIVE|STARTING_UP)\\.$`, 'm'),
+    );
     expect(await ok('agents', 'pause', agentIds.held)).toMatch(/: PAUSED\.$/m);
     const finished = await cli('agents', 'pause', agentIds.done);
     expect(finished.code).toBe(1);

@@ -54,7 +54,6 @@ export interface Reply {
   status: number;
   headers: Headers;
   text: string;
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   json: any;
 }
 
@@ -66,7 +65,13 @@ export interface CallOptions {
 }
 
 /** One request with plain fetch; the body is read whole, parsed as JSON when it is. */
-export async function call(baseUrl: string, defaultKey: string, method: string, path: string, o: CallOptions = {}): Promise<Reply> {
+export async function call(
+  baseUrl: string,
+  defaultKey: string,
+  method: string,
+  path: string,
+  o: CallOptions = {},
+): Promise<Reply> {
   const headers: Record<string, string> = { ...o.headers };
   const key = o.key === undefined ? defaultKey : o.key;
   if (key !== null) headers['x-api-key'] = key;
@@ -125,10 +130,15 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
     const t = () => getTarget();
     const req = (method: string, path: string, o?: CallOptions) => call(t().baseUrl, t().apiKey, method, path, o);
     const waitForStatus = (id: string, statuses: string[]) =>
-      eventually(async () => {
-        const r = await req('GET', `/api/agents/${id}`);
-        return statuses.includes(r.json?.agent?.status) ? (r.json as { agent: Record<string, unknown>; messages: Array<Record<string, unknown>> }) : undefined;
-      }, `agent ${id} to be ${statuses.join(' or ')}`);
+      eventually(
+        async () => {
+          const r = await req('GET', `/api/agents/${id}`);
+          return statuses.includes(r.json?.agent?.status)
+            ? (r.json as { agent: Record<string, unknown>; messages: Array<Record<string, unknown>> })
+            : undefined;
+        },
+        `agent ${id} to be ${statuses.join(' or ')}`,
+      );
     const created: string[] = [];
 
     it('serves the OpenAPI 3.1 document without a key', async () => {
@@ -138,7 +148,13 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       expect(r.json.openapi).toBe('3.1.0');
       const paths = Object.keys(r.json.paths as object).map((p) => p.replace(/^.*\/api\//, '/api/'));
       expect(paths).toEqual(
-        expect.arrayContaining(['/api/agents', '/api/agents/{id}', '/api/agents/{id}/pause', '/api/agents/{id}/resume', '/api/openapi.json']),
+        expect.arrayContaining([
+          '/api/agents',
+          '/api/agents/{id}',
+          '/api/agents/{id}/pause',
+          '/api/agents/{id}/resume',
+          '/api/openapi.json',
+        ]),
       );
       expect(Object.keys(r.json.components.schemas as object)).toEqual(
         expect.arrayContaining(['Agent', 'AgentCreated', 'AgentSummary', 'Message', 'CreateAgentBody', 'Error']),
@@ -162,7 +178,14 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       const id = created[0]!;
       const { agent, messages } = await waitForStatus(id, ['COMPLETED']);
       expectStatusForm(agent);
-      expect(agent).toMatchObject({ agent_id: id, goal: 'Say done', status: 'COMPLETED', progress: 1, parent_id: null, sub_agent_count: 0 });
+      expect(agent).toMatchObject({
+        agent_id: id,
+        goal: 'Say done',
+        status: 'COMPLETED',
+        progress: 1,
+        parent_id: null,
+        sub_agent_count: 0,
+      });
       expect(agent.message_count).toBe(messages.length);
       expect((agent.token_count as number) > 0).toBe(true);
       expect(messages.length).toBeGreaterThanOrEqual(2);
@@ -176,7 +199,9 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       const stamps = messages.map((m) => m.timestamp as string);
       expect([...stamps].sort()).toEqual(stamps);
       // A model can be chosen; ids are case-insensitive.
-      const ultra = await req('POST', '/api/agents', { json: { goal: 'Say done', model: 'svc-1-ultra', max_credits: 50 } });
+      const ultra = await req('POST', '/api/agents', {
+        json: { goal: 'Say done', model: 'svc-1-ultra', max_credits: 50 },
+      });
       expect(ultra.status, ultra.text).toBe(201);
       expect(ultra.json.model).toBe('svc-1-ultra');
       created.push(ultra.json.agent_id as string);
@@ -192,12 +217,16 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       expect(all.json.next_cursor).toBeNull();
       const ids = (all.json.data as Array<Record<string, unknown>>).map((a) => a.agent_id);
       expect(ids).toEqual(expect.arrayContaining(created));
-      for (const a of all.json.data as Array<Record<string, unknown>>) expect(Object.keys(a).sort()).toEqual(REDUCED_FIELDS);
+      for (const a of all.json.data as Array<Record<string, unknown>>)
+        expect(Object.keys(a).sort()).toEqual(REDUCED_FIELDS);
 
       const paged: unknown[] = [];
       let cursor: string | null = null;
       for (let page = 0; page < 100; page++) {
-        const r: Reply = await req('GET', `/api/agents?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        const r: Reply = await req(
+          'GET',
+          `/api/agents?limit=1${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
         expect(r.status).toBe(200);
         expect(r.json.data).toHaveLength(1);
         paged.push(r.json.data[0].agent_id);
@@ -320,7 +349,11 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
 
     it('413 payload_too_large, by Content-Length and by streamed size', async () => {
       const big = JSON.stringify({ goal: 'x'.repeat(1024 * 1024) });
-      expectError(await req('POST', '/api/agents', { body: big, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
+      expectError(
+        await req('POST', '/api/agents', { body: big, headers: { 'content-type': 'application/json' } }),
+        413,
+        'payload_too_large',
+      );
       const chunk = new TextEncoder().encode('x'.repeat(64 * 1024));
       let sent = 0;
       const stream = new ReadableStream<Uint8Array>({
@@ -333,35 +366,78 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
           controller.enqueue(chunk);
         },
       });
-      expectError(await req('POST', '/api/agents', { body: stream, headers: { 'content-type': 'application/json' } }), 413, 'payload_too_large');
+      expectError(
+        await req('POST', '/api/agents', { body: stream, headers: { 'content-type': 'application/json' } }),
+        413,
+        'payload_too_large',
+      );
       // Exactly at the limit is not too large (it is a goal that is too long).
       const atLimit = `{"goal":"${'y'.repeat(1024 * 1024 - 11)}"}`;
       expect(new TextEncoder().encode(atLimit).byteLength).toBe(1024 * 1024);
-      expectError(await req('POST', '/api/agents', { body: atLimit, headers: { 'content-type': 'application/json' } }), 400, 'invalid_request');
+      expectError(
+        await req('POST', '/api/agents', { body: atLimit, headers: { 'content-type': 'application/json' } }),
+        400,
+        'invalid_request',
+      );
     });
 
     it('415 unsupported_media_type for bodies that are not JSON', async () => {
-      expectError(await req('POST', '/api/agents', { body: '{"goal":"x"}', headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
-      expectError(await req('POST', '/api/agents', { body: 'goal=x', headers: { 'content-type': 'application/x-www-form-urlencoded' } }), 415);
-      expectError(await req('POST', '/api/agents', { body: new Blob(['{"goal":"x"}']) }), 415, 'unsupported_media_type');
       expectError(
-        await req('POST', '/api/agents', { body: '{"goal":"x"}', headers: { 'content-type': 'application/json; charset=latin1' } }),
+        await req('POST', '/api/agents', { body: '{"goal":"x"}', headers: { 'content-type': 'text/plain' } }),
+        415,
+        'unsupported_media_type',
+      );
+      expectError(
+        await req('POST', '/api/agents', {
+          body: 'goal=x',
+          headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        }),
         415,
       );
-      expectError(await req('POST', `/api/agents/${created[0]}/pause`, { body: 'now', headers: { 'content-type': 'text/plain' } }), 415);
-      const ok = await req('POST', '/api/agents', { body: '{"goal":"Say done"}', headers: { 'content-type': 'application/json; charset=UTF-8' } });
+      expectError(
+        await req('POST', '/api/agents', { body: new Blob(['{"goal":"x"}']) }),
+        415,
+        'unsupported_media_type',
+      );
+      expectError(
+        await req('POST', '/api/agents', {
+          body: '{"goal":"x"}',
+          headers: { 'content-type': 'application/json; charset=latin1' },
+        }),
+        415,
+      );
+      expectError(
+        await req('POST', `/api/agents/${created[0]}/pause`, {
+          body: 'now',
+          headers: { 'content-type': 'text/plain' },
+        }),
+        415,
+      );
+      const ok = await req('POST', '/api/agents', {
+        body: '{"goal":"Say done"}',
+        headers: { 'content-type': 'application/json; charset=UTF-8' },
+      });
       expect(ok.status).toBe(201);
       created.push(ok.json.agent_id as string);
     });
 
     it('400 invalid_request: malformed JSON, deep nesting, schema errors, unknown model', async () => {
-      const bad = (body: string) => req('POST', '/api/agents', { body, headers: { 'content-type': 'application/json' } });
+      const bad = (body: string) =>
+        req('POST', '/api/agents', { body, headers: { 'content-type': 'application/json' } });
       for (const body of ['', '{', '{"goal": }', 'null', '[]', '"goal"', '42', '{"goal":"x"} trailing', '\u00ff']) {
         expectError(await bad(body), 400, 'invalid_request');
       }
       expectError(await bad(`{"goal":"x","deep":${'['.repeat(100)}${']'.repeat(100)}}`), 400, 'invalid_request');
       expectError(await bad('['.repeat(200_000)), 400, 'invalid_request');
-      const schema = [{}, { goal: '' }, { goal: '   ' }, { goal: 42 }, { goal: 'x', extra: 1 }, { goal: 'x', max_credits: -1 }, { goal: 'x'.repeat(100_001) }];
+      const schema = [
+        {},
+        { goal: '' },
+        { goal: '   ' },
+        { goal: 42 },
+        { goal: 'x', extra: 1 },
+        { goal: 'x', max_credits: -1 },
+        { goal: 'x'.repeat(100_001) },
+      ];
       for (const json of schema) {
         const r = await req('POST', '/api/agents', { json });
         expectError(r, 400, 'invalid_request');
@@ -371,12 +447,18 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       const model = await req('POST', '/api/agents', { json: { goal: 'x', model: 'gpt-nope' } });
       expectError(model, 400, 'invalid_request');
       expect(model.json.error.message).toMatch(/gpt-nope/);
-      expectError(await req('POST', '/api/agents', { json: { goal: 'x' }, headers: { 'idempotency-key': 'has space' } }), 400);
+      expectError(
+        await req('POST', '/api/agents', { json: { goal: 'x' }, headers: { 'idempotency-key': 'has space' } }),
+        400,
+      );
     });
 
     it('Idempotency-Key: same body replays the first response, another body is 409', async () => {
       const key = `idem-${Math.random().toString(36).slice(2)}`;
-      const first = await req('POST', '/api/agents', { json: { goal: 'Say done', model: 'svc-1-lite' }, headers: { 'idempotency-key': key } });
+      const first = await req('POST', '/api/agents', {
+        json: { goal: 'Say done', model: 'svc-1-lite' },
+        headers: { 'idempotency-key': key },
+      });
       expect(first.status).toBe(201);
       const replay = await req('POST', '/api/agents', {
         body: '{ "model": "svc-1-lite",  "goal": "Say done" }',
@@ -384,10 +466,15 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       });
       expect(replay.status).toBe(201);
       expect(replay.json).toEqual(first.json);
-      const conflict = await req('POST', '/api/agents', { json: { goal: 'Something else' }, headers: { 'idempotency-key': key } });
+      const conflict = await req('POST', '/api/agents', {
+        json: { goal: 'Something else' },
+        headers: { 'idempotency-key': key },
+      });
       expectError(conflict, 409, 'idempotency_conflict');
       const concurrent = await Promise.all(
-        [1, 2, 3].map(() => req('POST', '/api/agents', { json: { goal: 'Say done' }, headers: { 'idempotency-key': `${key}-c` } })),
+        [1, 2, 3].map(() =>
+          req('POST', '/api/agents', { json: { goal: 'Say done' }, headers: { 'idempotency-key': `${key}-c` } }),
+        ),
       );
       expect(new Set(concurrent.map((r) => r.json.agent_id)).size).toBe(1);
       const list = await req('GET', '/api/agents?limit=1000');
@@ -433,7 +520,9 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
     it('429 rate_limited with Retry-After, per key', async () => {
       const { key } = await t().admin.createKey();
       const burst = t().rateLimit.capacity + 100;
-      const replies = await Promise.all(Array.from({ length: burst }, () => req('GET', '/api/agents?limit=1', { key })));
+      const replies = await Promise.all(
+        Array.from({ length: burst }, () => req('GET', '/api/agents?limit=1', { key })),
+      );
       const limited = replies.filter((r) => r.status === 429);
       expect(limited.length).toBeGreaterThan(0);
       expect(replies.every((r) => r.status === 200 || r.status === 429)).toBe(true);

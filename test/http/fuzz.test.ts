@@ -53,20 +53,29 @@ afterAll(async () => {
 });
 
 /** A printable-ASCII string (what fetch can carry in a header). */
-const headerText = (maxLength: number) => fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength });
+const headerText = (maxLength: number) =>
+  fc.string({ unit: fc.integer({ min: 0x20, max: 0x7e }).map((c) => String.fromCharCode(c)), maxLength });
 
-const nested = (depth: number, open: string, close: string, inner = '1') => open.repeat(depth) + inner + close.repeat(depth);
+const nested = (depth: number, open: string, close: string, inner = '1') =>
+  open.repeat(depth) + inner + close.repeat(depth);
 
 const idArb = fc.oneof(
   fc.uuid({ version: 4 }),
-  fc.constantFrom(...['00000000-0000-0000-0000-000000000000', 'not-an-id', '%00', '..', '%2e%2e', '%E0%A4%A', '🙂', 'A'.repeat(3000)]),
+  fc.constantFrom(
+    ...['00000000-0000-0000-0000-000000000000', 'not-an-id', '%00', '..', '%2e%2e', '%E0%A4%A', '🙂', 'A'.repeat(3000)],
+  ),
   fc.string({ maxLength: 60 }).map((s) => encodeURIComponent(s)),
   fc.constant('KNOWN'),
 );
 
 const pathArb = fc.oneof(
   { weight: 6, arbitrary: fc.constantFrom('/api/agents', '/api/agents/', '/api/openapi.json', '/api/agents?limit=2') },
-  { weight: 8, arbitrary: fc.tuple(idArb, fc.constantFrom('', '/pause', '/resume', '/events', '/x', '/pause/', '/pause/x')).map(([id, s]) => `/api/agents/${id}${s}`) },
+  {
+    weight: 8,
+    arbitrary: fc
+      .tuple(idArb, fc.constantFrom('', '/pause', '/resume', '/events', '/x', '/pause/', '/pause/x'))
+      .map(([id, s]) => `/api/agents/${id}${s}`),
+  },
   {
     weight: 3,
     arbitrary: fc
@@ -74,7 +83,18 @@ const pathArb = fc.oneof(
       .map(([k, v]) => `/api/agents?${k}=${encodeURIComponent(v)}`),
   },
   { weight: 2, arbitrary: fc.webPath().map((p) => (p.startsWith('/') ? p : `/${p}`)) },
-  { weight: 1, arbitrary: fc.constantFrom('/api', '/api/', '/API/agents', '/api//agents', '/api/agents/../openapi.json', '/', '/api/agentsX') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '/api',
+      '/api/',
+      '/API/agents',
+      '/api//agents',
+      '/api/agents/../openapi.json',
+      '/',
+      '/api/agentsX',
+    ),
+  },
 );
 
 const contentTypeArb = fc.oneof(
@@ -94,7 +114,10 @@ const contentTypeArb = fc.oneof(
 );
 
 const bodyArb: fc.Arbitrary<string | Uint8Array | undefined> = fc.oneof(
-  { weight: 4, arbitrary: fc.record({ goal: fc.string({ maxLength: 50 }) }, { requiredKeys: [] }).map((o) => JSON.stringify(o)) },
+  {
+    weight: 4,
+    arbitrary: fc.record({ goal: fc.string({ maxLength: 50 }) }, { requiredKeys: [] }).map((o) => JSON.stringify(o)),
+  },
   {
     weight: 3,
     arbitrary: fc
@@ -113,10 +136,24 @@ const bodyArb: fc.Arbitrary<string | Uint8Array | undefined> = fc.oneof(
   { weight: 2, arbitrary: fc.string({ maxLength: 200 }) },
   { weight: 2, arbitrary: fc.uint8Array({ maxLength: 300 }) },
   { weight: 2, arbitrary: fc.integer({ min: 30, max: 200_000 }).map((d) => nested(d, '[', ']')) },
-  { weight: 1, arbitrary: fc.integer({ min: 30, max: 5_000 }).map((d) => `{"goal":"x","a":${nested(d, '{"k":', '}')}}`) },
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: 30, max: 5_000 }).map((d) => `{"goal":"x","a":${nested(d, '{"k":', '}')}}`),
+  },
   { weight: 1, arbitrary: fc.integer({ min: 1, max: 5_000 }).map((d) => nested(d, '[', ']').slice(0, -1)) },
-  { weight: 1, arbitrary: fc.constantFrom('{"__proto__":{"goal":"x"}}', '{"constructor":{"prototype":{}}}', '{"goal":"x","goal":"y"}', '\uFEFF{"goal":"bom"}') },
-  { weight: 1, arbitrary: fc.integer({ min: 1024 * 1024 - 64, max: 2 * 1024 * 1024 }).map((n) => `{"goal":"${'g'.repeat(n)}"}`) },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom(
+      '{"__proto__":{"goal":"x"}}',
+      '{"constructor":{"prototype":{}}}',
+      '{"goal":"x","goal":"y"}',
+      '\uFEFF{"goal":"bom"}',
+    ),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.integer({ min: 1024 * 1024 - 64, max: 2 * 1024 * 1024 }).map((n) => `{"goal":"${'g'.repeat(n)}"}`),
+  },
   { weight: 2, arbitrary: fc.constant(undefined) },
 );
 
@@ -124,7 +161,13 @@ const randomRequestArb = fc.record({
   method: fc.constantFrom('GET', 'POST', 'POST', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS', 'HEAD', 'PROPFIND'),
   path: pathArb,
   knownId: fc.nat(ids.length + 3),
-  key: fc.oneof(fc.constant('VALID'), fc.constant('OTHER'), fc.constant(undefined), headerText(600), fc.constant('agk_')),
+  key: fc.oneof(
+    fc.constant('VALID'),
+    fc.constant('OTHER'),
+    fc.constant(undefined),
+    headerText(600),
+    fc.constant('agk_'),
+  ),
   contentType: contentTypeArb,
   body: bodyArb,
   idempotencyKey: fc.option(headerText(300), { nil: undefined }),
@@ -139,9 +182,19 @@ const nearlyValidArb = fc.record({
   path: fc.constantFrom('/api/agents', '/api/agents', '/api/agents/'),
   knownId: fc.nat(3),
   key: fc.constantFrom<string | undefined>('VALID', 'VALID', 'VALID', 'OTHER', undefined),
-  contentType: fc.constantFrom<string | undefined>('application/json', 'application/json', 'application/json; charset=utf-8', 'text/plain'),
+  contentType: fc.constantFrom<string | undefined>(
+    'application/json',
+    'application/json',
+    'application/json; charset=utf-8',
+    'text/plain',
+  ),
   body: fc.oneof(
-    fc.record({ goal: fc.string({ minLength: 1, maxLength: 80 }), model: fc.constantFrom('svc-1-lite', 'svc-1-ultra', 'x') }, { requiredKeys: ['goal'] }).map((o) => JSON.stringify(o)),
+    fc
+      .record(
+        { goal: fc.string({ minLength: 1, maxLength: 80 }), model: fc.constantFrom('svc-1-lite', 'svc-1-ultra', 'x') },
+        { requiredKeys: ['goal'] },
+      )
+      .map((o) => JSON.stringify(o)),
     bodyArb,
   ),
   idempotencyKey: fc.option(fc.constantFrom('k1', 'k2', 'k3'), { nil: undefined }),
@@ -164,10 +217,12 @@ function shapeProblem(status: number, headers: Headers, text: string): string | 
     return `error body is not JSON: ${text.slice(0, 200)}`;
   }
   const body = json as { error?: Record<string, unknown> };
-  if (!body || typeof body !== 'object' || Object.keys(body).join() !== 'error' || typeof body.error !== 'object') return `bad shape: ${text.slice(0, 200)}`;
+  if (!body || typeof body !== 'object' || Object.keys(body).join() !== 'error' || typeof body.error !== 'object')
+    return `bad shape: ${text.slice(0, 200)}`;
   const e = body.error;
   const keys = Object.keys(e).sort().join();
-  if (keys !== 'code,message,request_id' && keys !== 'code,details,message,request_id') return `bad error keys: ${keys}`;
+  if (keys !== 'code,message,request_id' && keys !== 'code,details,message,request_id')
+    return `bad error keys: ${keys}`;
   if (!ERROR_CODES_BY_STATUS[status]?.includes(e.code as string)) return `code ${String(e.code)} with status ${status}`;
   if (typeof e.message !== 'string' || e.message === '') return 'empty message';
   if (e.request_id !== requestId) return 'request_id differs from x-request-id';
@@ -192,7 +247,11 @@ describe('HTTP fuzz', () => {
         if (r.idempotencyKey !== undefined) headers['idempotency-key'] = r.idempotencyKey;
         if (r.requestId !== undefined) headers['x-request-id'] = r.requestId;
         if (r.lastEventId !== undefined) headers['last-event-id'] = r.lastEventId;
-        const init: RequestInit & { duplex?: 'half' } = { method: r.method, headers, signal: AbortSignal.timeout(10_000) };
+        const init: RequestInit & { duplex?: 'half' } = {
+          method: r.method,
+          headers,
+          signal: AbortSignal.timeout(10_000),
+        };
         if (r.body !== undefined && r.method !== 'GET' && r.method !== 'HEAD') {
           const bytes = typeof r.body === 'string' ? new TextEncoder().encode(r.body) : r.body;
           if (r.chunked) {
@@ -203,7 +262,7 @@ describe('HTTP fuzz', () => {
               },
             });
             init.duplex = 'half';
-          } else init.body = bytes;
+          } else init.body = new Blob([bytes as Uint8Array<ArrayBuffer>]);
         }
         const response = await fetch(base + path, init);
         // Events of a live agent stream forever: the headers are the answer; stop reading.
@@ -223,7 +282,8 @@ describe('HTTP fuzz', () => {
     expect(sent).toBeGreaterThanOrEqual(RUNS);
     expect(unexpected).toEqual([]);
     // The fuzz reached well beyond the front door.
-    for (const status of [200, 201, 400, 401, 404, 405, 413, 415]) expect(statuses.get(status) ?? 0, `status ${status}`).toBeGreaterThan(0);
+    for (const status of [200, 201, 400, 401, 404, 405, 413, 415])
+      expect(statuses.get(status) ?? 0, `status ${status}`).toBeGreaterThan(0);
     const health = await fetch(`${base}/api/openapi.json`);
     expect(health.status).toBe(200);
   });

@@ -36,7 +36,8 @@ export function startGoalDrivenAnthropic(): Promise<FakeAnthropic> {
           info.signal.addEventListener('abort', () => resolveReply({ text: 'aborted' }), { once: true });
         });
       }
-      if (goal.includes(DRAIN)) return { text: 'Spent it all.', usage: { input_tokens: 1_000_000_000, output_tokens: 10 } };
+      if (goal.includes(DRAIN))
+        return { text: 'Spent it all.', usage: { input_tokens: 1_000_000_000, output_tokens: 10 } };
       return { text: 'Done.', usage: { input_tokens: 50, output_tokens: 5 } };
     },
   });
@@ -63,7 +64,11 @@ export interface CliResult {
 /** Runs `agentry <args>` from source and collects its output. */
 export function runCli(args: string[], env: NodeJS.ProcessEnv = cliEnv(), timeoutMs = 30_000): Promise<CliResult> {
   return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
@@ -103,7 +108,10 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 3
     let stderr = '';
     let settled = false;
     const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-    const timer = setTimeout(() => fail(new Error(`agentry serve did not start in ${timeoutMs} ms\n${stdout}\n${stderr}`)), timeoutMs);
+    const timer = setTimeout(
+      () => fail(new Error(`agentry serve did not start in ${timeoutMs} ms\n${stdout}\n${stderr}`)),
+      timeoutMs,
+    );
     const fail = (error: Error) => {
       if (settled) return;
       settled = true;
@@ -130,7 +138,9 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 3
       });
     });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-    child.once('exit', (code) => fail(new Error(`agentry serve exited with ${code} before listening\n${stdout}\n${stderr}`)));
+    child.once('exit', (code) =>
+      fail(new Error(`agentry serve exited with ${code} before listening\n${stdout}\n${stderr}`)),
+    );
   });
 }
 

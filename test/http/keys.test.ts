@@ -34,7 +34,8 @@ beforeAll(async () => {
   const created = await runtime.accounts.create({ id: 'serve', name: 'keys test', credits: 10 });
   accountId = created.account.account_id;
   fullKeys.push(created.apiKey!.key);
-  for (const name of ['ci', 'laptop', 'spare']) fullKeys.push((await runtime.accounts.createApiKey(accountId, { name })).key);
+  for (const name of ['ci', 'laptop', 'spare'])
+    fullKeys.push((await runtime.accounts.createApiKey(accountId, { name })).key);
   server = createServer(createNodeHandler(runtime, { rateLimit: false }));
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -97,7 +98,8 @@ describe('API keys', () => {
     expect((await call(base, key, 'GET', '/api/agents')).status).toBe(200);
     await runtime.accounts.deleteApiKey(accountId, victim!.key_id);
     expectError(await call(base, key, 'GET', '/api/agents'), 401, 'unauthorized');
-    for (const other of fullKeys.filter((k) => k !== key)) expect((await call(base, other, 'GET', '/api/agents')).status).toBe(200);
+    for (const other of fullKeys.filter((k) => k !== key))
+      expect((await call(base, other, 'GET', '/api/agents')).status).toBe(200);
   });
 
   it('after close, the database files still hold no full key', async () => {

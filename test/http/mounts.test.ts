@@ -51,7 +51,9 @@ for (const [name, start] of mounts) {
     admin: {
       addCredits: async (credits) => void (await server.runtime.accounts.addCredits(server.accountId, credits)),
       setSubscription: async (active) =>
-        void (active ? await server.runtime.accounts.subscribe(server.accountId) : await server.runtime.accounts.unsubscribe(server.accountId)),
+        void (active
+          ? await server.runtime.accounts.subscribe(server.accountId)
+          : await server.runtime.accounts.unsubscribe(server.accountId)),
       createKey: async () => {
         const key = await server.runtime.accounts.createApiKey(server.accountId);
         return { key: key.key, keyId: key.key_id };

@@ -29,7 +29,9 @@ function httpSection(): string {
 beforeAll(async () => {
   fake = await startFakeAnthropic({
     handler: (_body, info) =>
-      new Promise<FakeReply>((resolve) => info.signal.addEventListener('abort', () => resolve({ text: 'aborted' }), { once: true })),
+      new Promise<FakeReply>((resolve) =>
+        info.signal.addEventListener('abort', () => resolve({ text: 'aborted' }), { once: true }),
+      ),
   });
   tmp = tempDir('agentry-readme-');
   db = join(tmp.dir, 'agentry.db');
@@ -52,9 +54,13 @@ describe('README: HTTP service', () => {
   });
 
   it('the curl session works as printed: create, poll, pause, resume, list, delete', async () => {
-    const session = [...httpSection().matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes('curl'));
+    const session = [...httpSection().matchAll(/```sh\n([\s\S]*?)```/g)]
+      .map((m) => m[1]!)
+      .find((b) => b.includes('curl'));
     expect(session).toBeDefined();
-    const script = session!.replaceAll('npx agentry', `node --import tsx ${CLI}`).replaceAll('http://127.0.0.1:8787', serve.url);
+    const script = session!
+      .replaceAll('npx agentry', `node --import tsx ${CLI}`)
+      .replaceAll('http://127.0.0.1:8787', serve.url);
     const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], {
       cwd: ROOT,
       env: cliEnv({ AGENTRY_DB: db }),

@@ -21,7 +21,8 @@ beforeAll(async () => {
   runtime = await AgentRuntime.open({
     storage: memoryStorage(),
     model: scriptedModel({
-      turns: (request) => (JSON.stringify(request.messages[0]).includes(HOLD) ? { text: 'late', delayMs: 60_000 } : { text: 'Done.' }),
+      turns: (request) =>
+        JSON.stringify(request.messages[0]).includes(HOLD) ? { text: 'late', delayMs: 60_000 } : { text: 'Done.' },
     }),
   });
   keys.a = (await runtime.accounts.create({ name: 'a', credits: 100 })).apiKey!.key;
@@ -58,8 +59,11 @@ describe('tenant isolation', () => {
     ['DELETE', `/api/agents/${id}`],
   ];
 
-  it('another account\'s agent is 404 on every route, exactly like a missing id, and is left untouched', async () => {
-    for (const [owner, intruder] of [['a', 'b'], ['b', 'a']] as const) {
+  it("another account's agent is 404 on every route, exactly like a missing id, and is left untouched", async () => {
+    for (const [owner, intruder] of [
+      ['a', 'b'],
+      ['b', 'a'],
+    ] as const) {
       for (const id of agents[owner]) {
         const before = (await call(base, keys[owner], 'GET', `/api/agents/${id}`)).json;
         for (const [method, path] of routes(id)) {
@@ -75,7 +79,7 @@ describe('tenant isolation', () => {
     }
   });
 
-  it('lists show only the caller\'s agents, with every filter and page size', async () => {
+  it("lists show only the caller's agents, with every filter and page size", async () => {
     for (const who of ['a', 'b'] as const) {
       const other = who === 'a' ? 'b' : 'a';
       for (const query of ['', '?limit=1', '?status=ACTIVE', '?status=COMPLETED', '?limit=1000']) {
@@ -83,7 +87,12 @@ describe('tenant isolation', () => {
         let cursor: string | null = null;
         do {
           const sep = query === '' ? '?' : '&';
-          const r: Awaited<ReturnType<typeof call>> = await call(base, keys[who], 'GET', `/api/agents${query}${cursor ? `${sep}cursor=${encodeURIComponent(cursor)}` : ''}`);
+          const r: Awaited<ReturnType<typeof call>> = await call(
+            base,
+            keys[who],
+            'GET',
+            `/api/agents${query}${cursor ? `${sep}cursor=${encodeURIComponent(cursor)}` : ''}`,
+          );
           expect(r.status).toBe(200);
           seen.push(...(r.json.data as Array<{ agent_id: string }>).map((a) => a.agent_id));
           cursor = r.json.next_cursor as string | null;
@@ -94,17 +103,30 @@ describe('tenant isolation', () => {
     }
   });
 
-  it('a cursor from one account does not reveal the other\'s agents', async () => {
+  it("a cursor from one account does not reveal the other's agents", async () => {
     const page = await call(base, keys.a, 'GET', '/api/agents?limit=1');
     expect(page.json.next_cursor).toEqual(expect.any(String));
-    const r = await call(base, keys.b, 'GET', `/api/agents?limit=10&cursor=${encodeURIComponent(page.json.next_cursor as string)}`);
-    if (r.status === 200) for (const id of agents.a) expect((r.json.data as Array<{ agent_id: string }>).map((x) => x.agent_id)).not.toContain(id);
+    const r = await call(
+      base,
+      keys.b,
+      'GET',
+      `/api/agents?limit=10&cursor=${encodeURIComponent(page.json.next_cursor as string)}`,
+    );
+    if (r.status === 200)
+      for (const id of agents.a)
+        expect((r.json.data as Array<{ agent_id: string }>).map((x) => x.agent_id)).not.toContain(id);
     else expectError(r, 400, 'invalid_request');
   });
 
   it('Idempotency-Keys are per account', async () => {
-    const a = await call(base, keys.a, 'POST', '/api/agents', { json: { goal: 'Finish' }, headers: { 'idempotency-key': 'shared' } });
-    const b = await call(base, keys.b, 'POST', '/api/agents', { json: { goal: 'Finish' }, headers: { 'idempotency-key': 'shared' } });
+    const a = await call(base, keys.a, 'POST', '/api/agents', {
+      json: { goal: 'Finish' },
+      headers: { 'idempotency-key': 'shared' },
+    });
+    const b = await call(base, keys.b, 'POST', '/api/agents', {
+      json: { goal: 'Finish' },
+      headers: { 'idempotency-key': 'shared' },
+    });
     expect(a.status).toBe(201);
     expect(b.status).toBe(201);
     expect(a.json.agent_id).not.toBe(b.json.agent_id);
@@ -117,12 +139,18 @@ describe('tenant isolation', () => {
     for (const who of ['a', 'b'] as const) {
       const id = agents[who][0]!;
       expect((await call(base, keys[who], 'POST', `/api/agents/${id}/pause`)).json.agent.status).toBe('PAUSED');
-      expect(['ACTIVE', 'STARTING_UP']).toContain((await call(base, keys[who], 'POST', `/api/agents/${id}/resume`)).json.agent.status);
-      expect((await call(base, keys[who], 'DELETE', `/api/agents/${id}`)).json).toEqual({ agent_id: id, deleted: true });
+      expect(['ACTIVE', 'STARTING_UP']).toContain(
+        (await call(base, keys[who], 'POST', `/api/agents/${id}/resume`)).json.agent.status,
+      );
+      expect((await call(base, keys[who], 'DELETE', `/api/agents/${id}`)).json).toEqual({
+        agent_id: id,
+        deleted: true,
+      });
     }
     // The other account's agents survived every attempt above.
     for (const who of ['a', 'b'] as const) {
-      for (const id of agents[who].slice(1)) expect((await call(base, keys[who], 'GET', `/api/agents/${id}`)).status).toBe(200);
+      for (const id of agents[who].slice(1))
+        expect((await call(base, keys[who], 'GET', `/api/agents/${id}`)).status).toBe(200);
     }
   });
 });
