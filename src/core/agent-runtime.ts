@@ -175,6 +175,7 @@ export class AgentRuntime {
       systemPrompt: options.systemPrompt,
       subAgents: this.subAgents,
       inModelLane: (fn) => this.lanes.inModelLane(fn),
+      backOffModels: (ms) => this.lanes.backOffModels(ms, clock),
       inToolLane: (lane, fn) => this.lanes.inToolLane(lane, fn),
     };
     this.scheduler = new Scheduler(deps, {

@@ -70,23 +70,55 @@ export interface StepDeps {
   subAgents: SubAgentHost;
   /** Runs a model call in the models lane. */
   inModelLane<T>(fn: () => Promise<T>): Promise<T>;
+  /** Holds every model call of the runtime back for `ms` (the provider said it is rate limited or overloaded). */
+  backOffModels(ms: number): void;
   /** Runs a tool call in its lane. */
   inToolLane<T>(lane: string, fn: () => Promise<T>): Promise<T>;
 }
 
-/** Abort handles of one running agent: pause aborts `model`; delete and forced shutdown abort both. */
-export interface RunControl {
-  model: AbortController;
-  tools: AbortController;
+/**
+ * Abort handles of one running agent: pause aborts `model`; delete and forced shutdown abort both. The tools handle is
+ * made on first use: most tool calls never look at their signal, and 10,000 agents need not each carry one.
+ */
+export class RunControl {
+  readonly model = new AbortController();
+  private toolsController: AbortController | undefined;
+  private toolsAbortReason: unknown;
   /** Retryable model failures in a row, for backoff. */
-  modelFailures: number;
+  modelFailures = 0;
+  /** Rate-limit answers in a row (they back off the whole model lane, and do not count as failures). */
+  rateLimited = 0;
   /**
    * The tool calls the last model turn of this driver saved, so the next step need not read them back. Only the
    * driver that wrote them uses it; any other path (resume, recovery) reads storage.
    */
-  savedToolCalls?: { turnIdx: number; rows: ToolCallRow[] } | undefined;
+  savedToolCalls: { turnIdx: number; rows: ToolCallRow[] } | undefined;
   /** The agent as this driver's last commit left it (see {@link runStep}). */
-  row?: AgentRow | undefined;
+  row: AgentRow | undefined;
+
+  /** Aborted when the agent is deleted or the runtime shuts down hard; tool calls see it as `ctx.signal`. */
+  get toolsSignal(): AbortSignal {
+    if (!this.toolsController) {
+      this.toolsController = new AbortController();
+      if (this.toolsAbortReason !== undefined) this.toolsController.abort(this.toolsAbortReason);
+    }
+    return this.toolsController.signal;
+  }
+
+  get toolsAborted(): boolean {
+    return this.toolsAbortReason !== undefined;
+  }
+
+  abortTools(reason: unknown): void {
+    this.toolsAbortReason ??= reason;
+    this.toolsController?.abort(reason);
+  }
+
+  /** Stops everything: the model request and the tool calls. */
+  abortAll(reason: unknown): void {
+    this.model.abort(reason);
+    this.abortTools(reason);
+  }
 }
 
 export type StepOutcome =
@@ -99,15 +131,29 @@ export type StepOutcome =
 
 const DEFAULT_CONTEXT_WINDOW = 200_000;
 
+/** Hold ids only need to be unique among live holds: a per-process prefix and a counter (no UUID per step). */
+const HOLD_PREFIX = `h${randomUUID().slice(0, 8)}:`;
+let holdSeq = 0;
+function nextHoldId(): string {
+  return HOLD_PREFIX + (++holdSeq).toString(36);
+}
+
 const CONTINUE: StepOutcome = { kind: 'continue' };
 const STOP: StepOutcome = { kind: 'stop' };
+
+/** Rate-limit answers an agent sits out before it fails: with backoff up to a minute, about an hour. */
+const MAX_RATE_LIMIT_RETRIES = 60;
+
+function isRateLimit(err: ModelError): boolean {
+  return err.status === 429 || err.status === 529;
+}
 
 const UNKNOWN_OUTCOME =
   'The outcome of this call is unknown: the process running it stopped before its result was saved. ' +
   'It was not repeated, because this tool is not safe to run twice. Check its effect before trying again.';
 
 export function newRunControl(): RunControl {
-  return { model: new AbortController(), tools: new AbortController(), modelFailures: 0 };
+  return new RunControl();
 }
 
 /** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
@@ -187,7 +233,7 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
     maxTokens: deps.limits.maxOutputTokens,
     agentId: agent.agent_id,
   };
-  const reservationId = randomUUID();
+  const reservationId = nextHoldId();
   const amount = modelReservation(price, request, sent === all ? bytes : undefined);
   const refusal = await deps.storage.reserve({
     id: reservationId,
@@ -218,6 +264,13 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
   } catch (err) {
     await deps.storage.release(reservationId);
     if (control.model.signal.aborted || isAbortError(err)) return STOP; // paused, deleted or shutting down: redo later
+    if (err instanceof ModelError && err.retryable && isRateLimit(err) && control.rateLimited < MAX_RATE_LIMIT_RETRIES) {
+      // The provider is saturated, not this agent broken: the whole model lane waits, and the agent tries again
+      // behind it without spending its own retries.
+      control.rateLimited++;
+      deps.backOffModels(err.retryAfterMs ?? Math.min(60_000, 1_000 * 2 ** Math.min(6, control.rateLimited - 1)));
+      return { kind: 'retry', afterMs: 0 };
+    }
     if (err instanceof ModelError && err.retryable && control.modelFailures < deps.limits.maxModelRetries) {
       control.modelFailures++;
       const backoff = err.retryAfterMs ?? Math.min(30_000, 500 * 2 ** (control.modelFailures - 1));
@@ -228,6 +281,7 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
     return STOP;
   }
   control.modelFailures = 0;
+  control.rateLimited = 0;
 
   const now = isoTime(deps.clock.now());
   const content = response.content;
@@ -331,7 +385,7 @@ async function runToolCalls(
   const priced = toRun.filter((c) => c.tool && c.tool.price > 0);
   const prices = new Map(priced.map((c) => [c.use.id, toolPrice(deps.prices, c.tool!.name, c.tool!.price)]));
   const total = [...prices.values()].reduce((a, b) => a + b, 0);
-  const reservationId = randomUUID();
+  const reservationId = nextHoldId();
   if (total > 0) {
     const refusal = await deps.storage.reserve({
       id: reservationId,
@@ -362,7 +416,7 @@ async function runToolCalls(
     }),
   );
 
-  if (control.tools.signal.aborted) {
+  if (control.toolsAborted) {
     // Shut down hard or deleted: results cut short by the abort are not results. Nothing is committed, so the calls
     // stay unfinished and recovery decides (idempotent ones run again, the others are reported as unknown).
     if (total > 0) await deps.storage.release(reservationId);
@@ -466,7 +520,9 @@ async function runOneTool(
       return agent;
     },
     toolCallId: use.id,
-    signal: control.tools.signal,
+    get signal() {
+      return control.toolsSignal;
+    },
     reportProgress: report,
     spawn: (tasks) => deps.subAgents.spawn(row, use.id, tasks),
     suspend: (message) => new ToolSuspension(message),

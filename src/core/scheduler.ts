@@ -5,6 +5,7 @@
  * Model and tool calls run in p-queue lanes with their own concurrency caps.
  */
 import PQueue from 'p-queue';
+import type { Clock } from './clock.js';
 import { newRunControl, runStep, type RunControl, type StepDeps } from './loop.js';
 
 export interface SchedulerOptions {
@@ -39,6 +40,30 @@ export class Lanes {
         ? { intervalCap: options.modelRequestsPerInterval, interval: options.modelIntervalMs }
         : {}),
     });
+  }
+
+  private backoffUntil = 0;
+
+  /**
+   * Pauses the model lane for `ms` (calls in flight finish; no new one starts), so a rate-limited provider sees the
+   * whole runtime slow down instead of each agent hammering it. Overlapping back-offs extend to the latest end.
+   */
+  backOffModels(ms: number, clock: Clock): void {
+    const until = clock.now() + ms;
+    if (until <= this.backoffUntil) return;
+    const alreadyPaused = this.backoffUntil > clock.now();
+    this.backoffUntil = until;
+    this.models.pause();
+    if (alreadyPaused) return;
+    const wake = (): void => {
+      const left = this.backoffUntil - clock.now();
+      if (left > 0) {
+        void clock.sleep(left).then(wake);
+        return;
+      }
+      this.models.start();
+    };
+    void clock.sleep(ms).then(wake);
   }
 
   inModelLane<T>(fn: () => Promise<T>): Promise<T> {
@@ -94,10 +119,7 @@ export class Scheduler {
     this.queued.delete(agentId);
     this.again.delete(agentId);
     const running = this.running.get(agentId);
-    if (running) {
-      running.control.model.abort(abortReason(reason));
-      running.control.tools.abort(abortReason(reason));
-    }
+    running?.control.abortAll(abortReason(reason));
   }
 
   /** Runs exactly one step of an agent now (manual mode, tests). */
@@ -149,8 +171,7 @@ export class Scheduler {
     clearTimeout(timer);
     if (timedOut) {
       for (const { control } of this.running.values()) {
-        control.model.abort(abortReason('runtime closed'));
-        control.tools.abort(abortReason('runtime closed'));
+        control.abortAll(abortReason('runtime closed'));
       }
       await all();
     }

@@ -26,7 +26,6 @@ export async function agentEventStream(
   accountId: string,
   lastEventId: string | null,
   signal: AbortSignal,
-  headers: Record<string, string>,
 ): Promise<Response> {
   // Subscribe before reading, so nothing between the read and the first live event is lost.
   const pending: Pending[] = [];
@@ -127,7 +126,6 @@ export async function agentEventStream(
   return new Response(body, {
     status: 200,
     headers: {
-      ...headers,
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-store',
       'x-accel-buffering': 'no',

@@ -341,7 +341,6 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           auth.account.account_id,
           request.headers.get('last-event-id'),
           request.signal,
-          {},
         );
     }
   }

@@ -42,7 +42,14 @@ export function createNodeHandler(runtime: AgentRuntime, options: FetchHandlerOp
   return nodeHandlerFor(createFetchHandler(runtime, options));
 }
 
-/** Wraps an existing fetch handler (for when one runtime serves both a fetch and a Node server). */
+/**
+ * Wraps an existing fetch handler, for when one router serves both a fetch-based and a Node server (they then share
+ * one rate limiter and one set of in-flight idempotency keys).
+ *
+ * @example
+ * const agentry = createFetchHandler(runtime, { basePath: '/v1' });
+ * createServer(nodeHandlerFor(agentry)).listen(8787);
+ */
 export function nodeHandlerFor(fetchHandler: FetchHandler): NodeHandler {
   return async (req, res, next) => {
     try {

@@ -21,10 +21,10 @@ export async function openTestRuntime(
 }
 
 /** Polls `check` until it returns true or the deadline passes (no fixed sleeps). */
-export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5_000, what = 'condition'): Promise<void> {
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5_000, what: string | (() => string) = "condition"): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === "function" ? what() : what}`);
     await new Promise((r) => setImmediate(r));
   }
 }

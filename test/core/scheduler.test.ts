@@ -1,0 +1,73 @@
+/**
+ * Scheduling: run-slot and lane caps, and a model lane that backs off on provider rate limits instead of failing agents.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from 'agentry';
+import { eventually, openTestRuntime } from '../support/runtime.js';
+
+describe('scheduler', () => {
+  it('a 429 backs off the whole model lane (fake clock) and no agent fails', async () => {
+    let rateLimitsLeft = 3;
+    const { runtime, clock, model } = await openTestRuntime(() =>
+      rateLimitsLeft-- > 0
+        ? { error: { message: 'rate limited', retryable: true, status: 429, retryAfterMs: 5_000 } }
+        : { text: 'done' },
+    );
+    const ids = [];
+    for (let i = 0; i < 5; i++) ids.push((await runtime.create({ goal: `agent ${i}` })).agent_id);
+    await eventually(() => model.callCount >= 1 && clock.pendingSleeps > 0, 2_000, 'the first rate limit');
+    const callsWhileBackingOff = model.callCount;
+    // nothing else reaches the provider while the lane is paused
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(model.callCount).toBe(callsWhileBackingOff);
+    for (const id of ids) expect((await runtime.get(id)).agent.status).toBe('ACTIVE');
+    // each back-off ends when the clock passes it; every agent completes
+    const finals = Promise.all(ids.map((id) => runtime.waitFor(id)));
+    let done = false;
+    void finals.then(() => (done = true));
+    while (!done) {
+      clock.advance(5_000);
+      for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    }
+    expect((await finals).map((a) => a.status)).toEqual(Array(5).fill('COMPLETED'));
+    expect(model.callCount).toBe(5 + 3); // every rate-limited call was made again, none failed an agent
+    await runtime.close();
+  });
+
+  it('never steps more agents at once than runSlots, nor runs more tool calls than a lane allows', async () => {
+    let running = 0;
+    let peakTools = 0;
+    const slow = defineTool({
+      name: 'slow',
+      description: 'takes a moment',
+      input: z.object({}),
+      idempotent: true,
+      lane: 'narrow',
+      run: async () => {
+        running++;
+        peakTools = Math.max(peakTools, running);
+        await new Promise((r) => setTimeout(r, 2));
+        running--;
+        return 'ok';
+      },
+    });
+    const { runtime } = await openTestRuntime([{ toolCalls: [{ name: 'slow', input: {} }], delayMs: 1 }, { text: 'done', delayMs: 1 }], {
+      tools: [slow],
+      concurrency: { runSlots: 4, lanes: { narrow: 2 } },
+    });
+    let peakActive = 0;
+    runtime.on('agent.status', () => undefined);
+    const ids = [];
+    for (let i = 0; i < 30; i++) ids.push((await runtime.create({ goal: `agent ${i}` })).agent_id);
+    const sampler = setInterval(() => {
+      peakActive = Math.max(peakActive, (runtime as unknown as { scheduler: { runningCount: number } }).scheduler.runningCount);
+    }, 1);
+    await Promise.all(ids.map((id) => runtime.waitFor(id)));
+    clearInterval(sampler);
+    expect(peakActive).toBeLessThanOrEqual(4);
+    expect(peakActive).toBeGreaterThan(0);
+    expect(peakTools).toBeLessThanOrEqual(2);
+    await runtime.close();
+  });
+});
