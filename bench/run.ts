@@ -1,0 +1,136 @@
+/**
+ * `npm run bench`: runs every scenario in a fresh process (so each peak RSS is its own), prints one JSON document and
+ * a table, and checks the targets of issue 5 as ratios. Sources are transpiled once to .build/ and run with plain node,
+ * so no TypeScript loader sits in the measured processes.
+ *
+ *   npm run bench                 everything
+ *   npm run bench -- --only fanout-10k,floor
+ */
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readdirSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { transformSync } from 'esbuild';
+import { readFileSync } from 'node:fs';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const build = join(here, '.build');
+
+interface Scenario {
+  id: string;
+  file: string;
+  args: string[];
+}
+
+const SCENARIOS: Scenario[] = [
+  { id: 'floor', file: 'scenarios/floor.js', args: ['--n', '10000'] },
+  { id: 'fanout-1k', file: 'scenarios/agentry-fanout.js', args: ['--n', '1000', '--lane', '64'] },
+  { id: 'fanout-10k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--lane', '64'] },
+  { id: 'fanout-100k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--parents', '10', '--lane', '64'] },
+  { id: 'latency-10k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--latency', '50', '--lane', '1000'] },
+  { id: 'poll-under-load', file: 'scenarios/poll.js', args: ['--n', '10000', '--lane', '64'] },
+  { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
+  { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
+  { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },
+];
+
+function transpile(): void {
+  for (const folder of ['lib', 'scenarios', 'peers']) {
+    const from = join(here, folder);
+    if (!existsSync(from)) continue;
+    for (const name of readdirSync(from).filter((f) => f.endsWith('.ts'))) {
+      const out = join(build, folder, name.replace(/\.ts$/, '.js'));
+      mkdirSync(dirname(out), { recursive: true });
+      const { code } = transformSync(readFileSync(join(from, name), 'utf8'), { loader: 'ts', format: 'esm', target: 'node20' });
+      writeFileSync(out, code);
+    }
+  }
+}
+
+function runScenario(s: Scenario): Promise<Record<string, unknown>> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(build, s.file), ...s.args], { cwd: here, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.on('close', (code) => {
+      const line = out.split('\n').find((l) => l.startsWith('RESULT '));
+      if (code !== 0 || !line) return reject(new Error(`${s.id} exited with ${code}:\n${out}`));
+      resolve({ id: s.id, ...(JSON.parse(line.slice(7)) as Record<string, unknown>) });
+    });
+  });
+}
+
+const { values } = parseArgs({ options: { only: { type: 'string' } } });
+const only = values.only?.split(',');
+const root = join(here, '..');
+if (!existsSync(join(root, 'dist', 'index.js'))) execFileSync('npm', ['run', 'build'], { cwd: root, stdio: 'inherit' });
+transpile();
+
+const results: Record<string, Record<string, unknown>> = {};
+for (const s of SCENARIOS) {
+  if (only && !only.includes(s.id)) continue;
+  if (!existsSync(join(build, s.file))) {
+    process.stderr.write(`skipping ${s.id}: ${relative(here, join(here, s.file.replace(/\.js$/, '.ts')))} is missing\n`);
+    continue;
+  }
+  process.stderr.write(`running ${s.id} …\n`);
+  try {
+    results[s.id] = await runScenario(s);
+  } catch (err) {
+    process.stderr.write(`${(err as Error).message}\n`);
+    results[s.id] = { id: s.id, error: (err as Error).message.split('\n')[0] };
+  }
+}
+
+const num = (id: string, key: string): number | undefined => {
+  const v = results[id]?.[key];
+  return typeof v === 'number' ? v : undefined;
+};
+const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? Math.round((a / b) * 1000) / 1000 : undefined);
+const perChild = (id: string) => {
+  const wall = num(id, 'wall_ms');
+  const n = num(id, 'n');
+  return wall !== undefined && n ? wall / n : undefined;
+};
+const targets = [
+  { target: 'fanout-10k wall / floor wall', value: ratio(num('fanout-10k', 'wall_ms'), num('floor', 'wall_ms')), limit: '<= 4' },
+  { target: 'fanout-10k peak RSS (MB)', value: num('fanout-10k', 'peak_rss_mb'), limit: '<= 150' },
+  { target: 'cost per child, 100k / 1k', value: ratio(perChild('fanout-100k'), perChild('fanout-1k')), limit: '<= 1.2' },
+  { target: 'latency-10k wall / ideal', value: num('latency-10k', 'wall_over_ideal'), limit: '<= 1.15' },
+  { target: 'poll-under-load p99 (ms)', value: num('poll-under-load', 'poll_p99_ms'), limit: '<= 20' },
+  { target: 'poll rps / hello-world rps', value: num('poll-under-load', 'rps_ratio'), limit: '>= 0.25' },
+  ...['peer:ai-sdk', 'peer:openai-agents', 'peer:langgraph'].map((p) => ({
+    target: `${p} wall / fanout-10k wall`,
+    value: ratio(num(p, 'wall_ms'), num('fanout-10k', 'wall_ms')),
+    limit: '> 1 (agentry faster)',
+  })),
+];
+const meets = (value: number | undefined, limit: string) => {
+  if (value === undefined) return 'n/a';
+  const [op, bound] = limit.split(' ');
+  const b = Number(bound);
+  return (op === '<=' ? value <= b : op === '>=' ? value >= b : value > b) ? 'yes' : 'NO';
+};
+
+const doc = {
+  machine: { node: process.version, cpus: (await import('node:os')).cpus().length, at: new Date().toISOString() },
+  results,
+  targets: targets.map((t) => ({ ...t, met: meets(t.value, t.limit) })),
+};
+console.log(JSON.stringify(doc, null, 2));
+
+const rows = Object.values(results).map((r) => [
+  String(r.id),
+  r.error ? 'error' : `${r.wall_ms} ms`,
+  r.peak_rss_mb === undefined ? '' : `${r.peak_rss_mb} MB`,
+  r.child_steps_per_s === undefined ? '' : `${r.child_steps_per_s}/s`,
+  r.wall_over_ideal !== undefined ? `wall/ideal ${r.wall_over_ideal}` : r.poll_p99_ms !== undefined ? `p99 ${r.poll_p99_ms} ms, ${r.poll_rps} rps vs hello ${r.hello_rps}` : '',
+]);
+const table = (header: string[], body: string[][]) => {
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
+  const line = (r: string[]) => `| ${r.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  return [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...body.map(line)].join('\n');
+};
+console.log(`\n${table(['scenario', 'wall', 'peak RSS', 'child steps', 'notes'], rows)}\n`);
+console.log(table(['target', 'value', 'limit', 'met'], doc.targets.map((t) => [t.target, String(t.value ?? 'n/a'), t.limit, t.met])));

@@ -1,0 +1,100 @@
+/**
+ * fanout (and latency, with --latency): `--parents` root agents each spawn `--n` children through spawn_sub_agents;
+ * each child takes 2 model turns (one tool call, then its answer) with the scripted model; SQLite file on disk,
+ * every message persisted. Prints wall time, child steps/s and peak RSS.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry';
+import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
+
+export interface FanoutOptions {
+  n: number;
+  parents: number;
+  /** Milliseconds per model call (0 = a zero-latency model). */
+  latency: number;
+  /** Concurrency of the model lane (and run slots). */
+  lane: number;
+  /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
+  onOpen?: (runtime: AgentRuntime, firstAgent: () => string | undefined) => Promise<void> | void;
+}
+
+const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
+
+export async function runFanout(o: FanoutOptions): Promise<Record<string, unknown>> {
+  const dir = mkdtempSync(join(tmpdir(), 'agentry-bench-'));
+  const lookup = defineTool({
+    name: 'lookup',
+    description: 'Looks an item up',
+    input: z.object({ item: z.number() }),
+    idempotent: true,
+    run: ({ item }) => childAnswer(item),
+  });
+  const delay = o.latency > 0 ? { delayMs: o.latency } : {};
+  const model = scriptedModel({
+    record: false,
+    turns: (req, { turnIndex }): ScriptedTurn => {
+      const goal = goalOf(req);
+      if (goal.startsWith('fan out')) {
+        return turnIndex === 0
+          ? { toolCalls: [{ name: 'spawn_sub_agents', input: { tasks: Array.from({ length: o.n }, (_, i) => ({ goal: childGoal(i) })) } }], ...delay }
+          : { text: 'all children reported', ...delay };
+      }
+      const i = Number(/^child (\d+):/.exec(goal)![1]);
+      return turnIndex === 0 ? { toolCalls: [{ name: 'lookup', input: { item: i } }], ...delay } : { text: childAnswer(i), ...delay };
+    },
+  });
+  const slots = Math.max(256, o.lane);
+  const runtime = await AgentRuntime.open({
+    storage: sqliteStorage({ path: join(dir, 'bench.db') }),
+    model,
+    tools: [lookup],
+    defaultAccount: { id: 'local', credits: 1e9 },
+    concurrency: { runSlots: slots, models: o.lane, tools: o.lane },
+  });
+  let first: string | undefined;
+  await o.onOpen?.(runtime, () => first);
+  const t0 = performance.now();
+  const roots: string[] = [];
+  for (let p = 0; p < o.parents; p++) roots.push((await runtime.create({ goal: `fan out ${o.n} #${p}` })).agent_id);
+  first = roots[0];
+  const finals = await Promise.all(roots.map((id) => runtime.waitFor(id)));
+  const wallMs = performance.now() - t0;
+
+  // Check the work really happened: every child COMPLETED, every answer saved, the ledger balances.
+  const completed = (await runtime.storage.listAgentIdsByStatus(['COMPLETED'])).length;
+  const total = o.n * o.parents + o.parents;
+  if (finals.some((a) => a.status !== 'COMPLETED') || completed !== total) {
+    throw new Error(`expected ${total} COMPLETED agents, got ${completed} (roots: ${finals.map((a) => a.status).join(',')})`);
+  }
+  const account = (await runtime.storage.getAccount('local'))!;
+  const ledger = await runtime.storage.listLedger('local');
+  if (ledger.reduce((s, l) => s + l.amount, 0) !== account.balance) throw new Error('ledger invariant broken');
+  const children = o.n * o.parents;
+  await runtime.close();
+  rmSync(dir, { recursive: true, force: true });
+  return {
+    n: children,
+    parents: o.parents,
+    wall_ms: Math.round(wallMs),
+    child_steps_per_s: Math.round((2 * children) / (wallMs / 1000)),
+    us_per_child: Math.round((wallMs * 1000) / children),
+    peak_rss_mb: peakRssMb(),
+    ledger_rows: ledger.length,
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const args = scenarioArgs();
+  const result = await runFanout({ n: args.n, parents: Number(args.parents), latency: Number(args.latency), lane: Number(args.lane) });
+  const latency = Number(args.latency);
+  const ideal = latency > 0 ? (2 * latency * args.n * Number(args.parents)) / Number(args.lane) : undefined;
+  report({
+    name: latency > 0 ? 'latency' : 'fanout',
+    ...(result as { n: number; wall_ms: number; peak_rss_mb: number }),
+    ...(ideal ? { ideal_ms: ideal, wall_over_ideal: Math.round((Number(result.wall_ms) / ideal) * 1000) / 1000 } : {}),
+  });
+}

@@ -1,0 +1,63 @@
+/**
+ * poll-under-load: GET /api/agents/{id} from a load generator on loopback while fanout-10k runs in this process, and
+ * the same load against a bare node:http hello-world (in a process of its own) for the same time.
+ */
+import { fork } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { createNodeHandler } from 'agentry/http';
+import { startLoad, type LoadResult } from '../lib/load-client.js';
+import { peakRssMb, report, scenarioArgs } from '../lib/measure.js';
+import { runFanout } from './agentry-fanout.js';
+
+const args = scenarioArgs();
+let load: { stop(): Promise<LoadResult> } | undefined;
+let close: (() => void) | undefined;
+let loadStarted = 0;
+const fanout = await runFanout({
+  n: args.n,
+  parents: 1,
+  latency: 0,
+  lane: Number(args.lane),
+  async onOpen(runtime, firstAgent) {
+    const key = await runtime.accounts.createApiKey('local', { name: 'bench' });
+    // the poll target exists before the clock starts, so every request finds it
+    const target = await runtime.create({ goal: 'poll target' });
+    await runtime.pause(target.agent_id);
+    const server = createServer(createNodeHandler(runtime));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    close = () => server.close();
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/agents/${target.agent_id}`;
+    void firstAgent;
+    load = await startLoad(url, key.key);
+    loadStarted = performance.now();
+  },
+});
+const underLoad = await load!.stop();
+const loadMs = performance.now() - loadStarted;
+close?.();
+
+// The reference: a bare node:http hello-world in its own process, under the same load for the same time.
+const hello = fork(fileURLToPath(new URL('./hello.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const helloUrl = await new Promise<string>((resolve) => hello.once('message', (m) => resolve(String(m))));
+const helloLoad = await startLoad(helloUrl);
+await new Promise((r) => setTimeout(r, Math.max(1_000, loadMs)));
+const reference = await helloLoad.stop();
+hello.kill();
+
+report({
+  name: 'poll',
+  n: args.n,
+  wall_ms: Number(fanout.wall_ms),
+  peak_rss_mb: peakRssMb(),
+  fanout_wall_ms: fanout.wall_ms,
+  poll_rps: underLoad.rps,
+  poll_p50_ms: underLoad.p50_ms,
+  poll_p99_ms: underLoad.p99_ms,
+  poll_non2xx: underLoad.non2xx,
+  poll_errors: underLoad.errors,
+  hello_rps: reference.rps,
+  hello_p99_ms: reference.p99_ms,
+  rps_ratio: Math.round((underLoad.rps / reference.rps) * 1000) / 1000,
+});
