@@ -487,7 +487,9 @@ export class AgentRuntime {
   /** Agents that were running when the last process stopped continue; holds that process left behind are dropped. */
   private async recover(): Promise<void> {
     const ids = await this.storage.listAgentIdsByStatus(RUNNABLE_STATUSES);
-    await this.storage.releaseAgentReservations(ids);
+    // A PAUSED agent may have been paused while a priced tool call held credits: its hold is stale too.
+    const stopped = await this.storage.listAgentIdsByStatus(['PAUSED', 'OUT_OF_CREDITS']);
+    await this.storage.releaseAgentReservations([...ids, ...stopped]);
     for (const id of ids) this.scheduler.kick(id);
   }
 

@@ -416,26 +416,26 @@ async function runToolCalls(
     }),
   );
 
-  if (control.toolsAborted) {
-    // Shut down hard or deleted: results cut short by the abort are not results. Nothing is committed, so the calls
-    // stay unfinished and recovery decides (idempotent ones run again, the others are reported as unknown).
-    if (total > 0) await deps.storage.release(reservationId);
-    return STOP;
-  }
-
   // Calls waiting for their sub-agents have no result yet: the others' results are saved (they never run again),
   // the waiting ones stay unfinished, and the coordinator wakes the agent when the children are done.
   const waiting = new Set(toolUses.filter((u) => results.get(u.id)?.suspended !== undefined).map((u) => u.id));
+  // Shut down hard or deleted: results cut short by the abort are not results. Those calls stay unfinished and
+  // recovery decides (idempotent ones run again, the others are reported as unknown); calls that returned keep their
+  // results, so a call that took effect is never reported as unknown.
+  const interrupted = new Set(
+    control.toolsAborted ? toRun.filter((c) => results.get(c.use.id)!.threw).map((c) => c.use.id) : [],
+  );
+  const unfinished = new Set([...waiting, ...interrupted]);
   const at = now();
   const finished: ToolCallRow[] = toolUses
-    .filter((use) => !waiting.has(use.id))
+    .filter((use) => !unfinished.has(use.id))
     .map((use) => {
       const r = results.get(use.id)!;
       const base = records.get(use.id) ?? toRun.find((c) => c.use.id === use.id)!.record;
       return { ...base, status: 'finished', result: r.content, is_error: r.isError, updated_at: at };
     });
   const settlements: Settlement[] = priced
-    .filter((c) => !waiting.has(c.use.id))
+    .filter((c) => !unfinished.has(c.use.id))
     .map((c) => ({
       reservation_id: reservationId,
       root_id: agent.root_id,
@@ -451,12 +451,16 @@ async function runToolCalls(
       },
     }));
 
-  if (waiting.size > 0) {
+  if (unfinished.size > 0) {
     const result = await deps.storage.commitStep({
       agent_id: agent.agent_id,
       tool_calls: finished,
       settlements,
-      patch: { ...reportedPatch(reported), status_message: results.get([...waiting][0]!)!.suspended!, updated_at: at },
+      patch: {
+        ...reportedPatch(reported),
+        ...(waiting.size > 0 ? { status_message: results.get([...waiting][0]!)!.suspended! } : {}),
+        updated_at: at,
+      },
     });
     // A hold no settlement consumed is released: the waiting calls reserve again when they re-run.
     if (total > 0 && settlements.length === 0) await deps.storage.release(reservationId);
@@ -498,6 +502,8 @@ interface ToolOutcome {
   isError: boolean;
   /** Set when the call suspended to wait for its sub-agents: it has no result yet. */
   suspended?: string;
+  /** Set when the tool threw rather than returned. */
+  threw?: boolean;
 }
 
 async function runOneTool(
@@ -534,7 +540,7 @@ async function runOneTool(
     return { content: clip(renderToolOutput(output), deps.limits.maxToolResultChars), isError: false };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
-    return { content: clip(`Error: ${message}`, deps.limits.maxToolResultChars), isError: true };
+    return { content: clip(`Error: ${message}`, deps.limits.maxToolResultChars), isError: true, threw: true };
   }
 }
 

@@ -173,7 +173,9 @@ export class Scheduler {
       for (const { control } of this.running.values()) {
         control.abortAll(abortReason('runtime closed'));
       }
-      await all();
+      // A tool that ignores its abort signal must not hold shutdown hostage: give up on it after one more grace
+      // period. Whatever it commits later fails against the closed storage, and recovery treats it as a crash.
+      await Promise.race([all(), new Promise<void>((resolve) => setTimeout(resolve, graceMs).unref())]);
     }
   }
 

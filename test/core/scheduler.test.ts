@@ -71,3 +71,31 @@ describe('scheduler', () => {
     await runtime.close();
   });
 });
+
+describe('shutdown', () => {
+  it('close() does not wait forever for a tool that ignores its abort signal', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const stubborn = defineTool({
+      name: 'stubborn',
+      description: 'ignores aborts',
+      input: z.object({}),
+      idempotent: true,
+      run: async () => {
+        started();
+        await gate;
+        return 'finally';
+      },
+    });
+    const { runtime } = await openTestRuntime([{ toolCalls: [{ name: 'stubborn', input: {} }] }, { text: 'done' }], {
+      tools: [stubborn],
+      closeTimeoutMs: 20,
+    });
+    await runtime.create({ goal: 'x' });
+    await running;
+    await runtime.close(); // resolves although the tool is still running
+    release();
+  });
+});

@@ -872,17 +872,16 @@ describe('holds across a crash', () => {
 });
 
 // ---------------------------------------------------------------------------------------------------------------
-// Bugs in src/ found by this suite. Each test asserts what DESIGN §4 / issue 3 ask for and is marked `it.fails`
-// while src/ does otherwise: once a fix lands vitest reports it, and `.fails` should be removed.
+// Regressions found by this suite while src/ was being written.
 
-describe('known bugs (it.fails until fixed in src/)', () => {
+describe('regressions found by the crash suite', () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'agentry-bugs-'));
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it.fails(
+  it(
     'a non-idempotent call that returned before a hard shutdown keeps its result; only the aborted sibling is redone',
     async () => {
       const db = join(dir, 'sibling.db');
