@@ -93,8 +93,6 @@ export class RunControl {
    * driver that wrote them uses it; any other path (resume, recovery) reads storage.
    */
   savedToolCalls: { turnIdx: number; rows: ToolCallRow[] } | undefined;
-  /** The agent as this driver's last commit left it (see {@link runStep}). */
-  row: AgentRow | undefined;
 
   /** Aborted when the agent is deleted or the runtime shuts down hard; tool calls see it as `ctx.signal`. */
   get toolsSignal(): AbortSignal {
@@ -158,10 +156,8 @@ export function newRunControl(): RunControl {
 
 /** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
 export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
-  // The row this driver's own last commit returned is current unless the agent was paused or deleted meanwhile, and
-  // both abort `control.model`: then, and on a driver's first step, read it.
-  let agent = control.row !== undefined && !control.model.signal.aborted ? control.row : await deps.storage.getAgent(agentId);
-  control.row = undefined;
+  // Read every step, not carried over: another process (the CLI next to `agentry serve`) may have paused it.
+  let agent = await deps.storage.getAgent(agentId);
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
   const now = deps.clock.now();
@@ -341,7 +337,6 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
   if (!result.agent) return STOP;
   if (done) return STOP;
   control.savedToolCalls = { turnIdx: idx, rows: toolCalls };
-  control.row = result.agent;
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
@@ -484,7 +479,6 @@ async function runToolCalls(
   });
   emitCommit(deps, agent, result, [], settlements);
   if (!result.agent) return STOP;
-  control.row = result.agent;
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
