@@ -1,0 +1,30 @@
+/**
+ * The examples a newcomer runs: the embedded example and `npm run demo`, as programs, to COMPLETED.
+ * (The HTTP examples are run by test/http/examples.test.ts.)
+ */
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+
+const run = promisify(execFile);
+const root = join(import.meta.dirname, '..');
+const tsx = (file: string) => run(process.execPath, ['--import', 'tsx', file], { cwd: root, env: { ...process.env, ANTHROPIC_API_KEY: '' } });
+
+describe('examples', () => {
+  it('examples/embedded.ts runs a scripted agent with a custom tool to COMPLETED and prints its transcript and spend', async () => {
+    const { stdout } = await tsx('examples/embedded.ts');
+    expect(stdout).toContain('status: COMPLETED');
+    expect(stdout).toContain('[USER] How much bigger is Paris than Lyon?');
+    expect(stdout).toMatch(/\[ASSISTANT\] Paris \(2,102,650\)/);
+    expect(stdout).toMatch(/1\.365 credits spent/);
+  });
+
+  it('npm run demo (examples/demo.ts) plans, fans out to sub-agents and ends COMPLETED, offline', async () => {
+    const { stdout } = await tsx('examples/demo.ts');
+    expect(stdout).toContain('scripted stand-in for Claude');
+    expect(stdout).toContain('Waiting for 5 of 5 sub-agents');
+    expect(stdout).toMatch(/COMPLETED · 5 sub-agents \(5 completed\)/);
+    expect(stdout).toContain('1. Paris: 19,949 people per km²');
+  });
+});
