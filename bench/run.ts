@@ -28,7 +28,11 @@ const SCENARIOS: Scenario[] = [
   { id: 'fanout-1k', file: 'scenarios/agentry-fanout.js', args: ['--n', '1000', '--lane', '64'] },
   { id: 'fanout-10k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--lane', '64'] },
   { id: 'fanout-100k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--parents', '10', '--lane', '64'] },
-  { id: 'latency-10k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--latency', '50', '--lane', '1000'] },
+  {
+    id: 'latency-10k',
+    file: 'scenarios/agentry-fanout.js',
+    args: ['--n', '10000', '--latency', '50', '--lane', '1000'],
+  },
   { id: 'poll-under-load', file: 'scenarios/poll.js', args: ['--n', '10000', '--lane', '64'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
@@ -42,7 +46,11 @@ function transpile(): void {
     for (const name of readdirSync(from).filter((f) => f.endsWith('.ts'))) {
       const out = join(build, folder, name.replace(/\.ts$/, '.js'));
       mkdirSync(dirname(out), { recursive: true });
-      const { code } = transformSync(readFileSync(join(from, name), 'utf8'), { loader: 'ts', format: 'esm', target: 'node20' });
+      const { code } = transformSync(readFileSync(join(from, name), 'utf8'), {
+        loader: 'ts',
+        format: 'esm',
+        target: 'node20',
+      });
       writeFileSync(out, code);
     }
   }
@@ -50,7 +58,10 @@ function transpile(): void {
 
 function runScenario(s: Scenario): Promise<Record<string, unknown>> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(build, s.file), ...s.args], { cwd: here, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [join(build, s.file), ...s.args], {
+      cwd: here,
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += d.toString()));
     child.on('close', (code) => {
@@ -71,7 +82,9 @@ const results: Record<string, Record<string, unknown>> = {};
 for (const s of SCENARIOS) {
   if (only && !only.includes(s.id)) continue;
   if (!existsSync(join(build, s.file))) {
-    process.stderr.write(`skipping ${s.id}: ${relative(here, join(here, s.file.replace(/\.js$/, '.ts')))} is missing\n`);
+    process.stderr.write(
+      `skipping ${s.id}: ${relative(here, join(here, s.file.replace(/\.js$/, '.ts')))} is missing\n`,
+    );
     continue;
   }
   process.stderr.write(`running ${s.id} …\n`);
@@ -87,16 +100,25 @@ const num = (id: string, key: string): number | undefined => {
   const v = results[id]?.[key];
   return typeof v === 'number' ? v : undefined;
 };
-const ratio = (a?: number, b?: number) => (a !== undefined && b !== undefined && b > 0 ? Math.round((a / b) * 1000) / 1000 : undefined);
+const ratio = (a?: number, b?: number) =>
+  a !== undefined && b !== undefined && b > 0 ? Math.round((a / b) * 1000) / 1000 : undefined;
 const perChild = (id: string) => {
   const wall = num(id, 'wall_ms');
   const n = num(id, 'n');
   return wall !== undefined && n ? wall / n : undefined;
 };
 const targets = [
-  { target: 'fanout-10k wall / floor wall', value: ratio(num('fanout-10k', 'wall_ms'), num('floor', 'wall_ms')), limit: '<= 4' },
+  {
+    target: 'fanout-10k wall / floor wall',
+    value: ratio(num('fanout-10k', 'wall_ms'), num('floor', 'wall_ms')),
+    limit: '<= 4',
+  },
   { target: 'fanout-10k peak RSS (MB)', value: num('fanout-10k', 'peak_rss_mb'), limit: '<= 150' },
-  { target: 'cost per child, 100k / 1k', value: ratio(perChild('fanout-100k'), perChild('fanout-1k')), limit: '<= 1.2' },
+  {
+    target: 'cost per child, 100k / 1k',
+    value: ratio(perChild('fanout-100k'), perChild('fanout-1k')),
+    limit: '<= 1.2',
+  },
   { target: 'latency-10k wall / ideal', value: num('latency-10k', 'wall_over_ideal'), limit: '<= 1.15' },
   { target: 'poll-under-load p99 (ms)', value: num('poll-under-load', 'poll_p99_ms'), limit: '<= 20' },
   { target: 'poll rps / hello-world rps', value: num('poll-under-load', 'rps_ratio'), limit: '>= 0.25' },
@@ -125,7 +147,11 @@ const rows = Object.values(results).map((r) => [
   r.error ? 'error' : `${r.wall_ms} ms`,
   r.peak_rss_mb === undefined ? '' : `${r.peak_rss_mb} MB`,
   r.child_steps_per_s === undefined ? '' : `${r.child_steps_per_s}/s`,
-  r.wall_over_ideal !== undefined ? `wall/ideal ${r.wall_over_ideal}` : r.poll_p99_ms !== undefined ? `p99 ${r.poll_p99_ms} ms, ${r.poll_rps} rps vs hello ${r.hello_rps}` : '',
+  r.wall_over_ideal !== undefined
+    ? `wall/ideal ${r.wall_over_ideal}`
+    : r.poll_p99_ms !== undefined
+      ? `p99 ${r.poll_p99_ms} ms, ${r.poll_rps} rps vs hello ${r.hello_rps}`
+      : '',
 ]);
 const table = (header: string[], body: string[][]) => {
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((r) => r[i]!.length)));
@@ -133,4 +159,9 @@ const table = (header: string[], body: string[][]) => {
   return [line(header), `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`, ...body.map(line)].join('\n');
 };
 console.log(`\n${table(['scenario', 'wall', 'peak RSS', 'child steps', 'notes'], rows)}\n`);
-console.log(table(['target', 'value', 'limit', 'met'], doc.targets.map((t) => [t.target, String(t.value ?? 'n/a'), t.limit, t.met])));
+console.log(
+  table(
+    ['target', 'value', 'limit', 'met'],
+    doc.targets.map((t) => [t.target, String(t.value ?? 'n/a'), t.limit, t.met]),
+  ),
+);

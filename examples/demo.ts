@@ -38,7 +38,10 @@ const cityFacts = defineTool({
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
 const lastResults = (req: ModelRequest): string[] =>
-  req.messages.at(-1)!.content.filter((b): b is ToolResultBlock => b.type === 'tool_result').map((b) => b.content);
+  req.messages
+    .at(-1)!
+    .content.filter((b): b is ToolResultBlock => b.type === 'tool_result')
+    .map((b) => b.content);
 
 /** The stand-in for Claude: it decides each turn from the conversation, like a model would. */
 const model = scriptedModel({
@@ -48,9 +51,18 @@ const model = scriptedModel({
     const city = /^Find the population density of (\w+)$/.exec(goal)?.[1];
     if (city) {
       // a sub-agent: look the city up, then answer
-      if (turnIndex === 0) return { toolCalls: [{ name: 'city_facts', input: { city } }], usage: { inputTokens: 900, outputTokens: 40 }, delayMs: 150 };
+      if (turnIndex === 0)
+        return {
+          toolCalls: [{ name: 'city_facts', input: { city } }],
+          usage: { inputTokens: 900, outputTokens: 40 },
+          delayMs: 150,
+        };
       const facts = JSON.parse(lastResults(req)[0]!) as { density_per_km2: number; population: number };
-      return { text: `${city}: ${facts.density_per_km2.toLocaleString('en-US')} people per km² (population ${facts.population.toLocaleString('en-US')}).`, usage: { inputTokens: 1_000, outputTokens: 30 }, delayMs: 150 };
+      return {
+        text: `${city}: ${facts.density_per_km2.toLocaleString('en-US')} people per km² (population ${facts.population.toLocaleString('en-US')}).`,
+        usage: { inputTokens: 1_000, outputTokens: 30 },
+        delayMs: 150,
+      };
     }
     // the lead agent: plan, fan out one sub-agent per city, then write the report
     const plan = (done: number) => ({
@@ -66,7 +78,13 @@ const model = scriptedModel({
     if (turnIndex === 0) {
       return {
         text: 'I will research the five capitals in parallel with one sub-agent each, then rank them.',
-        toolCalls: [plan(0), { name: 'spawn_sub_agents', input: { tasks: Object.keys(CITIES).map((c) => ({ goal: `Find the population density of ${c}` })) } }],
+        toolCalls: [
+          plan(0),
+          {
+            name: 'spawn_sub_agents',
+            input: { tasks: Object.keys(CITIES).map((c) => ({ goal: `Find the population density of ${c}` })) },
+          },
+        ],
         usage: { inputTokens: 1_800, outputTokens: 160 },
         delayMs: 300,
       };
@@ -79,10 +97,17 @@ const model = scriptedModel({
       .find((b): b is ToolResultBlock => b.type === 'tool_result' && b.content.includes('"spawn_id"'))!;
     const spawn = JSON.parse(spawnResult.content) as { results: Array<{ result: string }> };
     const ranked = spawn.results
-      .map((r) => ({ line: r.result, density: Number(/: ([\d,]+) people/.exec(r.result)?.[1]?.replace(/,/g, '') ?? 0) }))
+      .map((r) => ({
+        line: r.result,
+        density: Number(/: ([\d,]+) people/.exec(r.result)?.[1]?.replace(/,/g, '') ?? 0),
+      }))
       .sort((a, b) => b.density - a.density)
       .map((r, i) => `${i + 1}. ${r.line}`);
-    return { text: `Population density of five European capitals, densest first:\n${ranked.join('\n')}`, usage: { inputTokens: 3_100, outputTokens: 220 }, delayMs: 300 };
+    return {
+      text: `Population density of five European capitals, densest first:\n${ranked.join('\n')}`,
+      usage: { inputTokens: 3_100, outputTokens: 220 },
+      delayMs: 300,
+    };
   },
 });
 
@@ -93,7 +118,11 @@ const runtime = await AgentRuntime.open({
   tools: [cityFacts],
   defaultAccount: { id: 'local', credits: 25 },
 });
-const view = new ProgressView({ write: (t) => process.stdout.write(t), isTTY: Boolean(process.stdout.isTTY), columns: process.stdout.columns });
+const view = new ProgressView({
+  write: (t) => process.stdout.write(t),
+  isTTY: Boolean(process.stdout.isTTY),
+  columns: process.stdout.columns,
+});
 
 console.log('agentry demo — the real runtime on SQLite, with a scripted stand-in for Claude (no key, no network)\n');
 try {
@@ -124,7 +153,9 @@ try {
       `${final.token_count.toLocaleString('en-US')} tokens for the lead agent · ${(25 - account.balance).toFixed(4)} credits spent in all · ` +
       `ledger rows: ${(await runtime.accounts.ledger('local')).length}`,
   );
-  console.log('\nWith a key, the same runtime works on Claude:  ANTHROPIC_API_KEY=sk-ant-... npx agentry run "<your goal>"');
+  console.log(
+    '\nWith a key, the same runtime works on Claude:  ANTHROPIC_API_KEY=sk-ant-... npx agentry run "<your goal>"',
+  );
   if (final.status !== 'COMPLETED') process.exitCode = 1;
 } finally {
   await runtime.close();

@@ -35,25 +35,41 @@ const model = scriptedModel({
       toolCalls: [
         {
           name: 'update_plan',
-          input: { steps: [{ title: 'Look up populations', status: 'in_progress' }, { title: 'Compare', status: 'pending' }] },
+          input: {
+            steps: [
+              { title: 'Look up populations', status: 'in_progress' },
+              { title: 'Compare', status: 'pending' },
+            ],
+          },
         },
         { name: 'city_population', input: { city: 'Paris' } },
         { name: 'city_population', input: { city: 'Lyon' } },
       ],
       usage: { inputTokens: 1_200, outputTokens: 150 },
     },
-    { text: 'Paris (2,102,650) is about four times as populous as Lyon (522,250).', usage: { inputTokens: 1_500, outputTokens: 40 } },
+    {
+      text: 'Paris (2,102,650) is about four times as populous as Lyon (522,250).',
+      usage: { inputTokens: 1_500, outputTokens: 40 },
+    },
   ],
 });
 
-const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: join(dir, 'agentry.db') }), model, tools: [population] });
+const runtime = await AgentRuntime.open({
+  storage: sqliteStorage({ path: join(dir, 'agentry.db') }),
+  model,
+  tools: [population],
+});
 try {
-  runtime.on('agent.progress', ({ agent }) => console.log(`  … ${agent.status_message} (${Math.round(agent.progress * 100)}%)`));
+  runtime.on('agent.progress', ({ agent }) =>
+    console.log(`  … ${agent.status_message} (${Math.round(agent.progress * 100)}%)`),
+  );
   const created = await runtime.create({ goal: 'How much bigger is Paris than Lyon?' });
   console.log(`created ${created.agent_id} (${created.status})`);
   const agent = await runtime.waitFor(created.agent_id);
   const { messages } = await runtime.get(created.agent_id);
-  console.log(`\nstatus: ${agent.status}, progress ${agent.progress}, ${agent.token_count} tokens, ${agent.credits_spent} credits spent`);
+  console.log(
+    `\nstatus: ${agent.status}, progress ${agent.progress}, ${agent.token_count} tokens, ${agent.credits_spent} credits spent`,
+  );
   console.log('\ntranscript:');
   for (const m of messages) console.log(`  [${m.role}] ${m.text}`);
   const account = await runtime.accounts.get(runtime.defaultAccountId);

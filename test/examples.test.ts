@@ -9,7 +9,8 @@ import { describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, '..');
-const tsx = (file: string) => run(process.execPath, ['--import', 'tsx', file], { cwd: root, env: { ...process.env, ANTHROPIC_API_KEY: '' } });
+const tsx = (file: string) =>
+  run(process.execPath, ['--import', 'tsx', file], { cwd: root, env: { ...process.env, ANTHROPIC_API_KEY: '' } });
 
 describe('examples', () => {
   it('examples/embedded.ts runs a scripted agent with a custom tool to COMPLETED and prints its transcript and spend', async () => {

@@ -13,9 +13,15 @@ export interface LoadResult {
   errors: number;
 }
 
-export async function startLoad(url: string, apiKey?: string, connections = 10): Promise<{ stop(): Promise<LoadResult> }> {
+export async function startLoad(
+  url: string,
+  apiKey?: string,
+  connections = 10,
+): Promise<{ stop(): Promise<LoadResult> }> {
   const script = fileURLToPath(new URL('./load.js', import.meta.url));
-  const child = fork(script, [url, apiKey ?? '', String(connections)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(script, [url, apiKey ?? '', String(connections)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const result = new Promise<LoadResult>((resolve, reject) => {
     child.on('message', (m) => {
       if (m !== 'ready') resolve(m as LoadResult);

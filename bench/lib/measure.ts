@@ -18,7 +18,12 @@ export interface ScenarioResult {
 
 export function scenarioArgs(): { n: number; [key: string]: string | number | boolean } {
   const { values } = parseArgs({
-    options: { n: { type: 'string', default: '10000' }, parents: { type: 'string', default: '1' }, latency: { type: 'string', default: '0' }, lane: { type: 'string', default: '1000' } },
+    options: {
+      n: { type: 'string', default: '10000' },
+      parents: { type: 'string', default: '1' },
+      latency: { type: 'string', default: '0' },
+      lane: { type: 'string', default: '1000' },
+    },
     strict: false,
   });
   return {
@@ -42,4 +47,4 @@ export function report(result: ScenarioResult): void {
 
 /** The goal of child `i`, and the answer a child gives: the same task shape in every scenario. */
 export const childGoal = (i: number): string => `child ${i}: look up item ${i} and report it`;
-export const childAnswer = (i: number): string => `item ${i} is ${i * 7 % 101}`;
+export const childAnswer = (i: number): string => `item ${i} is ${(i * 7) % 101}`;

@@ -19,7 +19,7 @@ export interface FanoutOptions {
   /** Concurrency of the model lane (and run slots). */
   lane: number;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
-  onOpen?: (runtime: AgentRuntime, firstAgent: () => string | undefined) => Promise<void> | void;
+  onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
 }
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
@@ -40,11 +40,21 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
       const goal = goalOf(req);
       if (goal.startsWith('fan out')) {
         return turnIndex === 0
-          ? { toolCalls: [{ name: 'spawn_sub_agents', input: { tasks: Array.from({ length: o.n }, (_, i) => ({ goal: childGoal(i) })) } }], ...delay }
+          ? {
+              toolCalls: [
+                {
+                  name: 'spawn_sub_agents',
+                  input: { tasks: Array.from({ length: o.n }, (_, i) => ({ goal: childGoal(i) })) },
+                },
+              ],
+              ...delay,
+            }
           : { text: 'all children reported', ...delay };
       }
       const i = Number(/^child (\d+):/.exec(goal)![1]);
-      return turnIndex === 0 ? { toolCalls: [{ name: 'lookup', input: { item: i } }], ...delay } : { text: childAnswer(i), ...delay };
+      return turnIndex === 0
+        ? { toolCalls: [{ name: 'lookup', input: { item: i } }], ...delay }
+        : { text: childAnswer(i), ...delay };
     },
   });
   const slots = Math.max(256, o.lane);
@@ -55,12 +65,10 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     defaultAccount: { id: 'local', credits: 1e9 },
     concurrency: { runSlots: slots, models: o.lane, tools: o.lane },
   });
-  let first: string | undefined;
-  await o.onOpen?.(runtime, () => first);
+  await o.onOpen?.(runtime);
   const t0 = performance.now();
   const roots: string[] = [];
   for (let p = 0; p < o.parents; p++) roots.push((await runtime.create({ goal: `fan out ${o.n} #${p}` })).agent_id);
-  first = roots[0];
   const finals = await Promise.all(roots.map((id) => runtime.waitFor(id)));
   const wallMs = performance.now() - t0;
 
@@ -68,7 +76,9 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
   const completed = (await runtime.storage.listAgentIdsByStatus(['COMPLETED'])).length;
   const total = o.n * o.parents + o.parents;
   if (finals.some((a) => a.status !== 'COMPLETED') || completed !== total) {
-    throw new Error(`expected ${total} COMPLETED agents, got ${completed} (roots: ${finals.map((a) => a.status).join(',')})`);
+    throw new Error(
+      `expected ${total} COMPLETED agents, got ${completed} (roots: ${finals.map((a) => a.status).join(',')})`,
+    );
   }
   const account = (await runtime.storage.getAccount('local'))!;
   const ledger = await runtime.storage.listLedger('local');
@@ -89,7 +99,12 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   const args = scenarioArgs();
-  const result = await runFanout({ n: args.n, parents: Number(args.parents), latency: Number(args.latency), lane: Number(args.lane) });
+  const result = await runFanout({
+    n: args.n,
+    parents: Number(args.parents),
+    latency: Number(args.latency),
+    lane: Number(args.lane),
+  });
   const latency = Number(args.latency);
   const ideal = latency > 0 ? (2 * latency * args.n * Number(args.parents)) / Number(args.lane) : undefined;
   report({

@@ -96,4 +96,11 @@ written += rows.length;
 const wallMs = performance.now() - t0;
 db.close();
 rmSync(dir, { recursive: true, force: true });
-report({ name: 'floor', n, wall_ms: Math.round(wallMs), rows_written: written, model_turns: 2 * n, peak_rss_mb: peakRssMb() });
+report({
+  name: 'floor',
+  n,
+  wall_ms: Math.round(wallMs),
+  rows_written: written,
+  model_turns: 2 * n,
+  peak_rss_mb: peakRssMb(),
+});

@@ -20,7 +20,7 @@ const fanout = await runFanout({
   parents: 1,
   latency: 0,
   lane: Number(args.lane),
-  async onOpen(runtime, firstAgent) {
+  async onOpen(runtime) {
     const key = await runtime.accounts.createApiKey('local', { name: 'bench' });
     // the poll target exists before the clock starts, so every request finds it
     const target = await runtime.create({ goal: 'poll target' });
@@ -29,7 +29,6 @@ const fanout = await runFanout({
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     close = () => server.close();
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/agents/${target.agent_id}`;
-    void firstAgent;
     load = await startLoad(url, key.key);
     loadStarted = performance.now();
   },
@@ -39,7 +38,9 @@ const loadMs = performance.now() - loadStarted;
 close?.();
 
 // The reference: a bare node:http hello-world in its own process, under the same load for the same time.
-const hello = fork(fileURLToPath(new URL('./hello.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+const hello = fork(fileURLToPath(new URL('./hello.js', import.meta.url)), [], {
+  stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+});
 const helloUrl = await new Promise<string>((resolve) => hello.once('message', (m) => resolve(String(m))));
 const helloLoad = await startLoad(helloUrl);
 await new Promise((r) => setTimeout(r, Math.max(1_000, loadMs)));

@@ -8,7 +8,10 @@ import { UsageError, type CommandModule } from './common.js';
 
 /** Command name -> one-line summary and its module. */
 export const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
-  run: { summary: 'run one agent here until it completes (live progress; Ctrl-C pauses)', load: () => import('./run.js') },
+  run: {
+    summary: 'run one agent here until it completes (live progress; Ctrl-C pauses)',
+    load: () => import('./run.js'),
+  },
   serve: { summary: 'serve the HTTP API (SQLite at ./agentry.db by default)', load: () => import('./serve.js') },
   keys: { summary: 'create, list or delete API keys', load: () => import('./keys.js') },
   credits: { summary: 'add credits or show the balance', load: () => import('./credits.js') },

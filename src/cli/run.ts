@@ -133,7 +133,9 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
         ...(credits !== undefined ? { maxCredits: credits } : {}),
       });
       agentId = created.agent_id;
-      view.note(`Agent ${created.agent_id} · ${created.model}${credits !== undefined ? ` · budget ${credits} credits` : ''}`);
+      view.note(
+        `Agent ${created.agent_id} · ${created.model}${credits !== undefined ? ` · budget ${credits} credits` : ''}`,
+      );
       view.message({ role: 'USER', text: goal });
     }
     runtime.on('agent.message', ({ agent_id, message }) => {
@@ -152,7 +154,9 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
     printSummary(io, final);
     if (terminated) return RUN_EXIT_CODES.interrupted;
     if (interrupted && final.status === 'PAUSED') {
-      io.stdout.write(`Paused. Continue with: agentry run --resume ${final.agent_id}${values.db ? ` --db ${values.db}` : ''}\n`);
+      io.stdout.write(
+        `Paused. Continue with: agentry run --resume ${final.agent_id}${values.db ? ` --db ${values.db}` : ''}\n`,
+      );
       return RUN_EXIT_CODES.interrupted;
     }
     return RUN_EXIT_CODES[final.status as keyof typeof RUN_EXIT_CODES] ?? 1;
@@ -183,7 +187,8 @@ async function pauseQuietly(runtime: AgentRuntime, agentId: string): Promise<voi
 /** Tops the local account up so that `credits` are available for this run. */
 async function ensureAvailable(runtime: AgentRuntime, credits: number): Promise<void> {
   const account = await runtime.accounts.get(runtime.defaultAccountId);
-  if (account.available < credits) await runtime.accounts.addCredits(runtime.defaultAccountId, credits - account.available);
+  if (account.available < credits)
+    await runtime.accounts.addCredits(runtime.defaultAccountId, credits - account.available);
 }
 
 function printSummary(io: RunIO, agent: Agent): void {

@@ -83,10 +83,13 @@ export class Accounts {
    * @example
    * const { account, apiKey } = await runtime.accounts.create({ name: 'acme', credits: 500 });
    */
-  async create(options: z.input<typeof CreateAccountSchema> = {}): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null }> {
+  async create(
+    options: z.input<typeof CreateAccountSchema> = {},
+  ): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null }> {
     const o = parseArgs(CreateAccountSchema, options, 'accounts.create');
     const id = o.id ?? randomUUID();
-    if (await this.storage.getAccount(id)) throw new AgentryError('invalid_request', `Account ${JSON.stringify(id)} already exists`);
+    if (await this.storage.getAccount(id))
+      throw new AgentryError('invalid_request', `Account ${JSON.stringify(id)} already exists`);
     const row: AccountRow = {
       id,
       name: o.name ?? id,
@@ -165,7 +168,10 @@ export class Accounts {
   }
 
   async deleteApiKey(accountId: string, keyId: string): Promise<void> {
-    const deleted = await this.storage.deleteApiKey(parseArgs(Id, accountId, 'accountId'), parseArgs(Id, keyId, 'keyId'));
+    const deleted = await this.storage.deleteApiKey(
+      parseArgs(Id, accountId, 'accountId'),
+      parseArgs(Id, keyId, 'keyId'),
+    );
     if (!deleted) throw notFound('API key', keyId);
   }
 
@@ -189,7 +195,10 @@ export class Accounts {
   /** Every debit and credit of the account, oldest first. */
   async ledger(accountId: string): Promise<LedgerEntry[]> {
     await this.row(accountId);
-    return (await this.storage.listLedger(accountId)).map(({ amount, ...rest }) => ({ ...rest, credits: microsToCredits(amount) }));
+    return (await this.storage.listLedger(accountId)).map(({ amount, ...rest }) => ({
+      ...rest,
+      credits: microsToCredits(amount),
+    }));
   }
 
   private async row(accountId: string): Promise<AccountRow> {
@@ -212,5 +221,11 @@ function toInfo(row: AccountRow): AccountInfo {
 }
 
 function toKeyInfo(row: ApiKeyRow): ApiKeyInfo {
-  return { key_id: row.id, name: row.name, masked: `${API_KEY_PREFIX}…${row.last4}`, last4: row.last4, created_at: row.created_at };
+  return {
+    key_id: row.id,
+    name: row.name,
+    masked: `${API_KEY_PREFIX}…${row.last4}`,
+    last4: row.last4,
+    created_at: row.created_at,
+  };
 }

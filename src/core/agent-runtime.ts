@@ -44,13 +44,22 @@ export const DEFAULT_SYSTEM_PROMPT = [
 const isObjectWith =
   (...methods: string[]) =>
   (v: unknown) =>
-    typeof v === 'object' && v !== null && methods.every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
+    typeof v === 'object' &&
+    v !== null &&
+    methods.every((m) => typeof (v as Record<string, unknown>)[m] === 'function');
 
 const RuntimeOptionsSchema = z
   .object({
     storage: z.custom<StorageAdapter>(isObjectWith('init', 'commitStep'), 'must be a StorageAdapter').optional(),
     model: z.custom<ModelProvider>(isObjectWith('generate'), 'must be a ModelProvider').optional(),
-    tools: z.array(z.custom<Tool>((v) => isObjectWith('run')(v) && typeof (v as Tool).jsonSchema === 'object', 'must come from defineTool()')).default([]),
+    tools: z
+      .array(
+        z.custom<Tool>(
+          (v) => isObjectWith('run')(v) && typeof (v as Tool).jsonSchema === 'object',
+          'must come from defineTool()',
+        ),
+      )
+      .default([]),
     prices: PriceTableSchema.optional(),
     clock: z.custom<Clock>(isObjectWith('now', 'sleep'), 'must be a Clock').optional(),
     defaultModel: z.string().min(1).default('svc-1-lite'),
@@ -61,7 +70,10 @@ const RuntimeOptionsSchema = z
     limits: z
       .object({
         maxSteps: z.number().int().positive().default(100),
-        maxWallClockMs: z.number().positive().default(60 * 60 * 1000),
+        maxWallClockMs: z
+          .number()
+          .positive()
+          .default(60 * 60 * 1000),
         maxOutputTokens: z.number().int().positive().max(1_000_000).default(4096),
         maxToolResultChars: z.number().int().positive().default(50_000),
         maxModelRetries: z.number().int().min(0).default(5),
@@ -198,7 +210,10 @@ export class AgentRuntime {
     const prices = mergePrices(o.prices);
     const clock = o.clock ?? systemClock;
     if (!model.models.includes(o.defaultModel)) {
-      throw new AgentryError('invalid_request', `defaultModel ${JSON.stringify(o.defaultModel)} is not served by the model provider`);
+      throw new AgentryError(
+        'invalid_request',
+        `defaultModel ${JSON.stringify(o.defaultModel)} is not served by the model provider`,
+      );
     }
     await storage.init();
     const runtime = new AgentRuntime(storage, model, clock, o, prices);
@@ -222,14 +237,19 @@ export class AgentRuntime {
     const o = parseArgs(CreateAgentOptionsSchema, options, 'create options');
     const model = o.model ?? this.options.defaultModel;
     if (!this.models.includes(model)) {
-      throw new AgentryError('invalid_request', `Unknown model ${JSON.stringify(model)}; use one of: ${this.models.join(', ')}`, {
-        details: [{ path: 'model', message: `must be one of ${this.models.join(', ')}` }],
-      });
+      throw new AgentryError(
+        'invalid_request',
+        `Unknown model ${JSON.stringify(model)}; use one of: ${this.models.join(', ')}`,
+        {
+          details: [{ path: 'model', message: `must be one of ${this.models.join(', ')}` }],
+        },
+      );
     }
     const accountId = o.accountId ?? this.defaultAccountId;
     const account = await this.storage.getAccount(accountId);
     if (!account) throw notFound('Account', accountId);
-    if (!account.subscription_active) throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
+    if (!account.subscription_active)
+      throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
     if (account.balance - account.reserved <= 0) {
       throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits first');
     }
@@ -264,7 +284,15 @@ export class AgentRuntime {
     await this.storage.insertAgents(
       [row],
       [{ message_id: randomUUID(), agent_id: id, role: 'USER', text: o.goal, timestamp: now }],
-      [{ agent_id: id, idx: 0, role: 'user', content: JSON.stringify([{ type: 'text', text: o.goal }]), created_at: now }],
+      [
+        {
+          agent_id: id,
+          idx: 0,
+          role: 'user',
+          content: JSON.stringify([{ type: 'text', text: o.goal }]),
+          created_at: now,
+        },
+      ],
     );
     this.events.emit('agent.created', { agent: toStatusForm(row) });
     this.scheduler.kick(id);
@@ -294,7 +322,9 @@ export class AgentRuntime {
     const rows = page.rows;
     // A full page may or may not be the last: look one row further.
     const hasMore =
-      rows.length === o.limit && page.last !== null && (await this.storage.listAgents({ ...filter, limit: 1, after: page.last })).rows.length > 0;
+      rows.length === o.limit &&
+      page.last !== null &&
+      (await this.storage.listAgents({ ...filter, limit: 1, after: page.last })).rows.length > 0;
     const next = hasMore && page.last !== null ? encodeCursor(page.last) : null;
     return { data: rows.map(toReducedForm), has_more: hasMore, next_cursor: next };
   }
@@ -309,7 +339,9 @@ export class AgentRuntime {
     const target = assertTransition(row.status, 'pause');
     let updated = row;
     if (target !== row.status) {
-      updated = (await changeStatus(this.deps(), row, 'pause', { status_message: 'Paused' })) ?? (await this.row(agentId, scope));
+      updated =
+        (await changeStatus(this.deps(), row, 'pause', { status_message: 'Paused' })) ??
+        (await this.row(agentId, scope));
       if (updated.status !== 'PAUSED') return this.pause(agentId, scope); // moved meanwhile: decide again
       this.scheduler.controlOf(row.agent_id)?.model.abort(pauseReason());
     }
@@ -383,7 +415,9 @@ export class AgentRuntime {
       };
       const onAbort = () => {
         cleanup();
-        reject(o.signal?.reason instanceof Error ? o.signal.reason : new AgentryError('invalid_state', 'waitFor aborted'));
+        reject(
+          o.signal?.reason instanceof Error ? o.signal.reason : new AgentryError('invalid_state', 'waitFor aborted'),
+        );
       };
       if (o.signal?.aborted) return onAbort();
       let set = this.statusWaiters.get(id);
@@ -520,7 +554,10 @@ function decodeCursor(cursor: string): string {
 async function defaultStorage(): Promise<StorageAdapter> {
   const target = process.env.AGENTRY_DB ?? './agentry.db';
   if (/^postgres(ql)?:\/\//.test(target)) {
-    throw new AgentryError('not_configured', 'PostgreSQL storage is not available yet; pass a SQLite path in AGENTRY_DB');
+    throw new AgentryError(
+      'not_configured',
+      'PostgreSQL storage is not available yet; pass a SQLite path in AGENTRY_DB',
+    );
   }
   const { sqliteStorage } = await import('../storage/sqlite/index.js');
   return sqliteStorage({ path: target });

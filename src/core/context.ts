@@ -34,7 +34,8 @@ export function fitContext(
   contentChars?: number,
 ): ModelMessage[] {
   const budget = Math.floor(contextWindow * CONTEXT_FILL_TARGET);
-  let total = contentChars === undefined ? estimateMessages(messages, fixedTokens) : fixedTokens + Math.ceil(contentChars / 3.5);
+  let total =
+    contentChars === undefined ? estimateMessages(messages, fixedTokens) : fixedTokens + Math.ceil(contentChars / 3.5);
   if (total <= budget) return messages;
   const out = messages.map((m) => ({ ...m, content: [...m.content] }));
   const last = out.length - KEEP_RECENT_MESSAGES;

@@ -33,7 +33,9 @@ export const PriceTableSchema = z
     models: z
       .record(
         z.string(),
-        z.object({ inputPerMillion: z.number().min(0).finite(), outputPerMillion: z.number().min(0).finite() }).strict(),
+        z
+          .object({ inputPerMillion: z.number().min(0).finite(), outputPerMillion: z.number().min(0).finite() })
+          .strict(),
       )
       .optional(),
     tools: z.record(z.string(), z.number().min(0).finite()).optional(),
@@ -62,7 +64,10 @@ export function modelCost(price: ModelPrice, usage: ModelUsage): number {
  * An upper bound on the input tokens of a request. A token always covers at least one byte of UTF-8, so the byte
  * length of everything sent is a bound no tokenizer can exceed; a small per-message allowance covers the framing.
  */
-export function inputTokenBound(request: Pick<ModelRequest, 'system' | 'messages' | 'tools'>, messageBytes?: number): number {
+export function inputTokenBound(
+  request: Pick<ModelRequest, 'system' | 'messages' | 'tools'>,
+  messageBytes?: number,
+): number {
   let bytes = Buffer.byteLength(request.system) + 16 + toolBytes(request.tools);
   if (messageBytes !== undefined) return bytes + messageBytes + 8 * request.messages.length;
   for (const m of request.messages) bytes += Buffer.byteLength(JSON.stringify(m.content)) + 8;

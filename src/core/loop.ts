@@ -40,7 +40,13 @@ import type {
   ToolCallRow,
   TurnRow,
 } from '../storage/adapter.js';
-import { renderToolOutput, ToolSuspension, type ProgressReport, type Tool, type ToolContext } from '../tools/define-tool.js';
+import {
+  renderToolOutput,
+  ToolSuspension,
+  type ProgressReport,
+  type Tool,
+  type ToolContext,
+} from '../tools/define-tool.js';
 import type { SubAgentHost } from './sub-agents.js';
 import type { ToolRegistry } from '../tools/registry.js';
 
@@ -163,7 +169,9 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   const now = deps.clock.now();
 
   if (agent.step_count >= deps.limits.maxSteps) {
-    await changeStatus(deps, agent, 'fail', { status_message: `Failed: step limit reached (${deps.limits.maxSteps} model turns)` });
+    await changeStatus(deps, agent, 'fail', {
+      status_message: `Failed: step limit reached (${deps.limits.maxSteps} model turns)`,
+    });
     return STOP;
   }
   if (activeMs(agent, now) > deps.limits.maxWallClockMs) {
@@ -199,11 +207,18 @@ async function start(deps: StepDeps, agent: AgentRow): Promise<AgentRow | null> 
   });
 }
 
-async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRow[], control: RunControl): Promise<StepOutcome> {
+async function runModelTurn(
+  deps: StepDeps,
+  startingRow: AgentRow,
+  turns: TurnRow[],
+  control: RunControl,
+): Promise<StepOutcome> {
   let agent = startingRow;
   const price = deps.prices.models[agent.model];
   if (!price) {
-    await changeStatus(deps, agent, 'fail', { status_message: `Failed: no price is configured for model ${agent.model}` });
+    await changeStatus(deps, agent, 'fail', {
+      status_message: `Failed: no price is configured for model ${agent.model}`,
+    });
     return STOP;
   }
   const tools = deps.tools.specs();
@@ -239,7 +254,12 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
     amount,
   });
   if (refusal) {
-    await stopForCredits(deps, agent, amount, refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance');
+    await stopForCredits(
+      deps,
+      agent,
+      amount,
+      refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance',
+    );
     return STOP;
   }
   if (agent.status === 'STARTING_UP') {
@@ -260,7 +280,12 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
   } catch (err) {
     await deps.storage.release(reservationId);
     if (control.model.signal.aborted || isAbortError(err)) return STOP; // paused, deleted or shutting down: redo later
-    if (err instanceof ModelError && err.retryable && isRateLimit(err) && control.rateLimited < MAX_RATE_LIMIT_RETRIES) {
+    if (
+      err instanceof ModelError &&
+      err.retryable &&
+      isRateLimit(err) &&
+      control.rateLimited < MAX_RATE_LIMIT_RETRIES
+    ) {
       // The provider is saturated, not this agent broken: the whole model lane waits, and the agent tries again
       // behind it without spending its own retries.
       control.rateLimited++;
@@ -331,7 +356,9 @@ async function runModelTurn(deps: StepDeps, startingRow: AgentRow, turns: TurnRo
       status_message: done ? undefined : describeToolCalls(deps, toolUses),
       updated_at: now,
     },
-    status: done ? statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' }) : undefined,
+    status: done
+      ? statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' })
+      : undefined,
   });
   emitCommit(deps, agent, result, messages, [settlement]);
   if (!result.agent) return STOP;
@@ -349,7 +376,9 @@ async function runToolCalls(
 ): Promise<StepOutcome> {
   const saved = control.savedToolCalls?.turnIdx === turnIdx ? control.savedToolCalls.rows : undefined;
   control.savedToolCalls = undefined;
-  const records = new Map((saved ?? (await deps.storage.listToolCalls(agent.agent_id, turnIdx))).map((r) => [r.tool_use_id, r]));
+  const records = new Map(
+    (saved ?? (await deps.storage.listToolCalls(agent.agent_id, turnIdx))).map((r) => [r.tool_use_id, r]),
+  );
   const now = () => isoTime(deps.clock.now());
   const results = new Map<string, ToolOutcome>();
   const toRun: Array<{ use: ToolUseBlock; tool: Tool | undefined; record: ToolCallRow }> = [];
@@ -390,7 +419,12 @@ async function runToolCalls(
       amount: total,
     });
     if (refusal) {
-      await stopForCredits(deps, agent, total, refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance');
+      await stopForCredits(
+        deps,
+        agent,
+        total,
+        refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance',
+      );
       return STOP;
     }
   }
@@ -471,7 +505,13 @@ async function runToolCalls(
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
     turns: [
-      { agent_id: agent.agent_id, idx: turnIdx + 1, role: 'user', content: JSON.stringify(resultBlocks), created_at: at },
+      {
+        agent_id: agent.agent_id,
+        idx: turnIdx + 1,
+        role: 'user',
+        content: JSON.stringify(resultBlocks),
+        created_at: at,
+      },
     ],
     tool_calls: finished,
     settlements,
@@ -486,7 +526,9 @@ async function runToolCalls(
 function reportedPatch(reported: ProgressReport): Pick<AgentPatch, 'progress' | 'status_message' | 'plan'> {
   return {
     ...(reported.message !== undefined ? { status_message: reported.message } : {}),
-    ...(reported.progress !== undefined ? { progress: Math.min(MAX_PLAN_PROGRESS, Math.max(0, reported.progress)) } : {}),
+    ...(reported.progress !== undefined
+      ? { progress: Math.min(MAX_PLAN_PROGRESS, Math.max(0, reported.progress)) }
+      : {}),
     ...(reported.plan !== undefined ? { plan: JSON.stringify(reported.plan) } : {}),
   };
 }

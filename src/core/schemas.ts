@@ -75,7 +75,11 @@ export type AgentList = z.infer<typeof AgentListSchema>;
 /** Body of POST /api/agents. */
 export const CreateAgentBodySchema = z
   .object({
-    goal: z.string().trim().min(1, 'goal must not be empty').max(MAX_GOAL_LENGTH, `goal is longer than ${MAX_GOAL_LENGTH} characters`),
+    goal: z
+      .string()
+      .trim()
+      .min(1, 'goal must not be empty')
+      .max(MAX_GOAL_LENGTH, `goal is longer than ${MAX_GOAL_LENGTH} characters`),
     model: z.string().min(1).max(200).optional(),
     max_credits: z.number().positive().finite().optional(),
   })

@@ -47,7 +47,12 @@ export interface SubAgentHost {
   spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<SpawnedSubAgents>;
   /** Registers a parent whose `spawnId` call suspended, so it is woken when its children are done. */
   waitFor(parentId: string, spawnId: string): void;
-  results(parentId: string, spawnId: string, offset: number, limit: number): Promise<{ total: number; results: SubAgentResult[] }>;
+  results(
+    parentId: string,
+    spawnId: string,
+    offset: number,
+    limit: number,
+  ): Promise<{ total: number; results: SubAgentResult[] }>;
 }
 
 interface Wait {
@@ -134,7 +139,13 @@ export class SubAgentCoordinator implements SubAgentHost {
     }));
     await this.storage.insertAgents(
       rows,
-      rows.map((r) => ({ message_id: randomUUID(), agent_id: r.agent_id, role: 'USER' as const, text: r.goal, timestamp: now })),
+      rows.map((r) => ({
+        message_id: randomUUID(),
+        agent_id: r.agent_id,
+        role: 'USER' as const,
+        text: r.goal,
+        timestamp: now,
+      })),
       rows.map((r) => ({
         agent_id: r.agent_id,
         idx: 0,
@@ -157,7 +168,12 @@ export class SubAgentCoordinator implements SubAgentHost {
     void this.count(parentId);
   }
 
-  async results(parentId: string, spawnId: string, offset: number, limit: number): Promise<{ total: number; results: SubAgentResult[] }> {
+  async results(
+    parentId: string,
+    spawnId: string,
+    offset: number,
+    limit: number,
+  ): Promise<{ total: number; results: SubAgentResult[] }> {
     const prefix = spawnKeyPrefix(spawnId);
     const counts = await this.storage.countChildrenByStatus(parentId, prefix);
     const total = Object.values(counts).reduce((a, b) => a + (b ?? 0), 0);
@@ -190,7 +206,8 @@ export class SubAgentCoordinator implements SubAgentHost {
     if (!RUNNABLE_STATUSES.includes(previous) || RUNNABLE_STATUSES.includes(agent.status)) return;
     wait.events++;
     // Count again when all may be done, and about 50 times over a fan-out for the parent's progress.
-    if (wait.events >= wait.remaining || wait.events >= Math.max(1, Math.floor(wait.total / 50))) void this.count(parentId);
+    if (wait.events >= wait.remaining || wait.events >= Math.max(1, Math.floor(wait.total / 50)))
+      void this.count(parentId);
   };
 
   private async count(parentId: string): Promise<void> {
@@ -274,7 +291,12 @@ const SpawnInput = z.object({
   tasks: z
     .array(
       z.object({
-        goal: z.string().trim().min(1).max(MAX_GOAL_LENGTH).describe('What this sub-agent should achieve, self-contained'),
+        goal: z
+          .string()
+          .trim()
+          .min(1)
+          .max(MAX_GOAL_LENGTH)
+          .describe('What this sub-agent should achieve, self-contained'),
         model: z.string().optional().describe('Model for this sub-agent; defaults to yours'),
       }),
     )
@@ -299,7 +321,9 @@ function createSpawnTool(): Tool<z.infer<typeof SpawnInput>> {
       // Stopped children (paused, out of credits) are not done: the coordinator decides what the parent does.
       const running = total - (counts.COMPLETED ?? 0) - (counts.FAILED ?? 0);
       if (running > 0) {
-        return ctx.suspend(`Waiting for ${running.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} sub-agents`);
+        return ctx.suspend(
+          `Waiting for ${running.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} sub-agents`,
+        );
       }
       const { results } = await ctx.subAgentResults(ctx.toolCallId, { offset: 0, limit: FIRST_RESULTS });
       return {
@@ -309,7 +333,8 @@ function createSpawnTool(): Tool<z.infer<typeof SpawnInput>> {
         results,
         ...(total > results.length
           ? {
-              more: `Showing ${results.length} of ${total} results. Call ${READ_RESULTS_TOOL_NAME} with ` +
+              more:
+                `Showing ${results.length} of ${total} results. Call ${READ_RESULTS_TOOL_NAME} with ` +
                 `{"spawn_id": "${ctx.toolCallId}", "offset": ${results.length}} for more.`,
             }
           : {}),

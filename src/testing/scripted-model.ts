@@ -38,7 +38,8 @@ export interface ScriptContext {
   callIndex: number;
 }
 
-export type Script = ScriptedTurn[] | ((request: ModelRequest, context: ScriptContext) => ScriptedTurn | Promise<ScriptedTurn>);
+export type Script =
+  ScriptedTurn[] | ((request: ModelRequest, context: ScriptContext) => ScriptedTurn | Promise<ScriptedTurn>);
 
 export interface ScriptedModelOptions {
   /** The turns every agent plays, or a function that decides each turn from the request. */
@@ -79,7 +80,8 @@ const OptionsSchema = z
  */
 export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
   const parsed = OptionsSchema.safeParse(options);
-  if (!parsed.success) throw new AgentryError('invalid_request', `Invalid scriptedModel options: ${z.prettifyError(parsed.error)}`);
+  if (!parsed.success)
+    throw new AgentryError('invalid_request', `Invalid scriptedModel options: ${z.prettifyError(parsed.error)}`);
   const record = options.record ?? true;
   const calls: ModelRequest[] = [];
   let callCount = 0;
@@ -88,9 +90,12 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
     if (typeof options.turns === 'function') return options.turns(request, context);
     const turn = options.turns[context.turnIndex];
     if (!turn) {
-      throw new ModelError(`scriptedModel: the script has no turn ${context.turnIndex} (it has ${options.turns.length})`, {
-        retryable: false,
-      });
+      throw new ModelError(
+        `scriptedModel: the script has no turn ${context.turnIndex} (it has ${options.turns.length})`,
+        {
+          retryable: false,
+        },
+      );
     }
     return turn;
   };

@@ -30,7 +30,10 @@ export interface ToolContext {
   subAgentResults(
     spawnId: string,
     page: { offset: number; limit: number },
-  ): Promise<{ total: number; results: Array<{ index: number; agent_id: string; status: string; result: string | null }> }>;
+  ): Promise<{
+    total: number;
+    results: Array<{ index: number; agent_id: string; status: string; result: string | null }>;
+  }>;
 }
 
 export interface ProgressReport {
@@ -116,14 +119,18 @@ const ToolDefinitionSchema = z.object({
 export function defineTool<Input>(definition: ToolDefinition<Input>): Tool<Input> {
   const parsed = ToolDefinitionSchema.safeParse(definition);
   if (!parsed.success) {
-    throw new AgentryError('invalid_request', `Invalid tool definition ${JSON.stringify(definition?.name)}: ${z.prettifyError(parsed.error)}`, {
-      details: parsed.error.issues,
-    });
+    throw new AgentryError(
+      'invalid_request',
+      `Invalid tool definition ${JSON.stringify(definition?.name)}: ${z.prettifyError(parsed.error)}`,
+      {
+        details: parsed.error.issues,
+      },
+    );
   }
-  const { $schema: _ignored, ...jsonSchema } = z.toJSONSchema(definition.input, { io: 'input', unrepresentable: 'any' }) as Record<
-    string,
-    unknown
-  >;
+  const { $schema: _ignored, ...jsonSchema } = z.toJSONSchema(definition.input, {
+    io: 'input',
+    unrepresentable: 'any',
+  }) as Record<string, unknown>;
   if (jsonSchema.type !== 'object') {
     throw new AgentryError('invalid_request', `Tool ${definition.name}: the input schema must be a z.object(...)`);
   }

@@ -76,7 +76,16 @@ describe('agentry run', () => {
         ? {
             content: [
               { type: 'text', text: 'Planning first.' },
-              { type: 'tool_use', name: 'update_plan', input: { steps: [{ title: 'Look around', status: 'in_progress' }, { title: 'Answer', status: 'pending' }] } },
+              {
+                type: 'tool_use',
+                name: 'update_plan',
+                input: {
+                  steps: [
+                    { title: 'Look around', status: 'in_progress' },
+                    { title: 'Answer', status: 'pending' },
+                  ],
+                },
+              },
             ],
             usage: { input_tokens: 500, output_tokens: 50 },
           }

@@ -23,7 +23,9 @@ describe('fitContext', () => {
     const before = JSON.stringify(m);
     const fitted = fitContext(m, 200_000, 1_000);
     expect(JSON.stringify(m)).toBe(before);
-    const results = fitted.flatMap((x) => x.content).filter((b) => b.type === 'tool_result') as Array<{ content: string }>;
+    const results = fitted.flatMap((x) => x.content).filter((b) => b.type === 'tool_result') as Array<{
+      content: string;
+    }>;
     expect(results[0]!.content).toMatch(/^\[elided/);
     expect(results.at(-1)!.content.startsWith('39:')).toBe(true);
     expect(results.at(-2)!.content.startsWith('38:')).toBe(true);

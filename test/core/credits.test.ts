@@ -18,10 +18,19 @@ const lookup = defineTool({
 describe('credits (DESIGN §5)', () => {
   it('settles exactly the price table, to the micro-credit, for both models and tools', async () => {
     const script = [
-      { toolCalls: [{ name: 'lookup', input: { q: 'a' } }, { name: 'lookup', input: { q: 'b' } }], usage: { inputTokens: 1_234, outputTokens: 567, cacheReadInputTokens: 100, cacheCreationInputTokens: 10 } },
+      {
+        toolCalls: [
+          { name: 'lookup', input: { q: 'a' } },
+          { name: 'lookup', input: { q: 'b' } },
+        ],
+        usage: { inputTokens: 1_234, outputTokens: 567, cacheReadInputTokens: 100, cacheCreationInputTokens: 10 },
+      },
       { text: 'done', usage: { inputTokens: 2_001, outputTokens: 33 } },
     ];
-    const { runtime } = await openTestRuntime(script, { tools: [lookup], defaultAccount: { id: 'local', credits: 50 } });
+    const { runtime } = await openTestRuntime(script, {
+      tools: [lookup],
+      defaultAccount: { id: 'local', credits: 50 },
+    });
     const lite = await runtime.create({ goal: 'lite', model: 'svc-1-lite' });
     const ultra = await runtime.create({ goal: 'ultra', model: 'svc-1-ultra' });
     const a = await runtime.waitFor(lite.agent_id);
@@ -42,12 +51,18 @@ describe('credits (DESIGN §5)', () => {
     expect(spend.filter((l) => l.kind === 'model')).toHaveLength(4);
     const account = await runtime.storage.getAccount('local');
     expect(account!.balance).toBe(50_000_000 - liteModel - ultraModel - 2 * tools);
-    expect((await runtime.accounts.ledger('local')).reduce((s, l) => s + l.credits * 1e6, 0)).toBeCloseTo(account!.balance, 0);
+    expect((await runtime.accounts.ledger('local')).reduce((s, l) => s + l.credits * 1e6, 0)).toBeCloseTo(
+      account!.balance,
+      0,
+    );
     await runtime.close();
   });
 
   it('a small balance ends OUT_OF_CREDITS with balance >= 0; after a top-up and resume it COMPLETES', async () => {
-    const turn = { toolCalls: [{ name: 'lookup', input: { q: 'x' } }], usage: { inputTokens: 5_000, outputTokens: 500 } };
+    const turn = {
+      toolCalls: [{ name: 'lookup', input: { q: 'x' } }],
+      usage: { inputTokens: 5_000, outputTokens: 500 },
+    };
     const { runtime } = await openTestRuntime([turn, turn, turn, { text: 'done' }], {
       tools: [lookup],
       defaultAccount: { id: 'local', credits: 3 },
@@ -66,7 +81,10 @@ describe('credits (DESIGN §5)', () => {
   });
 
   it('max_credits caps a whole agent without overspend', async () => {
-    const turn = { toolCalls: [{ name: 'lookup', input: { q: 'x' } }], usage: { inputTokens: 5_000, outputTokens: 500 } };
+    const turn = {
+      toolCalls: [{ name: 'lookup', input: { q: 'x' } }],
+      usage: { inputTokens: 5_000, outputTokens: 500 },
+    };
     const { runtime } = await openTestRuntime(() => turn, { tools: [lookup], limits: { maxOutputTokens: 1_000 } });
     const { agent_id } = await runtime.create({ goal: 'capped', maxCredits: 4 });
     const agent = await runtime.waitFor(agent_id);
@@ -80,14 +98,20 @@ describe('credits (DESIGN §5)', () => {
     it(`200 agents racing for a balance that covers only some never drive it below zero (${kind})`, async () => {
       const dir = mkdtempSync(join(tmpdir(), 'agentry-credits-'));
       const storage: StorageAdapter = kind === 'memory' ? memoryStorage() : sqliteStorage({ path: join(dir, 'a.db') });
-      const turn = { toolCalls: [{ name: 'lookup', input: { q: 'x' } }], usage: { inputTokens: 2_000, outputTokens: 200 } };
-      const { runtime } = await openTestRuntime([turn, turn, { text: 'done', usage: { inputTokens: 2_000, outputTokens: 200 } }], {
-        storage,
-        tools: [lookup],
-        defaultAccount: { id: 'local', credits: 150 },
-        limits: { maxOutputTokens: 300 },
-        concurrency: { runSlots: 200, models: 50, tools: 50 },
-      });
+      const turn = {
+        toolCalls: [{ name: 'lookup', input: { q: 'x' } }],
+        usage: { inputTokens: 2_000, outputTokens: 200 },
+      };
+      const { runtime } = await openTestRuntime(
+        [turn, turn, { text: 'done', usage: { inputTokens: 2_000, outputTokens: 200 } }],
+        {
+          storage,
+          tools: [lookup],
+          defaultAccount: { id: 'local', credits: 150 },
+          limits: { maxOutputTokens: 300 },
+          concurrency: { runSlots: 200, models: 50, tools: 50 },
+        },
+      );
       const violations: string[] = [];
       runtime.on('credits.charged', () => {
         void (async () => {
@@ -100,7 +124,10 @@ describe('credits (DESIGN §5)', () => {
       const ids = [];
       for (let i = 0; i < 200; i++) ids.push((await runtime.create({ goal: `agent ${i}` })).agent_id);
       const finals = await Promise.all(ids.map((id) => runtime.waitFor(id)));
-      const counts = finals.reduce<Record<string, number>>((c, a) => ({ ...c, [a.status]: (c[a.status] ?? 0) + 1 }), {});
+      const counts = finals.reduce<Record<string, number>>(
+        (c, a) => ({ ...c, [a.status]: (c[a.status] ?? 0) + 1 }),
+        {},
+      );
       expect(counts.COMPLETED).toBeGreaterThan(0);
       expect(counts.OUT_OF_CREDITS).toBeGreaterThan(0);
       expect((counts.COMPLETED ?? 0) + (counts.OUT_OF_CREDITS ?? 0)).toBe(200);

@@ -31,14 +31,23 @@ describe('fan-out of 10,000 sub-agents', () => {
         const goal = goalOf(req);
         if (goal === 'fan out') {
           if (turnIndex === 0) {
-            return { toolCalls: [{ name: 'spawn_sub_agents', input: { tasks: Array.from({ length: N }, (_, i) => ({ goal: `child ${i}` })) } }] };
+            return {
+              toolCalls: [
+                {
+                  name: 'spawn_sub_agents',
+                  input: { tasks: Array.from({ length: N }, (_, i) => ({ goal: `child ${i}` })) },
+                },
+              ],
+            };
           }
           const block = req.messages[2]!.content[0] as { content: string };
           spawnResult = JSON.parse(block.content);
           return { text: 'all done' };
         }
         const i = Number(goal.slice(6));
-        return turnIndex === 0 ? { toolCalls: [{ name: 'lookup', input: { item: i } }], usage: { inputTokens: 50, outputTokens: 10 } } : { text: `answer ${i}`, usage: { inputTokens: 60, outputTokens: 5 } };
+        return turnIndex === 0
+          ? { toolCalls: [{ name: 'lookup', input: { item: i } }], usage: { inputTokens: 50, outputTokens: 10 } }
+          : { text: `answer ${i}`, usage: { inputTokens: 60, outputTokens: 5 } };
       },
     });
     const runtime = await AgentRuntime.open({

@@ -6,7 +6,15 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, AgentryError, defineTool, memoryStorage, nextStatus, type AgentStatus, type StatusTrigger } from 'agentry';
+import {
+  AgentRuntime,
+  AgentryError,
+  defineTool,
+  memoryStorage,
+  nextStatus,
+  type AgentStatus,
+  type StatusTrigger,
+} from 'agentry';
 import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry/testing';
 
 const probe = defineTool({
@@ -26,27 +34,45 @@ const poke = defineTool({
   run: () => 'poked',
 });
 
-const turnArb: fc.Arbitrary<ScriptedTurn> = fc.record({
-  kind: fc.constantFrom('plan', 'probe', 'poke', 'text+probe'),
-  input: fc.integer({ min: 1, max: 30_000 }),
-  output: fc.integer({ min: 0, max: 3_000 }),
-}).map(({ kind, input, output }) => {
-  const usage = { inputTokens: input, outputTokens: output };
-  switch (kind) {
-    case 'plan':
-      return { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 's', status: 'done' }, { title: 't', status: 'pending' }] } }], usage };
-    case 'probe':
-      return { toolCalls: [{ name: 'probe', input: { n: input } }], usage };
-    case 'poke':
-      return { toolCalls: [{ name: 'poke', input: {} }], usage };
-    default:
-      return { text: `checking ${input}`, toolCalls: [{ name: 'probe', input: { n: 1 } }], usage };
-  }
-});
+const turnArb: fc.Arbitrary<ScriptedTurn> = fc
+  .record({
+    kind: fc.constantFrom('plan', 'probe', 'poke', 'text+probe'),
+    input: fc.integer({ min: 1, max: 30_000 }),
+    output: fc.integer({ min: 0, max: 3_000 }),
+  })
+  .map(({ kind, input, output }) => {
+    const usage = { inputTokens: input, outputTokens: output };
+    switch (kind) {
+      case 'plan':
+        return {
+          toolCalls: [
+            {
+              name: 'update_plan',
+              input: {
+                steps: [
+                  { title: 's', status: 'done' },
+                  { title: 't', status: 'pending' },
+                ],
+              },
+            },
+          ],
+          usage,
+        };
+      case 'probe':
+        return { toolCalls: [{ name: 'probe', input: { n: input } }], usage };
+      case 'poke':
+        return { toolCalls: [{ name: 'poke', input: {} }], usage };
+      default:
+        return { text: `checking ${input}`, toolCalls: [{ name: 'probe', input: { n: 1 } }], usage };
+    }
+  });
 
 const scriptArb = fc
   .tuple(fc.array(turnArb, { maxLength: 4 }), fc.integer({ min: 1, max: 30_000 }), fc.integer({ min: 1, max: 3_000 }))
-  .map(([middle, input, output]) => [...middle, { text: 'final answer', usage: { inputTokens: input, outputTokens: output } }]);
+  .map(([middle, input, output]) => [
+    ...middle,
+    { text: 'final answer', usage: { inputTokens: input, outputTokens: output } },
+  ]);
 
 type Command =
   | { op: 'create' }

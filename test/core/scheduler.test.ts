@@ -52,16 +52,25 @@ describe('scheduler', () => {
         return 'ok';
       },
     });
-    const { runtime } = await openTestRuntime([{ toolCalls: [{ name: 'slow', input: {} }], delayMs: 1 }, { text: 'done', delayMs: 1 }], {
-      tools: [slow],
-      concurrency: { runSlots: 4, lanes: { narrow: 2 } },
-    });
+    const { runtime } = await openTestRuntime(
+      [
+        { toolCalls: [{ name: 'slow', input: {} }], delayMs: 1 },
+        { text: 'done', delayMs: 1 },
+      ],
+      {
+        tools: [slow],
+        concurrency: { runSlots: 4, lanes: { narrow: 2 } },
+      },
+    );
     let peakActive = 0;
     runtime.on('agent.status', () => undefined);
     const ids = [];
     for (let i = 0; i < 30; i++) ids.push((await runtime.create({ goal: `agent ${i}` })).agent_id);
     const sampler = setInterval(() => {
-      peakActive = Math.max(peakActive, (runtime as unknown as { scheduler: { runningCount: number } }).scheduler.runningCount);
+      peakActive = Math.max(
+        peakActive,
+        (runtime as unknown as { scheduler: { runningCount: number } }).scheduler.runningCount,
+      );
     }, 1);
     await Promise.all(ids.map((id) => runtime.waitFor(id)));
     clearInterval(sampler);

@@ -61,7 +61,9 @@ describe('status table (DESIGN §3)', () => {
   });
 
   it('ACTIVE -> FAILED at the step limit', async () => {
-    const loop = { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'again', status: 'in_progress' }] } }] };
+    const loop = {
+      toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'again', status: 'in_progress' }] } }],
+    };
     const { runtime } = await openTestRuntime(() => loop, { limits: { maxSteps: 3 } });
     const { agent_id } = await runtime.create({ goal: 'loop forever' });
     const agent = await runtime.waitFor(agent_id);
@@ -71,8 +73,13 @@ describe('status table (DESIGN §3)', () => {
   });
 
   it('ACTIVE -> FAILED at the wall-clock limit (time spent ACTIVE, fake clock)', async () => {
-    const loop = { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'again', status: 'in_progress' }] } }] };
-    const { runtime, clock } = await openTestRuntime(() => loop, { scheduler: 'manual', limits: { maxWallClockMs: 60_000 } });
+    const loop = {
+      toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'again', status: 'in_progress' }] } }],
+    };
+    const { runtime, clock } = await openTestRuntime(() => loop, {
+      scheduler: 'manual',
+      limits: { maxWallClockMs: 60_000 },
+    });
     const { agent_id } = await runtime.create({ goal: 'slow' });
     await runtime.step(agent_id);
     expect((await runtime.get(agent_id)).agent.status).toBe('ACTIVE');
@@ -84,8 +91,13 @@ describe('status table (DESIGN §3)', () => {
   });
 
   it('time spent PAUSED does not count toward the wall-clock limit', async () => {
-    const loop = { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'again', status: 'in_progress' }] } }] };
-    const { runtime, clock } = await openTestRuntime(() => loop, { scheduler: 'manual', limits: { maxWallClockMs: 60_000 } });
+    const loop = {
+      toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'again', status: 'in_progress' }] } }],
+    };
+    const { runtime, clock } = await openTestRuntime(() => loop, {
+      scheduler: 'manual',
+      limits: { maxWallClockMs: 60_000 },
+    });
     const { agent_id } = await runtime.create({ goal: 'slow' });
     clock.advance(30_000);
     await runtime.pause(agent_id);
@@ -100,7 +112,20 @@ describe('status table (DESIGN §3)', () => {
     // The first turn costs exactly the whole balance (10 credits = 100,000 input tokens at 100 credits/M).
     const { runtime, model } = await openTestRuntime(
       [
-        { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'a', status: 'done' }, { title: 'b', status: 'pending' }] } }], usage: { inputTokens: 100_000, outputTokens: 0 } },
+        {
+          toolCalls: [
+            {
+              name: 'update_plan',
+              input: {
+                steps: [
+                  { title: 'a', status: 'done' },
+                  { title: 'b', status: 'pending' },
+                ],
+              },
+            },
+          ],
+          usage: { inputTokens: 100_000, outputTokens: 0 },
+        },
         { text: 'finished' },
       ],
       { defaultAccount: { id: 'local', credits: 10 }, limits: { maxOutputTokens: 100 } },
@@ -216,7 +241,10 @@ describe('status table (DESIGN §3)', () => {
   it('ACTIVE when the process died -> the next open resumes it from the last saved step', async () => {
     const storage = memoryStorage();
     const model = scriptedModel({
-      turns: [{ toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'one', status: 'done' }] } }] }, { text: 'done' }],
+      turns: [
+        { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: 'one', status: 'done' }] } }] },
+        { text: 'done' },
+      ],
     });
     const first = await AgentRuntime.open({ storage, model, scheduler: 'manual' });
     const { agent_id } = await first.create({ goal: 'survive' });

@@ -16,13 +16,23 @@ function fanOutScript(childTurns: 'one' | 'two' = 'two', delayMs = 0) {
     if (fan) {
       if (turnIndex === 0) {
         const n = Number(fan[1]);
-        return { toolCalls: [{ name: 'spawn_sub_agents', input: { tasks: Array.from({ length: n }, (_, i) => ({ goal: `child ${i}` })) } }] };
+        return {
+          toolCalls: [
+            {
+              name: 'spawn_sub_agents',
+              input: { tasks: Array.from({ length: n }, (_, i) => ({ goal: `child ${i}` })) },
+            },
+          ],
+        };
       }
       return { text: `parent done after ${turnIndex} turns` };
     }
     const i = goal.replace('child ', '');
     if (childTurns === 'two' && turnIndex === 0) {
-      return { toolCalls: [{ name: 'update_plan', input: { steps: [{ title: `work ${i}`, status: 'in_progress' }] } }], delayMs };
+      return {
+        toolCalls: [{ name: 'update_plan', input: { steps: [{ title: `work ${i}`, status: 'in_progress' }] } }],
+        delayMs,
+      };
     }
     return { text: `answer ${i}`, delayMs };
   };
@@ -65,9 +75,13 @@ describe('sub-agents', () => {
     const { agent_id } = await runtime.create({ goal: 'fan out 15' });
     expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
     expect(page).toMatchObject({ total: 15, offset: 10 });
-    expect((page as { results: Array<{ result: string }> }).results.map((r) => r.result)).toEqual(
-      ['answer 10', 'answer 11', 'answer 12', 'answer 13', 'answer 14'],
-    );
+    expect((page as { results: Array<{ result: string }> }).results.map((r) => r.result)).toEqual([
+      'answer 10',
+      'answer 11',
+      'answer 12',
+      'answer 13',
+      'answer 14',
+    ]);
     await runtime.close();
   });
 
@@ -93,7 +107,10 @@ describe('sub-agents', () => {
   });
 
   it('STARTING_UP -> OUT_OF_CREDITS when nothing is left when it would get a run slot', async () => {
-    const { runtime, storage } = await openTestRuntime(fanOutScript('one'), { scheduler: 'manual', limits: { maxOutputTokens: 100 } });
+    const { runtime, storage } = await openTestRuntime(fanOutScript('one'), {
+      scheduler: 'manual',
+      limits: { maxOutputTokens: 100 },
+    });
     const { agent_id } = await runtime.create({ goal: 'fan out 1', maxCredits: 1 });
     await runtime.step(agent_id);
     await runtime.step(agent_id);
@@ -102,9 +119,24 @@ describe('sub-agents', () => {
     // spend what is left of the tree's cap, then let the child try to start
     const root = (await storage.getAgent(agent_id))!;
     const left = 1_000_000 - root.tree_spent;
-    expect(await storage.reserve({ id: 'r', account_id: 'local', agent_id, root_id: agent_id, amount: left })).toBeNull();
+    expect(
+      await storage.reserve({ id: 'r', account_id: 'local', agent_id, root_id: agent_id, amount: left }),
+    ).toBeNull();
     await storage.settle([
-      { reservation_id: 'r', root_id: agent_id, ledger: { account_id: 'local', agent_id, kind: 'tool', item: 'test', tokens_in: 0, tokens_out: 0, cost: left, created_at: root.updated_at } },
+      {
+        reservation_id: 'r',
+        root_id: agent_id,
+        ledger: {
+          account_id: 'local',
+          agent_id,
+          kind: 'tool',
+          item: 'test',
+          tokens_in: 0,
+          tokens_out: 0,
+          cost: left,
+          created_at: root.updated_at,
+        },
+      },
     ]);
     expect((await runtime.step(child!.agent_id)).status).toBe('OUT_OF_CREDITS');
     await runtime.close();
@@ -113,7 +145,11 @@ describe('sub-agents', () => {
   it('pausing the parent mid fan-out pauses the tree: no child starts another step; resume finishes all', async () => {
     const { runtime, model } = await openTestRuntime(fanOutScript('two', 2), { concurrency: { runSlots: 8 } });
     const { agent_id } = await runtime.create({ goal: 'fan out 200' });
-    await eventually(async () => (await runtime.list({ parentId: agent_id, status: 'COMPLETED', limit: 1 })).data.length > 0, 10_000, 'first child');
+    await eventually(
+      async () => (await runtime.list({ parentId: agent_id, status: 'COMPLETED', limit: 1 })).data.length > 0,
+      10_000,
+      'first child',
+    );
     await runtime.pause(agent_id);
     await runtime.whenIdle();
     const callsAtPause = model.callCount;

@@ -881,56 +881,53 @@ describe('regressions found by the crash suite', () => {
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it(
-    'a non-idempotent call that returned before a hard shutdown keeps its result; only the aborted sibling is redone',
-    async () => {
-      const db = join(dir, 'sibling.db');
-      const journal = join(dir, 'sibling.txt');
-      let slow = true;
-      let started!: () => void;
-      const running = new Promise<void>((resolve) => (started = resolve));
-      const slowLookup = defineTool({
-        name: 'slow_lookup',
-        description: 'Idempotent; honours its abort signal.',
-        input: z.object({}),
-        idempotent: true,
-        async run(_input, ctx) {
-          started();
-          if (slow) await sleep(30_000, ctx.signal);
-          return 'looked up';
+  it('a non-idempotent call that returned before a hard shutdown keeps its result; only the aborted sibling is redone', async () => {
+    const db = join(dir, 'sibling.db');
+    const journal = join(dir, 'sibling.txt');
+    let slow = true;
+    let started!: () => void;
+    const running = new Promise<void>((resolve) => (started = resolve));
+    const slowLookup = defineTool({
+      name: 'slow_lookup',
+      description: 'Idempotent; honours its abort signal.',
+      input: z.object({}),
+      idempotent: true,
+      async run(_input, ctx) {
+        started();
+        if (slow) await sleep(30_000, ctx.signal);
+        return 'looked up';
+      },
+    });
+    const tools = [slowLookup as Tool, ...testTools({ appendFile: journal, delayMs: () => 0 })];
+    // One turn asks for both: append_line returns at once, slow_lookup is still running when close() gives up.
+    const model = scriptedModel({
+      turns: [
+        {
+          toolCalls: [
+            { name: APPEND_TOOL, input: { n: 1 } },
+            { name: 'slow_lookup', input: {} },
+          ],
         },
-      });
-      const tools = [slowLookup as Tool, ...testTools({ appendFile: journal, delayMs: () => 0 })];
-      // One turn asks for both: append_line returns at once, slow_lookup is still running when close() gives up.
-      const model = scriptedModel({
-        turns: [
-          {
-            toolCalls: [
-              { name: APPEND_TOOL, input: { n: 1 } },
-              { name: 'slow_lookup', input: {} },
-            ],
-          },
-          { text: 'done' },
-        ],
-      });
-      const first = await AgentRuntime.open({ storage: sqliteStorage({ path: db }), model, tools, closeTimeoutMs: 50 });
-      const { agent_id } = await first.create({ goal: 'append, then look up' });
-      await running;
-      await eventually(() => readLines(journal).length === 1, 5_000, 'the append');
-      await first.close();
-      slow = false;
-      const second = await AgentRuntime.open({ storage: sqliteStorage({ path: db }), model, tools });
-      try {
-        expect((await second.waitFor(agent_id)).status).toBe('COMPLETED');
-        const calls = await toolCallsOf(second.storage, agent_id);
-        const append = calls.find((c) => c.name === APPEND_TOOL)!;
-        expect(readLines(journal)).toHaveLength(1); // ran once, never repeated (holds today)
-        // Its result was in hand when the step was aborted: the model should get it, not "outcome unknown" (which
-        // invites a retry of a call that already took effect). Fails today: the whole turn's results are dropped.
-        expect(append.result).toBe(`appended ${append.tool_use_id}`);
-      } finally {
-        await second.close();
-      }
-    },
-  );
+        { text: 'done' },
+      ],
+    });
+    const first = await AgentRuntime.open({ storage: sqliteStorage({ path: db }), model, tools, closeTimeoutMs: 50 });
+    const { agent_id } = await first.create({ goal: 'append, then look up' });
+    await running;
+    await eventually(() => readLines(journal).length === 1, 5_000, 'the append');
+    await first.close();
+    slow = false;
+    const second = await AgentRuntime.open({ storage: sqliteStorage({ path: db }), model, tools });
+    try {
+      expect((await second.waitFor(agent_id)).status).toBe('COMPLETED');
+      const calls = await toolCallsOf(second.storage, agent_id);
+      const append = calls.find((c) => c.name === APPEND_TOOL)!;
+      expect(readLines(journal)).toHaveLength(1); // ran once, never repeated (holds today)
+      // Its result was in hand when the step was aborted: the model should get it, not "outcome unknown" (which
+      // invites a retry of a call that already took effect). Fails today: the whole turn's results are dropped.
+      expect(append.result).toBe(`appended ${append.tool_use_id}`);
+    } finally {
+      await second.close();
+    }
+  });
 });

@@ -44,7 +44,12 @@ describe('runtime + Anthropic provider (real SDK, local Messages API server)', (
             { type: 'text', text: 'Let me check.' },
             { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Paris' } },
           ],
-          usage: { input_tokens: 812, output_tokens: 45, cache_read_input_tokens: 300, cache_creation_input_tokens: 20 },
+          usage: {
+            input_tokens: 812,
+            output_tokens: 45,
+            cache_read_input_tokens: 300,
+            cache_creation_input_tokens: 20,
+          },
         },
         { text: 'It is 21 °C in Paris.', usage: { input_tokens: 905, output_tokens: 12 } },
       ),
@@ -73,7 +78,9 @@ describe('runtime + Anthropic provider (real SDK, local Messages API server)', (
   });
 
   it('a 429 with retry-after, then success, completes', async () => {
-    const { fake, runtime } = await open({ handler: fakeReplies({ status: 429, retryAfter: 0, retryAfterMs: 5 }, { text: 'ok' }) });
+    const { fake, runtime } = await open({
+      handler: fakeReplies({ status: 429, retryAfter: 0, retryAfterMs: 5 }, { text: 'ok' }),
+    });
     const { agent_id } = await runtime.create({ goal: 'x' });
     expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
     expect(fake.requests).toHaveLength(2);
@@ -93,7 +100,10 @@ describe('runtime + Anthropic provider (real SDK, local Messages API server)', (
   it('pause during a slow response aborts the request; resume later completes the agent', async () => {
     let slow = true;
     const { fake, runtime } = await open({
-      handler: () => (slow ? { text: 'too late', delayMs: 60_000 } : { text: 'on time', usage: { input_tokens: 10, output_tokens: 2 } }),
+      handler: () =>
+        slow
+          ? { text: 'too late', delayMs: 60_000 }
+          : { text: 'on time', usage: { input_tokens: 10, output_tokens: 2 } },
     });
     const { agent_id } = await runtime.create({ goal: 'x' });
     await eventually(() => fake.requests.length === 1, 5_000, 'the first request');

@@ -21,10 +21,14 @@ export async function openTestRuntime(
 }
 
 /** Polls `check` until it returns true or the deadline passes (no fixed sleeps). */
-export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 5_000, what: string | (() => string) = "condition"): Promise<void> {
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  timeoutMs = 5_000,
+  what: string | (() => string) = 'condition',
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === "function" ? what() : what}`);
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${typeof what === 'function' ? what() : what}`);
     await new Promise((r) => setImmediate(r));
   }
 }

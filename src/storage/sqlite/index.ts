@@ -438,7 +438,8 @@ class SqliteStorage implements StorageAdapter {
   private flushWrites(): void {
     this.flushScheduled = false;
     // A bounded batch keeps the event loop responsive (HTTP polls between batches); the rest goes in the next turn.
-    const batch = this.pending.length <= MAX_WRITES_PER_COMMIT ? this.pending : this.pending.splice(0, MAX_WRITES_PER_COMMIT);
+    const batch =
+      this.pending.length <= MAX_WRITES_PER_COMMIT ? this.pending : this.pending.splice(0, MAX_WRITES_PER_COMMIT);
     if (batch === this.pending) this.pending = [];
     else if (!this.flushScheduled) {
       this.flushScheduled = true;
@@ -550,7 +551,8 @@ class SqliteStorage implements StorageAdapter {
     if (!account || account.balance - (this.heldByAccount.get(r.account_id) ?? 0) < r.amount) return 'account';
     const root = this.s.treeBudget.get(r.root_id);
     const treeHeld = this.heldByTree.get(r.root_id) ?? 0;
-    if (root && root.max_credits !== null && root.tree_spent + treeHeld + r.amount > root.max_credits) return 'tree_cap';
+    if (root && root.max_credits !== null && root.tree_spent + treeHeld + r.amount > root.max_credits)
+      return 'tree_cap';
     this.holds.set(r.id, { ...r });
     this.heldByAccount.set(r.account_id, (this.heldByAccount.get(r.account_id) ?? 0) + r.amount);
     if (root) this.heldByTree.set(r.root_id, treeHeld + r.amount);
@@ -721,7 +723,9 @@ class SqliteStorage implements StorageAdapter {
       const matching = all.filter((a) => a.spawn_key!.startsWith(spawnKeyPrefix));
       return page ? matching.slice(offset, offset + page.limit) : matching;
     }
-    return this.s.childrenInSpawnKeyRange.all(parentId, spawnKeyPrefix, upper, page?.limit ?? -1, offset).map(this.agent);
+    return this.s.childrenInSpawnKeyRange
+      .all(parentId, spawnKeyPrefix, upper, page?.limit ?? -1, offset)
+      .map(this.agent);
   }
 
   async countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>> {
