@@ -98,7 +98,7 @@ export class RunControl {
    * The tool calls the last model turn of this driver saved, so the next step need not read them back. Only the
    * driver that wrote them uses it; any other path (resume, recovery) reads storage.
    */
-  savedToolCalls: { turnIdx: number; rows: ToolCallRow[] } | undefined;
+  savedToolCalls: { turnIdx: number; rows: ToolCallRow[]; uses: ToolUseBlock[] } | undefined;
 
   /** Aborted when the agent is deleted or the runtime shuts down hard; tool calls see it as `ctx.signal`. */
   get toolsSignal(): AbortSignal {
@@ -181,6 +181,12 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
     return STOP;
   }
 
+  // Right after this driver saved a model turn with tool calls, those calls are the next thing to do: they were
+  // just committed, so the log need not be read back for them.
+  const saved = control.savedToolCalls;
+  if (saved && agent.status === 'ACTIVE') {
+    return runToolCalls(deps, agent, saved.turnIdx, saved.uses, control);
+  }
   const turns = await deps.storage.listTurns(agentId);
   const last = turns.at(-1);
   if (last?.role !== 'assistant') return runModelTurn(deps, agent, turns, control);
@@ -363,7 +369,7 @@ async function runModelTurn(
   emitCommit(deps, agent, result, messages, [settlement]);
   if (!result.agent) return STOP;
   if (done) return STOP;
-  control.savedToolCalls = { turnIdx: idx, rows: toolCalls };
+  control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses };
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 

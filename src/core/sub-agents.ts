@@ -205,8 +205,8 @@ export class SubAgentCoordinator implements SubAgentHost {
     if (!wait) return;
     if (!RUNNABLE_STATUSES.includes(previous) || RUNNABLE_STATUSES.includes(agent.status)) return;
     wait.events++;
-    // Count again when all may be done, and about 50 times over a fan-out for the parent's progress.
-    if (wait.events >= wait.remaining || wait.events >= Math.max(1, Math.floor(wait.total / 50)))
+    // Count again when all may be done, and about 20 times over a fan-out for the parent's progress.
+    if (wait.events >= wait.remaining || wait.events >= Math.max(1, Math.floor(wait.total / 20)))
       void this.count(parentId);
   };
 

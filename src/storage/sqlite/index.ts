@@ -230,6 +230,21 @@ function prepareStatements(db: Database.Database) {
         'FROM agents a WHERE agent_id = ?',
     ),
     addSubAgents: p('UPDATE agents SET sub_agent_count = sub_agent_count + ? WHERE agent_id = ?'),
+    agentWithNextTurn: p<AgentTuple>(
+      `SELECT seq, ${AGENT_COLUMNS}, (SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) ` +
+        'FROM agents WHERE agent_id = ?',
+    ).raw(),
+    // What a step changes, written as values computed from the row read in the same transaction. The status has its
+    // own statement so that the common step, which keeps it, does not rewrite the status indexes.
+    writeAgent: p(
+      'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
+        'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ? WHERE agent_id = ?',
+    ),
+    writeAgentWithStatus: p(
+      'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
+        'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ?, status = ? ' +
+        'WHERE agent_id = ?',
+    ),
     childrenWithSpawnKey: p<AgentTuple>(
       `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key IS NOT NULL ORDER BY seq`,
     ).raw(),
@@ -244,18 +259,6 @@ function prepareStatements(db: Database.Database) {
         'AND substr(spawn_key, 1, length(?)) = ? GROUP BY status',
     ),
     idsByStatus: p<string>(`SELECT agent_id FROM agents WHERE status IN ${ID_SET} ORDER BY seq`).pluck(),
-    // A NULL leaves a column as it is; nullable columns take a separate "set it" flag. The status has its own
-    // statement so that the common step, which keeps it, does not rewrite the (status, seq) index.
-    patchAgent: p(
-      'UPDATE agents SET progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
-        'plan = CASE WHEN ? THEN ? ELSE plan END, token_count = token_count + ?, message_count = message_count + ?, ' +
-        'step_count = step_count + ?, updated_at = ? WHERE agent_id = ?',
-    ),
-    setStatus: p(
-      'UPDATE agents SET status = ?, progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
-        'started = coalesce(?, started), active_ms = coalesce(?, active_ms), ' +
-        'active_since = CASE WHEN ? THEN ? ELSE active_since END, updated_at = ? WHERE agent_id = ?',
-    ),
     descendants: p<string>(DESCENDANTS).pluck(),
     deleteAgents: p(`DELETE FROM agents WHERE agent_id IN ${ID_SET}`),
     deleteMessagesOf: p(`DELETE FROM messages WHERE agent_id IN ${ID_SET}`),
@@ -290,19 +293,24 @@ function prepareStatements(db: Database.Database) {
     ),
     begin: db.prepare('BEGIN IMMEDIATE'),
     commit: db.prepare('COMMIT'),
-    savepoint: db.prepare('SAVEPOINT agentry_write'),
-    releaseSavepoint: db.prepare('RELEASE agentry_write'),
-    rollbackToSavepoint: db.prepare('ROLLBACK TO agentry_write'),
   };
 }
 
 type Statements = ReturnType<typeof prepareStatements>;
+
+interface Deferred {
+  balances: Map<string, { balance: number; debit: number }>;
+  treeSpent: Map<string, number>;
+}
+const emptyDeferred = (): Deferred => ({ balances: new Map(), treeSpent: new Map() });
 
 /** Writes committed together at most; ~5 ms of work on this machine's kind. */
 const MAX_WRITES_PER_COMMIT = 512;
 
 interface PendingWrite {
   run: () => unknown;
+  /** Only touches balances and tree totals through the batch's deferred sums (settlements, step commits). */
+  deferrable: boolean;
   resolve: (value: unknown) => void;
   reject: (error: unknown) => void;
 }
@@ -356,6 +364,9 @@ class SqliteStorage implements StorageAdapter {
     try {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
+      // Checkpoint every ~40 MB of WAL rather than every 4 MB: a busy runtime commits often, and each checkpoint
+      // copies pages back into the database file and syncs it.
+      db.pragma('wal_autocheckpoint = 10000');
       migrate(db);
       this.conn = { db, st: prepareStatements(db), tx: this.transactions(db), listStatements: new Map() };
     } catch (err) {
@@ -386,19 +397,19 @@ class SqliteStorage implements StorageAdapter {
 
   /**
    * Every write method's body, run through group commit: writes issued in the same turn of the event loop share one
-   * IMMEDIATE transaction, each inside its own savepoint, so each stays all-or-nothing on its own while the commit
+   * IMMEDIATE transaction, and each stays all-or-nothing on its own (see flushWrites) while the commit
    * (and its WAL write) is paid once per batch. A write's promise settles after the batch has committed.
    */
   private transactions(_db: Database.Database) {
     const wrap =
-      <A extends unknown[], R>(fn: (...args: A) => R) =>
+      <A extends unknown[], R>(fn: (...args: A) => R, deferrable = false) =>
       (...args: A): Promise<R> =>
-        this.enqueueWrite(() => fn(...args));
+        this.enqueueWrite(() => fn(...args), deferrable);
     return {
       createAccount: wrap((a: AccountRow) => this.createAccountTx(a)),
       setSubscription: wrap((id: string, active: boolean) => this.s.setSubscription.get(flag(active), id)),
       addCredits: wrap((e: LedgerRow) => this.addCreditsTx(e)),
-      settle: wrap((settlements: Settlement[]) => settlements.map((s) => this.applySettlement(s))),
+      settle: wrap((settlements: Settlement[]) => settlements.map((s) => this.applySettlement(s)), true),
       insertApiKey: wrap(
         (k: ApiKeyRow) => void this.s.upsertApiKey.run(k.id, k.account_id, k.name, k.hash, k.last4, k.created_at),
       ),
@@ -413,7 +424,7 @@ class SqliteStorage implements StorageAdapter {
       putToolCalls: wrap((calls: ToolCallRow[]) => {
         for (const c of calls) this.s.upsertToolCallOfLiveAgent.run(...toolCallParams(c), c.agent_id);
       }),
-      commitStep: wrap((c: StepCommit) => this.commitStepTx(c)),
+      commitStep: wrap((c: StepCommit) => this.commitStepTx(c), true),
       putIdempotency: wrap(
         (r: IdempotencyRecord) =>
           void this.s.putIdempotency.run(r.account_id, r.key, r.request_hash, r.response, r.status, r.created_at),
@@ -424,9 +435,9 @@ class SqliteStorage implements StorageAdapter {
   private pending: PendingWrite[] = [];
   private flushScheduled = false;
 
-  private enqueueWrite<R>(run: () => R): Promise<R> {
+  private enqueueWrite<R>(run: () => R, deferrable = false): Promise<R> {
     return new Promise<R>((resolve, reject) => {
-      this.pending.push({ run, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.push({ run, deferrable, resolve: resolve as (value: unknown) => void, reject });
       if (!this.flushScheduled) {
         this.flushScheduled = true;
         setImmediate(() => this.flushWrites());
@@ -434,7 +445,7 @@ class SqliteStorage implements StorageAdapter {
     });
   }
 
-  /** Commits every queued write in one transaction; a write that throws is rolled back to its savepoint alone. */
+  /** Commits queued writes in one transaction; if one throws, each is redone in its own (see below). */
   private flushWrites(): void {
     this.flushScheduled = false;
     // A bounded batch keeps the event loop responsive (HTTP polls between batches); the rest goes in the next turn.
@@ -451,34 +462,68 @@ class SqliteStorage implements StorageAdapter {
       for (const w of batch) w.reject(err);
       return;
     }
-    const { st } = this.conn;
-    const outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> = [];
+    const { st, db } = this.conn;
+    // Fast path: the whole batch in one transaction. Writes validate before they write, so one rarely throws; when
+    // one does, the batch is rolled back and every write is redone in a transaction of its own, so each still
+    // commits or fails alone.
+    const values: unknown[] = [];
     try {
       st.begin.run();
       for (const w of batch) {
-        st.savepoint.run();
-        try {
-          const value = w.run();
-          st.releaseSavepoint.run();
-          outcomes.push({ ok: true, value });
-        } catch (error) {
-          st.rollbackToSavepoint.run();
-          st.releaseSavepoint.run();
-          outcomes.push({ ok: false, error });
-        }
+        if (!w.deferrable) this.writeDeferred();
+        values.push(w.run());
       }
+      this.writeDeferred();
       st.commit.run();
-    } catch (error) {
-      // the commit itself failed (disk full, I/O error): nothing of the batch is saved
-      if (this.conn.db.inTransaction) this.conn.db.exec('ROLLBACK');
-      for (const w of batch) w.reject(error);
+    } catch {
+      if (db.inTransaction) db.exec('ROLLBACK');
+      this.deferred = emptyDeferred();
+      this.flushOneByOne(batch);
       return;
     }
-    batch.forEach((w, i) => {
-      const o = outcomes[i]!;
-      if (o.ok) w.resolve(o.value);
-      else w.reject(o.error);
-    });
+    batch.forEach((w, i) => w.resolve(values[i]));
+  }
+
+  private flushOneByOne(batch: PendingWrite[]): void {
+    const { st, db } = this.c;
+    for (const w of batch) {
+      try {
+        st.begin.run();
+        const value = w.run();
+        this.writeDeferred();
+        st.commit.run();
+        w.resolve(value);
+      } catch (error) {
+        if (db.inTransaction) db.exec('ROLLBACK');
+        this.deferred = emptyDeferred();
+        w.reject(error);
+      }
+    }
+  }
+
+  /**
+   * Debits of the hot rows (the account's balance, the root's tree_spent) summed over a batch and written once at its
+   * end, instead of once per settlement. Settlements read the balance through {@link balanceInBatch}.
+   */
+  private deferred = emptyDeferred();
+
+  private writeDeferred(): void {
+    const d = this.deferred;
+    if (d.balances.size === 0 && d.treeSpent.size === 0) return;
+    for (const [id, b] of d.balances) if (b.debit > 0) this.s.debit.run(b.debit, id);
+    for (const [id, spent] of d.treeSpent) if (spent > 0) this.s.addTreeSpent.run(spent, id);
+    this.deferred = emptyDeferred();
+  }
+
+  private balanceInBatch(accountId: string): { balance: number; debit: number } | undefined {
+    let b = this.deferred.balances.get(accountId);
+    if (!b) {
+      const row = this.s.available.get(accountId);
+      if (!row) return undefined;
+      b = { balance: row.balance, debit: 0 };
+      this.deferred.balances.set(accountId, b);
+    }
+    return b;
   }
 
   // accounts and credits
@@ -605,13 +650,19 @@ class SqliteStorage implements StorageAdapter {
     return a;
   };
 
-  private applySettlement(s: Settlement): number {
+  /**
+   * Drops the hold, debits min(cost, balance) and writes the ledger row. The agent's own `credits_spent` is left to
+   * the caller when it is `ownAgentId` (a step commit writes its agent once); the account and tree sums are deferred
+   * to the end of the batch.
+   */
+  private applySettlement(s: Settlement, ownAgentId?: string): number {
     this.dropReservation(s.reservation_id);
     const { cost, ...entry } = s.ledger;
-    const account = this.s.available.get(entry.account_id);
+    const account = this.balanceInBatch(entry.account_id);
     if (!account) return 0;
     const charge = Math.max(0, Math.min(cost, account.balance));
-    this.s.debit.run(charge, entry.account_id);
+    account.balance -= charge;
+    account.debit += charge;
     this.s.insertLedger.run(
       entry.account_id,
       entry.agent_id,
@@ -619,13 +670,14 @@ class SqliteStorage implements StorageAdapter {
       entry.item,
       entry.tokens_in,
       entry.tokens_out,
-      -charge,
+      0 - charge,
       entry.created_at,
     );
-    this.s.addTreeSpent.run(charge, s.root_id);
-    if (entry.agent_id) this.s.addCreditsSpent.run(charge, entry.agent_id);
+    this.deferred.treeSpent.set(s.root_id, (this.deferred.treeSpent.get(s.root_id) ?? 0) + charge);
+    if (entry.agent_id && entry.agent_id !== ownAgentId) this.s.addCreditsSpent.run(charge, entry.agent_id);
     return charge;
   }
+
 
   // api keys
 
@@ -793,10 +845,14 @@ class SqliteStorage implements StorageAdapter {
   }
 
   private changeStatusTx(agentId: string, change: StatusChange, updatedAt: string): AgentRow | null {
-    const head = this.s.agentHead.get(agentId);
-    if (!head || !change.from.includes(head.status)) return null;
-    this.s.setStatus.run(...statusParams(agentId, change, updatedAt));
-    return this.agent(this.s.getAgent.get(agentId)!);
+    const tuple = this.s.getAgent.get(agentId);
+    if (!tuple) return null;
+    const row = this.agent(tuple);
+    if (!change.from.includes(row.status)) return null;
+    applyStatusChange(row, change);
+    row.updated_at = updatedAt;
+    this.s.writeAgentWithStatus.run(...agentWriteParams(row, true));
+    return row;
   }
 
   async deleteAgentTree(agentId: string): Promise<string[]> {
@@ -847,35 +903,41 @@ class SqliteStorage implements StorageAdapter {
 
   private commitStepTx(c: StepCommit): StepCommitResult {
     const s = this.s;
-    const head = s.agentHead.get(c.agent_id);
+    const found = s.agentWithNextTurn.get(c.agent_id);
     const turns = c.turns ?? [];
-    if (head) {
+    if (found) {
+      const nextIdx = (found as unknown as unknown[])[AGENT_TUPLE_LENGTH] as number;
       turns.forEach((t, i) => {
-        if (t.idx !== head.next_idx + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+        if (t.idx !== nextIdx + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
       });
     }
-    const charged = (c.settlements ?? []).map((settlement) => this.applySettlement(settlement));
-    if (!head) return { agent: null, statusChanged: false, charged };
+    const charged = (c.settlements ?? []).map((settlement) => this.applySettlement(settlement, c.agent_id));
+    if (!found) return { agent: null, statusChanged: false, charged };
     for (const t of turns) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
     const messages = c.messages ?? [];
     for (const m of messages) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
     for (const call of c.tool_calls ?? []) s.upsertToolCall.run(...toolCallParams(call));
+
+    // The agent after the commit, computed from the row just read (nothing else writes it in this transaction),
+    // and written back with one UPDATE instead of several plus a read-back.
+    const row = this.agent(found);
     const p = c.patch;
-    s.patchAgent.run(
-      p.progress ?? null,
-      p.status_message ?? null,
-      flag(p.plan !== undefined),
-      p.plan ?? null,
-      p.token_count_delta ?? 0,
-      messages.length,
-      p.step_count_delta ?? 0,
-      p.updated_at,
-      c.agent_id,
-    );
+    if (p.progress !== undefined) row.progress = p.progress;
+    if (p.status_message !== undefined) row.status_message = p.status_message;
+    if (p.plan !== undefined) row.plan = p.plan;
+    row.token_count += p.token_count_delta ?? 0;
+    row.message_count += messages.length;
+    row.step_count += p.step_count_delta ?? 0;
+    row.updated_at = p.updated_at;
+    (c.settlements ?? []).forEach((settlement, i) => {
+      if (settlement.ledger.agent_id === row.agent_id) row.credits_spent += charged[i]!;
+      if (settlement.root_id === row.agent_id) row.tree_spent += charged[i]!; // written with the batch's tree sums
+    });
     // After the patch, so that the status change's own fields win (as in memoryStorage).
-    const statusChanged = c.status !== undefined && c.status.from.includes(head.status);
-    if (statusChanged) s.setStatus.run(...statusParams(c.agent_id, c.status!, p.updated_at));
-    return { agent: this.agent(s.getAgent.get(c.agent_id)!), statusChanged, charged };
+    const statusChanged = c.status !== undefined && c.status.from.includes(row.status);
+    if (statusChanged) applyStatusChange(row, c.status!);
+    (statusChanged ? s.writeAgentWithStatus : s.writeAgent).run(...agentWriteParams(row, statusChanged));
+    return { agent: row, statusChanged, charged };
   }
 
   // idempotency keys
@@ -904,21 +966,6 @@ function toolCallParams(c: ToolCallRow): Bind[] {
   ];
 }
 
-function statusParams(agentId: string, change: StatusChange, updatedAt: string): Bind[] {
-  const p = change.patch ?? {};
-  return [
-    change.to,
-    p.progress ?? null,
-    p.status_message ?? null,
-    p.started === undefined ? null : flag(p.started),
-    p.active_ms ?? null,
-    flag(p.active_since !== undefined),
-    p.active_since ?? null,
-    updatedAt,
-    agentId,
-  ];
-}
-
 /**
  * SQLite storage (the default): one file, WAL mode, survives restarts. `init()` creates or migrates the schema.
  *
@@ -934,4 +981,36 @@ export function sqliteStorage(options: SqliteStorageOptions = {}): StorageAdapte
     });
   }
   return new SqliteStorage(parsed.data.path ?? './agentry.db', parsed.data.busyTimeoutMs ?? 5000);
+}
+
+/** Columns of an agent tuple (seq first); a computed column read with it comes at this index. */
+const AGENT_TUPLE_LENGTH = 25;
+
+function applyStatusChange(row: AgentRow, change: StatusChange): void {
+  const patch = change.patch ?? {};
+  if (patch.progress !== undefined) row.progress = patch.progress;
+  if (patch.status_message !== undefined) row.status_message = patch.status_message;
+  if (patch.started !== undefined) row.started = patch.started;
+  if (patch.active_ms !== undefined) row.active_ms = patch.active_ms;
+  if (patch.active_since !== undefined) row.active_since = patch.active_since;
+  row.status = change.to;
+}
+
+function agentWriteParams(row: AgentRow, withStatus: boolean): Bind[] {
+  const params: Bind[] = [
+    row.progress,
+    row.status_message,
+    row.plan,
+    row.token_count,
+    row.message_count,
+    row.step_count,
+    row.credits_spent,
+    flag(row.started),
+    row.active_ms,
+    row.active_since,
+    row.updated_at,
+  ];
+  if (withStatus) params.push(row.status);
+  params.push(row.agent_id);
+  return params;
 }
