@@ -104,6 +104,48 @@ describe('sqliteStorage', () => {
     await expect(sqliteStorage({ path: file }).init()).rejects.toMatchObject({ code: 'invalid_request' });
   });
 
+  it('sees a top-up made by another process before it refuses a hold', async () => {
+    const server = sqliteStorage({ path: file });
+    const cli = sqliteStorage({ path: file });
+    await server.init();
+    await cli.init();
+    try {
+      await server.createAccount({
+        id: 'acct',
+        name: 'a',
+        subscription_active: true,
+        balance: 100,
+        reserved: 0,
+        created_at: at(0),
+      });
+      expect(
+        await server.reserve({ id: 'r1', account_id: 'acct', agent_id: 'x', root_id: 'x', amount: 100 }),
+      ).toBeNull();
+      expect(await server.reserve({ id: 'r2', account_id: 'acct', agent_id: 'x', root_id: 'x', amount: 50 })).toBe(
+        'account',
+      );
+      await cli.addCredits({
+        account_id: 'acct',
+        agent_id: null,
+        kind: 'topup',
+        item: null,
+        tokens_in: 0,
+        tokens_out: 0,
+        amount: 50,
+        created_at: at(1),
+      });
+      expect(
+        await server.reserve({ id: 'r3', account_id: 'acct', agent_id: 'x', root_id: 'x', amount: 50 }),
+      ).toBeNull();
+      expect(await server.reserve({ id: 'r4', account_id: 'acct', agent_id: 'x', root_id: 'x', amount: 1 })).toBe(
+        'account',
+      );
+    } finally {
+      await server.close();
+      await cli.close();
+    }
+  });
+
   it('checks its options at the door', () => {
     for (const bad of [{ path: '' }, { busyTimeoutMs: -1 }, { busyTimeoutMs: 1.5 }, { pth: 'x.db' }]) {
       let thrown: unknown;

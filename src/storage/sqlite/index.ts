@@ -510,7 +510,10 @@ class SqliteStorage implements StorageAdapter {
   private writeDeferred(): void {
     const d = this.deferred;
     if (d.balances.size === 0 && d.treeSpent.size === 0) return;
-    for (const [id, b] of d.balances) if (b.debit > 0) this.s.debit.run(b.debit, id);
+    for (const [id, b] of d.balances) {
+      if (b.debit > 0) this.s.debit.run(b.debit, id);
+      this.knownBalances.set(id, b.balance);
+    }
     for (const [id, spent] of d.treeSpent) if (spent > 0) this.s.addTreeSpent.run(spent, id);
     this.deferred = emptyDeferred();
   }
@@ -559,6 +562,7 @@ class SqliteStorage implements StorageAdapter {
   private addCreditsTx(e: LedgerRow): AccountRow | null {
     const r = this.s.addBalance.get(e.amount, e.account_id);
     if (!r) return null;
+    this.knownBalances.set(e.account_id, r.balance);
     this.s.insertLedger.run(
       e.account_id,
       e.agent_id,
@@ -585,6 +589,10 @@ class SqliteStorage implements StorageAdapter {
   private readonly holds = new Map<string, ReservationRequest>();
   private readonly heldByAccount = new Map<string, number>();
   private readonly heldByTree = new Map<string, number>();
+  /** `max_credits` of the roots seen, by root id (null: no cap). */
+  private readonly treeCaps = new Map<string, number | null>();
+  /** Balances as this process last read or wrote them (see reserveNow). */
+  private readonly knownBalances = new Map<string, number>();
 
   async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
     return this.reserveNow(request);
@@ -592,15 +600,34 @@ class SqliteStorage implements StorageAdapter {
 
   private reserveNow(r: ReservationRequest): ReservationRefusal | null {
     if (this.holds.has(r.id)) throw new Error(`reservation ${r.id} exists`);
-    const account = this.s.available.get(r.account_id);
-    if (!account || account.balance - (this.heldByAccount.get(r.account_id) ?? 0) < r.amount) return 'account';
-    const root = this.s.treeBudget.get(r.root_id);
+    const held = this.heldByAccount.get(r.account_id) ?? 0;
+    // The balance this process last wrote or read. Only another process can change it (a top-up from the CLI), and
+    // only upwards, so it is re-read before a refusal, never trusted for one.
+    let balance = this.knownBalances.get(r.account_id);
+    if (balance === undefined || balance - held < r.amount) {
+      balance = this.s.available.get(r.account_id)?.balance;
+      if (balance === undefined) return 'account';
+      this.knownBalances.set(r.account_id, balance);
+    }
+    if (balance - held < r.amount) return 'account';
+    // A tree's cap never changes, so it is read once; the tree's spend is read only when there is a cap.
+    let cap = this.treeCaps.get(r.root_id);
+    let spent = 0;
+    if (cap === undefined) {
+      const root = this.s.treeBudget.get(r.root_id);
+      if (root) {
+        cap = root.max_credits;
+        spent = root.tree_spent;
+        this.treeCaps.set(r.root_id, cap);
+      }
+    } else if (cap !== null) {
+      spent = this.s.treeBudget.get(r.root_id)?.tree_spent ?? 0;
+    }
     const treeHeld = this.heldByTree.get(r.root_id) ?? 0;
-    if (root && root.max_credits !== null && root.tree_spent + treeHeld + r.amount > root.max_credits)
-      return 'tree_cap';
+    if (cap != null && spent + treeHeld + r.amount > cap) return 'tree_cap';
     this.holds.set(r.id, { ...r });
-    this.heldByAccount.set(r.account_id, (this.heldByAccount.get(r.account_id) ?? 0) + r.amount);
-    if (root) this.heldByTree.set(r.root_id, treeHeld + r.amount);
+    this.heldByAccount.set(r.account_id, held + r.amount);
+    if (cap !== undefined) this.heldByTree.set(r.root_id, treeHeld + r.amount);
     return null;
   }
 
@@ -677,7 +704,6 @@ class SqliteStorage implements StorageAdapter {
     if (entry.agent_id && entry.agent_id !== ownAgentId) this.s.addCreditsSpent.run(charge, entry.agent_id);
     return charge;
   }
-
 
   // api keys
 
@@ -866,6 +892,7 @@ class SqliteStorage implements StorageAdapter {
     const ids = [agentId, ...s.descendants.all(agentId)];
     const idSet = JSON.stringify(ids);
     const deleted = new Set(ids);
+    for (const id of ids) this.treeCaps.delete(id);
     for (const [id, r] of this.holds) if (deleted.has(r.agent_id)) this.dropReservation(id);
     if (head.parent_id !== null) s.addSubAgents.run(-1, head.parent_id);
     s.deleteMessagesOf.run(idSet);
