@@ -51,7 +51,8 @@ function transpile(): void {
         format: 'esm',
         target: 'node20',
       });
-      writeFileSync(out, code);
+      // sources may import siblings as `./x.ts`; the transpiled files are `./x.js`
+      writeFileSync(out, code.replace(/(from\s+['"]\.{1,2}\/[^'"]+)\.ts(['"])/g, '$1.js$2'));
     }
   }
 }
