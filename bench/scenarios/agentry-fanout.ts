@@ -20,6 +20,8 @@ export interface FanoutOptions {
   lane: number;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
   onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
+  /** Called when every root has finished, before the runtime closes (the poll scenario stops its load here). */
+  onFinished?: () => Promise<void> | void;
 }
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
@@ -71,6 +73,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
   for (let p = 0; p < o.parents; p++) roots.push((await runtime.create({ goal: `fan out ${o.n} #${p}` })).agent_id);
   const finals = await Promise.all(roots.map((id) => runtime.waitFor(id)));
   const wallMs = performance.now() - t0;
+  await o.onFinished?.();
 
   // Check the work really happened: every child COMPLETED, every answer saved, the ledger balances.
   const completed = (await runtime.storage.listAgentIdsByStatus(['COMPLETED'])).length;

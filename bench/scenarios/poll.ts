@@ -15,6 +15,7 @@ const args = scenarioArgs();
 let load: { stop(): Promise<LoadResult> } | undefined;
 let close: (() => void) | undefined;
 let loadStarted = 0;
+let underLoad!: LoadResult;
 const fanout = await runFanout({
   n: args.n,
   parents: 1,
@@ -25,15 +26,21 @@ const fanout = await runFanout({
     // the poll target exists before the clock starts, so every request finds it
     const target = await runtime.create({ goal: 'poll target' });
     await runtime.pause(target.agent_id);
-    const server = createServer(createNodeHandler(runtime));
+    // no rate limit: the load generator uses one key, and 429s are not what this measures
+    const server = createServer(createNodeHandler(runtime, { rateLimit: false }));
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     close = () => server.close();
     const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/agents/${target.agent_id}`;
     load = await startLoad(url, key.key);
     loadStarted = performance.now();
   },
+  async onFinished() {
+    underLoad = await load!.stop();
+  },
 });
-const underLoad = await load!.stop();
+if (underLoad.non2xx > 0 || underLoad.errors > 0) {
+  throw new Error(`poll answers were not all 200: ${underLoad.non2xx} non-2xx, ${underLoad.errors} errors`);
+}
 const loadMs = performance.now() - loadStarted;
 close?.();
 
