@@ -2,10 +2,10 @@
  * @module core/scheduler
  * Decides which agents step, and how many at once (DESIGN §8). A runnable agent waiting for a run slot costs one id
  * in a queue; only agents holding a slot have a driver (an async loop over {@link runStep}) and abort handles.
- * Model and tool calls run in p-queue lanes with their own concurrency caps.
+ * Model and tool calls run in lanes with their own concurrency caps (core/lane.ts).
  */
-import PQueue from 'p-queue';
 import type { Clock } from './clock.js';
+import { ConcurrencyLane, RateLimitedLane, type Lane } from './lane.js';
 import { newRunControl, runStep, type RunControl, type StepDeps } from './loop.js';
 
 export interface SchedulerOptions {
@@ -28,18 +28,16 @@ export interface LaneOptions {
   laneConcurrency: Record<string, number>;
 }
 
-/** The p-queue lanes model and tool calls run in. */
+/** The lanes model and tool calls run in. */
 export class Lanes {
-  readonly models: PQueue;
-  private readonly toolLanes = new Map<string, PQueue>();
+  readonly models: Lane;
+  private readonly toolLanes = new Map<string, Lane>();
 
   constructor(private readonly options: LaneOptions) {
-    this.models = new PQueue({
-      concurrency: options.modelConcurrency,
-      ...(options.modelRequestsPerInterval > 0
-        ? { intervalCap: options.modelRequestsPerInterval, interval: options.modelIntervalMs }
-        : {}),
-    });
+    this.models =
+      options.modelRequestsPerInterval > 0
+        ? new RateLimitedLane(options.modelConcurrency, options.modelRequestsPerInterval, options.modelIntervalMs)
+        : new ConcurrencyLane(options.modelConcurrency);
   }
 
   private backoffUntil = 0;
@@ -67,16 +65,16 @@ export class Lanes {
   }
 
   inModelLane<T>(fn: () => Promise<T>): Promise<T> {
-    return this.models.add(fn) as Promise<T>;
+    return this.models.run(fn);
   }
 
-  inToolLane<T>(lane: string, fn: () => Promise<T>): Promise<T> {
-    let queue = this.toolLanes.get(lane);
-    if (!queue) {
-      queue = new PQueue({ concurrency: this.options.laneConcurrency[lane] ?? this.options.toolConcurrency });
-      this.toolLanes.set(lane, queue);
+  inToolLane<T>(name: string, fn: () => Promise<T>): Promise<T> {
+    let lane = this.toolLanes.get(name);
+    if (!lane) {
+      lane = new ConcurrencyLane(this.options.laneConcurrency[name] ?? this.options.toolConcurrency);
+      this.toolLanes.set(name, lane);
     }
-    return queue.add(fn) as Promise<T>;
+    return lane.run(fn);
   }
 }
 
