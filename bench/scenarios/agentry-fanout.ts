@@ -59,7 +59,8 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
         : { text: childAnswer(i), ...delay };
     },
   });
-  const slots = Math.max(256, o.lane);
+  // more agents than model slots, so the lane stays full while some agents commit their steps
+  const slots = Math.max(256, 2 * o.lane);
   const runtime = await AgentRuntime.open({
     storage: sqliteStorage({ path: join(dir, 'bench.db') }),
     model,
