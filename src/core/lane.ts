@@ -55,7 +55,8 @@ export class ConcurrencyLane implements Lane {
   }
 
   private release(): void {
-    if (!this.paused && this.head < this.waiters.length) this.next()(); // the slot passes on, still counted
+    if (!this.paused && this.head < this.waiters.length)
+      this.next()(); // the slot passes on, still counted
     else this.active--;
   }
 

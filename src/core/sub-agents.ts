@@ -24,6 +24,8 @@ import { RUNNABLE_STATUSES, type AgentStatus } from './status.js';
 export const SPAWN_TOOL_NAME = 'spawn_sub_agents';
 export const READ_RESULTS_TOOL_NAME = 'read_sub_agent_results';
 export const MAX_SUB_AGENTS_PER_CALL = 10_000;
+/** Children written per transaction (see {@link SubAgentCoordinator.spawn}). */
+export const SPAWN_CHUNK = 1_000;
 /** Results shown with the spawn summary; the rest are paged with `read_sub_agent_results`. */
 const FIRST_RESULTS = 10;
 const MAX_RESULT_CHARS = 2_000;
@@ -95,48 +97,77 @@ export class SubAgentCoordinator implements SubAgentHost {
     return this.waits.size;
   }
 
+  /**
+   * Children are written in transactions of {@link SPAWN_CHUNK}, in task order, and each chunk starts as soon as it is
+   * saved. Memory stays bounded by one chunk however large the fan-out, and a spawn cut short by a crash is completed
+   * when the recovered parent runs the call again: spawn keys are `<call id>#<task index>`, and the children that
+   * exist are exactly the first ones.
+   */
   async spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<SpawnedSubAgents> {
     const prefix = spawnKeyPrefix(spawnId);
     const existing = await this.storage.countChildrenByStatus(parent.agent_id, prefix);
     const existingTotal = Object.values(existing).reduce((a, b) => a + (b ?? 0), 0);
-    if (existingTotal > 0) return { spawn_id: spawnId, total: existingTotal, counts: existing, reattached: true };
-
-    for (const task of tasks) {
-      if (task.model !== undefined && !this.options.models.includes(task.model)) {
-        throw new Error(`unknown model ${JSON.stringify(task.model)}; use one of: ${this.options.models.join(', ')}`);
+    if (existingTotal >= tasks.length) {
+      return { spawn_id: spawnId, total: existingTotal, counts: existing, reattached: true };
+    }
+    if (existingTotal === 0) {
+      for (const task of tasks) {
+        if (task.model !== undefined && !this.options.models.includes(task.model)) {
+          throw new Error(`unknown model ${JSON.stringify(task.model)}; use one of: ${this.options.models.join(', ')}`);
+        }
+      }
+      const depth = await this.depthOf(parent);
+      if (depth >= this.options.maxDepth) {
+        throw new Error(
+          `sub-agents may not spawn deeper than ${this.options.maxDepth} level(s); do this work yourself`,
+        );
       }
     }
-    const depth = await this.depthOf(parent);
-    if (depth >= this.options.maxDepth) {
-      throw new Error(`sub-agents may not spawn deeper than ${this.options.maxDepth} level(s); do this work yourself`);
+    for (let from = existingTotal; from < tasks.length; from += SPAWN_CHUNK) {
+      await this.insertChildren(parent, prefix, tasks, from, Math.min(tasks.length, from + SPAWN_CHUNK));
     }
+    const counts = { ...existing, STARTING_UP: (existing.STARTING_UP ?? 0) + tasks.length - existingTotal };
+    return { spawn_id: spawnId, total: tasks.length, counts, reattached: existingTotal > 0 };
+  }
+
+  private async insertChildren(
+    parent: AgentRow,
+    prefix: string,
+    tasks: SpawnTask[],
+    from: number,
+    to: number,
+  ): Promise<void> {
     const now = isoTime(this.clock.now());
-    const rows: AgentRow[] = tasks.map((task, i) => ({
-      agent_id: randomUUID(),
-      account_id: parent.account_id,
-      parent_id: parent.agent_id,
-      root_id: parent.root_id,
-      spawn_key: `${prefix}${i}`,
-      goal: task.goal,
-      model: task.model ?? parent.model,
-      status: 'STARTING_UP',
-      progress: 0,
-      status_message: 'Waiting for a run slot',
-      token_count: 0,
-      message_count: 1,
-      credits_spent: 0,
-      sub_agent_count: 0,
-      max_credits: null,
-      tree_spent: 0,
-      tree_reserved: 0,
-      step_count: 0,
-      started: false,
-      active_ms: 0,
-      active_since: null,
-      plan: null,
-      created_at: now,
-      updated_at: now,
-    }));
+    const rows: AgentRow[] = [];
+    for (let i = from; i < to; i++) {
+      const task = tasks[i]!;
+      rows.push({
+        agent_id: randomUUID(),
+        account_id: parent.account_id,
+        parent_id: parent.agent_id,
+        root_id: parent.root_id,
+        spawn_key: `${prefix}${i}`,
+        goal: task.goal,
+        model: task.model ?? parent.model,
+        status: 'STARTING_UP',
+        progress: 0,
+        status_message: 'Waiting for a run slot',
+        token_count: 0,
+        message_count: 1,
+        credits_spent: 0,
+        sub_agent_count: 0,
+        max_credits: null,
+        tree_spent: 0,
+        tree_reserved: 0,
+        step_count: 0,
+        started: false,
+        active_ms: 0,
+        active_since: null,
+        plan: null,
+        created_at: now,
+        updated_at: now,
+      });
+    }
     await this.storage.insertAgents(
       rows,
       rows.map((r) => ({
@@ -159,7 +190,6 @@ export class SubAgentCoordinator implements SubAgentHost {
       if (hasListeners) this.events.emit('agent.created', { agent: toStatusForm(r) });
       this.options.kick(r.agent_id);
     }
-    return { spawn_id: spawnId, total: rows.length, counts: { STARTING_UP: rows.length }, reattached: false };
   }
 
   waitFor(parentId: string, spawnId: string): void {

@@ -2,7 +2,8 @@
  * Sub-agents: spawning, durable waiting, STARTING_UP rows of the status table, and tree semantics.
  */
 import { describe, expect, it } from 'vitest';
-import type { ModelRequest } from 'agentry';
+import { AgentRuntime, memoryStorage, type ModelRequest, type StorageAdapter } from 'agentry';
+import { scriptedModel } from 'agentry/testing';
 import type { ScriptedTurn } from 'agentry/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 
@@ -214,5 +215,47 @@ describe('sub-agents', () => {
     const after = (await runtime.list({ parentId: agent_id, limit: 1000 })).data;
     expect(after.every((k) => k.status === 'COMPLETED')).toBe(true);
     await runtime.close();
+  });
+
+  it('a spawn cut short by a crash is completed by the recovered parent, never spawning a child twice', async () => {
+    const storage = memoryStorage();
+    let inserts = 0;
+    let hang = true;
+    // The first runtime "dies" while writing its second chunk of children: that write never returns.
+    const dying: StorageAdapter = new Proxy(storage, {
+      get(target, key, receiver) {
+        if (key === 'insertAgents') {
+          return (...args: Parameters<StorageAdapter['insertAgents']>) =>
+            ++inserts === 3 && hang ? new Promise<void>(() => {}) : target.insertAgents(...args); // 1: the root, 2: chunk one
+        }
+        const value = Reflect.get(target, key, receiver) as unknown;
+        return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const model = scriptedModel({ turns: fanOutScript('one'), record: false });
+    const first = await AgentRuntime.open({
+      storage: dying,
+      model,
+      scheduler: 'manual',
+      defaultAccount: { id: 'local', credits: 100_000 },
+    });
+    const { agent_id } = await first.create({ goal: 'fan out 1500' });
+    await first.step(agent_id); // the model asks for 1,500 sub-agents
+    void first.step(agent_id); // the spawn writes 1,000, then the process dies mid-write
+    await eventually(
+      async () => (await storage.countChildrenByStatus(agent_id, '')).STARTING_UP === 1000,
+      5_000,
+      'first chunk',
+    );
+    hang = false;
+
+    const second = await AgentRuntime.open({ storage, model });
+    expect((await second.waitFor(agent_id)).status).toBe('COMPLETED');
+    const children = await storage.findAgentsBySpawnKey(agent_id, '');
+    expect(children).toHaveLength(1500);
+    const indexes = children.map((c) => Number(c.spawn_key!.split('#')[1])).sort((a, b) => a - b);
+    expect(indexes).toEqual(Array.from({ length: 1500 }, (_, i) => i));
+    expect(children.every((c) => c.status === 'COMPLETED')).toBe(true);
+    await second.close();
   });
 });
