@@ -10,7 +10,6 @@ export default defineConfig({
       { find: /^agentry\/http$/, replacement: src('http/index.ts') },
       { find: /^agentry\/client$/, replacement: src('client/index.ts') },
       { find: /^agentry\/testing$/, replacement: src('testing/index.ts') },
-      { find: /^agentry\/storage\/postgres$/, replacement: src('storage/postgres/index.ts') },
       { find: /^agentry$/, replacement: src('index.ts') },
     ],
   },
