@@ -213,7 +213,7 @@ export interface IdempotencyRecord {
 }
 
 /**
- * Where agentry keeps its state. Implementations: `memoryStorage()`, `sqliteStorage()`, `postgresStorage()`.
+ * Where agentry keeps its state. Implementations: `memoryStorage()` and `sqliteStorage()`; PostgreSQL comes later.
  *
  * @example
  * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }), model });
