@@ -216,6 +216,14 @@ export class AgentRuntime {
       );
     }
     await storage.init();
+    if (o.scheduler === 'auto') {
+      try {
+        await storage.acquireRunnerLock?.();
+      } catch (err) {
+        await storage.close();
+        throw err;
+      }
+    }
     const runtime = new AgentRuntime(storage, model, clock, o, prices);
     await runtime.ensureDefaultAccount();
     await runtime.recover();

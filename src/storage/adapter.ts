@@ -223,6 +223,11 @@ export interface StorageAdapter {
   readonly kind: string;
   /** Create or migrate the schema. Called once by `AgentRuntime.open()`. */
   init(): Promise<void>;
+  /**
+   * Called by a runtime that will drive agents (not by one opened with `scheduler: 'manual'`). An adapter that can
+   * be driven by one process only (SQLite) refuses a second live process with `invalid_state`.
+   */
+  acquireRunnerLock?(): Promise<void>;
   close(): Promise<void>;
 
   // accounts and credits

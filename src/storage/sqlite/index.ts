@@ -30,6 +30,7 @@ import type {
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
 import { migrate } from './migrations.js';
+import { acquireRunnerLock, releaseRunnerLock } from './runner-lock.js';
 
 export interface SqliteStorageOptions {
   /**
@@ -380,6 +381,18 @@ class SqliteStorage implements StorageAdapter {
     const conn = this.conn;
     this.conn = null;
     conn?.db.close();
+    if (this.lockPath) releaseRunnerLock(this.lockPath);
+    this.lockPath = undefined;
+  }
+
+  private lockPath: string | undefined;
+
+  /** One process drives a database file's agents (see runner-lock.ts); in-memory databases need no lock. */
+  async acquireRunnerLock(): Promise<void> {
+    if (this.lockPath || this.path === ':memory:' || this.path === '') return;
+    const lockPath = `${this.path}.runner.lock`;
+    acquireRunnerLock(lockPath, this.path);
+    this.lockPath = lockPath;
   }
 
   private get c(): Connection {
