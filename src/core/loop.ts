@@ -218,10 +218,16 @@ async function runModelTurn(
   startingRow: AgentRow,
   turns: TurnRow[],
   control: RunControl,
+  /** Results of the previous turn's tool calls, not yet saved: they commit with this turn, or alone if it fails. */
+  pending?: PendingResults,
 ): Promise<StepOutcome> {
   let agent = startingRow;
+  const savePending = async (): Promise<void> => {
+    if (pending) await commitToolResults(deps, agent, pending);
+  };
   const price = deps.prices.models[agent.model];
   if (!price) {
+    await savePending();
     await changeStatus(deps, agent, 'fail', {
       status_message: `Failed: no price is configured for model ${agent.model}`,
     });
@@ -260,6 +266,7 @@ async function runModelTurn(
     amount,
   });
   if (refusal) {
+    await savePending();
     await stopForCredits(
       deps,
       agent,
@@ -285,6 +292,7 @@ async function runModelTurn(
     response = await deps.inModelLane(() => deps.model.generate(request, { signal: control.model.signal }));
   } catch (err) {
     await deps.storage.release(reservationId);
+    await savePending();
     if (control.model.signal.aborted || isAbortError(err)) return STOP; // paused, deleted or shutting down: redo later
     if (
       err instanceof ModelError &&
@@ -350,23 +358,28 @@ async function runModelTurn(
     },
   };
   const done = toolUses.length === 0;
+  const settlements = [...(pending?.settlements ?? []), settlement];
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
-    turns: [{ agent_id: agent.agent_id, idx, role: 'assistant', content: JSON.stringify(content), created_at: now }],
+    turns: [
+      ...(pending ? [pending.turn] : []),
+      { agent_id: agent.agent_id, idx, role: 'assistant', content: JSON.stringify(content), created_at: now },
+    ],
     messages,
-    tool_calls: toolCalls,
-    settlements: [settlement],
+    tool_calls: [...(pending?.toolCalls ?? []), ...toolCalls],
+    settlements,
     patch: {
+      ...(pending ? reportedPatch(pending.reported) : {}),
       token_count_delta: tokens.input + tokens.output,
       step_count_delta: 1,
-      status_message: done ? undefined : describeToolCalls(deps, toolUses),
+      ...(done ? {} : { status_message: describeToolCalls(deps, toolUses) }),
       updated_at: now,
     },
     status: done
       ? statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' })
       : undefined,
   });
-  emitCommit(deps, agent, result, messages, [settlement]);
+  emitCommit(deps, agent, result, messages, settlements);
   if (!result.agent) return STOP;
   if (done) return STOP;
   control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses };
@@ -508,24 +521,59 @@ async function runToolCalls(
     const r = results.get(use.id)!;
     return { type: 'tool_result', tool_use_id: use.id, content: r.content, ...(r.isError ? { is_error: true } : {}) };
   });
-  const result = await deps.storage.commitStep({
-    agent_id: agent.agent_id,
-    turns: [
-      {
-        agent_id: agent.agent_id,
-        idx: turnIdx + 1,
-        role: 'user',
-        content: JSON.stringify(resultBlocks),
-        created_at: at,
-      },
-    ],
-    tool_calls: finished,
+  const pending: PendingResults = {
+    turn: {
+      agent_id: agent.agent_id,
+      idx: turnIdx + 1,
+      role: 'user',
+      content: JSON.stringify(resultBlocks),
+      created_at: at,
+    },
+    toolCalls: finished,
     settlements,
-    patch: { status_message: 'Thinking', ...reportedPatch(reported), updated_at: at },
-  });
-  emitCommit(deps, agent, result, [], settlements);
+    reported,
+  };
+
+  // When every call that ran may run again, its results need not be on disk before the next model turn: they commit
+  // with it, one transaction instead of two. A crash in between reruns them; a pause, a failure or running out of
+  // credits before that turn commits saves them on their own. A call that must never run twice is saved at once.
+  // Calls that report progress (update_plan) are saved at once too, so the caller sees it while the model thinks.
+  const rerunnable = toRun.every((c) => c.record.idempotent);
+  const quiet = reported.message === undefined && reported.progress === undefined && reported.plan === undefined;
+  if (rerunnable && quiet && agent.status === 'ACTIVE' && !control.model.signal.aborted && withinLimits(deps, agent)) {
+    const turns = await deps.storage.listTurns(agent.agent_id);
+    if (turns.length === turnIdx + 1) {
+      return runModelTurn(deps, agent, [...turns, pending.turn], control, pending);
+    }
+  }
+  const result = await commitToolResults(deps, agent, pending);
   if (!result.agent) return STOP;
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
+}
+
+/** Tool results of one turn, held until they are committed (see runToolCalls). */
+interface PendingResults {
+  turn: TurnRow;
+  toolCalls: ToolCallRow[];
+  settlements: Settlement[];
+  reported: ProgressReport;
+}
+
+async function commitToolResults(deps: StepDeps, agent: AgentRow, pending: PendingResults): Promise<StepCommitResult> {
+  const result = await deps.storage.commitStep({
+    agent_id: agent.agent_id,
+    turns: [pending.turn],
+    tool_calls: pending.toolCalls,
+    settlements: pending.settlements,
+    patch: { status_message: 'Thinking', ...reportedPatch(pending.reported), updated_at: pending.turn.created_at },
+  });
+  emitCommit(deps, agent, result, [], pending.settlements);
+  return result;
+}
+
+/** Whether the agent may take another model turn (the same limits runStep checks). */
+function withinLimits(deps: StepDeps, agent: AgentRow): boolean {
+  return agent.step_count < deps.limits.maxSteps && activeMs(agent, deps.clock.now()) <= deps.limits.maxWallClockMs;
 }
 
 /** The agent fields a step's tool calls asked to change through `reportProgress`. */
