@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentryError } from '../../src/errors.js';
 import { sqliteStorage } from '../../src/storage/sqlite/index.js';
-import { MIGRATIONS, SCHEMA_VERSION } from '../../src/storage/sqlite/migrations.js';
+import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../src/storage/sqlite/migrations.js';
 import { at, storageContract } from './contract.js';
 
 function tempDir(): string {
@@ -43,9 +43,9 @@ describe('sqliteStorage', () => {
   const migrationRows = () =>
     inspect((db) => db.prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version').all());
 
-  it('records migration 1 on a new file, and does not run it again on reopen', async () => {
+  it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(1);
+    expect(SCHEMA_VERSION).toBe(2);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -58,7 +58,10 @@ describe('sqliteStorage', () => {
     });
     await first.close();
     const rows = migrationRows();
-    expect(rows).toEqual([{ version: 1, name: 'initial schema', applied_at: expect.any(String) }]);
+    expect(rows).toEqual([
+      { version: 1, name: 'initial schema', applied_at: expect.any(String) },
+      { version: 2, name: 'leaner hot path', applied_at: expect.any(String) },
+    ]);
 
     const second = sqliteStorage({ path: file });
     await second.init();
@@ -66,6 +69,53 @@ describe('sqliteStorage', () => {
     expect((await second.getAccount('a'))?.balance).toBe(7);
     await second.close();
     expect(migrationRows()).toEqual(rows);
+  });
+
+  it('migrates a version-1 database forward with its agents, turns and ledger intact', async () => {
+    // A version-1 file, as the first release wrote it.
+    const old = new Database(file);
+    migrate(old, MIGRATIONS.slice(0, 1));
+    old.close();
+    const v1 = sqliteStorage({ path: file });
+    // open it with version-1 code paths only through SQL: write rows the way version 1 stored them
+    const raw = new Database(file);
+    raw.exec(
+      `INSERT INTO accounts (id, name, subscription_active, balance, reserved, created_at) VALUES ('acct', 'A', 1, 500, 0, '${at(0)}')`,
+    );
+    raw.exec(
+      `INSERT INTO agents (agent_id, account_id, parent_id, root_id, spawn_key, goal, model, status, progress, status_message, ` +
+        `token_count, message_count, credits_spent, sub_agent_count, max_credits, tree_spent, tree_reserved, step_count, started, ` +
+        `active_ms, active_since, plan, created_at, updated_at) VALUES ('ag', 'acct', NULL, 'ag', NULL, 'goal', 'svc-1-lite', ` +
+        `'PAUSED', 0.5, 'Paused', 10, 1, 0, 0, NULL, 0, 0, 1, 1, 0, NULL, NULL, '${at(0)}', '${at(1)}')`,
+    );
+    raw.exec(
+      `INSERT INTO turns (agent_id, idx, role, content, created_at) VALUES ('ag', 0, 'user', '[{"type":"text","text":"goal"}]', '${at(0)}')`,
+    );
+    raw.exec(
+      `INSERT INTO turns (agent_id, idx, role, content, created_at) VALUES ('ag', 1, 'assistant', '[{"type":"text","text":"hi"}]', '${at(1)}')`,
+    );
+    raw.exec(
+      `INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at) VALUES ('acct', NULL, 'topup', NULL, 0, 0, 500, '${at(0)}')`,
+    );
+    raw.close();
+
+    await v1.init(); // migrates 1 -> 2
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2]);
+    expect((await v1.getAgent('ag'))?.status).toBe('PAUSED');
+    expect((await v1.listTurns('ag')).map((t) => t.content)).toEqual([
+      '[{"type":"text","text":"goal"}]',
+      '[{"type":"text","text":"hi"}]',
+    ]);
+    expect(await v1.listAgentIdsByStatus(['PAUSED'])).toEqual(['ag']);
+    expect((await v1.listLedger('acct')).map((l) => l.amount)).toEqual([500]);
+    // and it keeps working: the next turn continues the log
+    await v1.commitStep({
+      agent_id: 'ag',
+      turns: [{ agent_id: 'ag', idx: 2, role: 'user', content: '[]', created_at: at(2) }],
+      patch: { updated_at: at(2) },
+    });
+    expect(await v1.listTurns('ag')).toHaveLength(3);
+    await v1.close();
   });
 
   it('opens in WAL mode with every table of the schema', async () => {

@@ -143,6 +143,28 @@ export const MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
+  {
+    version: 2,
+    name: 'leaner hot path',
+    // Every step writes turns and changes statuses. A turn stored in its primary key's b-tree (WITHOUT ROWID) is one
+    // b-tree write instead of two; the (status, seq) index cost two index writes per status change and served only
+    // recovery's scan of runnable agents at open, which reads the table once instead.
+    up: `
+      CREATE TABLE turns_v2 (
+        agent_id TEXT NOT NULL,
+        idx INTEGER NOT NULL,
+        role TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (agent_id, idx)
+      ) WITHOUT ROWID;
+      INSERT INTO turns_v2 (agent_id, idx, role, content, created_at)
+        SELECT agent_id, idx, role, content, created_at FROM turns;
+      DROP TABLE turns;
+      ALTER TABLE turns_v2 RENAME TO turns;
+      DROP INDEX agents_status;
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */
