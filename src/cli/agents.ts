@@ -18,6 +18,7 @@ import {
   resolveDb,
   table,
   UsageError,
+  subcommandError,
 } from './common.js';
 
 export const usage = `Usage: agentry agents <subcommand>   [--db <path>] [--account <id>] [--json]
@@ -40,9 +41,7 @@ export async function run(args: string[]): Promise<number> {
   });
   const [sub, ...params] = rest;
   if (sub === undefined || !['list', 'show', 'pause', 'resume', 'delete'].includes(sub)) {
-    throw new UsageError(
-      sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
-    );
+    throw subcommandError(sub, usage);
   }
   if (values.status !== undefined && !(AGENT_STATUSES as readonly string[]).includes(values.status)) {
     throw new UsageError(`--status must be one of ${AGENT_STATUSES.join(', ')}`);

@@ -19,6 +19,13 @@ export class UsageError extends Error {
   override name = 'UsageError';
 }
 
+/** The error for a missing or unknown subcommand, with the command's usage. */
+export function subcommandError(sub: string | undefined, usage: string): UsageError {
+  return new UsageError(
+    sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
+  );
+}
+
 /** One command group: `agentry <name> ...`. */
 export interface CommandModule {
   /** Runs the command with the arguments after its name; resolves with the exit code. */

@@ -11,6 +11,7 @@ import {
   requireAccount,
   resolveDb,
   UsageError,
+  subcommandError,
 } from './common.js';
 import type { AccountInfo } from '../index.js';
 
@@ -42,11 +43,7 @@ export async function run(args: string[]): Promise<number> {
         account = await accounts.get(accountId);
         break;
       default:
-        throw new UsageError(
-          sub === undefined
-            ? `missing subcommand\n\n${usage}`
-            : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
-        );
+        throw subcommandError(sub, usage);
     }
     if (values.json) console.log(JSON.stringify(account));
     else {

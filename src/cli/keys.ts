@@ -12,6 +12,7 @@ import {
   resolveDb,
   table,
   UsageError,
+  subcommandError,
 } from './common.js';
 
 export const usage = `Usage: agentry keys create [--name <name>] | list | delete <key-id>   [--db <path>] [--account <id>] [--json]
@@ -57,11 +58,7 @@ export async function run(args: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError(
-          sub === undefined
-            ? `missing subcommand\n\n${usage}`
-            : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
-        );
+        throw subcommandError(sub, usage);
     }
   } finally {
     await close();

@@ -11,6 +11,7 @@ import {
   requireAccount,
   resolveDb,
   UsageError,
+  subcommandError,
 } from './common.js';
 
 export const usage = `Usage: agentry subscription activate | deactivate | show   [--db <path>] [--account <id>] [--json]
@@ -51,11 +52,7 @@ export async function run(args: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw new UsageError(
-          sub === undefined
-            ? `missing subcommand\n\n${usage}`
-            : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
-        );
+        throw subcommandError(sub, usage);
     }
   } finally {
     await close();
