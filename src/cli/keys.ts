@@ -11,7 +11,6 @@ import {
   requireAccount,
   resolveDb,
   table,
-  UsageError,
   subcommandError,
 } from './common.js';
 

@@ -10,7 +10,6 @@ import {
   positionals,
   requireAccount,
   resolveDb,
-  UsageError,
   subcommandError,
 } from './common.js';
 
