@@ -49,6 +49,7 @@ import {
   testTools,
   type FleetTurn,
 } from './crash-script.js';
+import { eventually } from '../support/runtime.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const WORKER = fileURLToPath(new URL('./crash-worker.ts', import.meta.url));
@@ -605,14 +606,6 @@ function fleetModel(delayMs: (goal: string) => number) {
       };
     },
   });
-}
-
-async function eventually(check: () => boolean, timeoutMs: number, what: string): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(2);
-  }
 }
 
 describe('graceful shutdown: close() (issue 3)', () => {
