@@ -4,6 +4,7 @@
  * table for every move, and leaves stepping to the scheduler.
  */
 import { randomUUID } from 'node:crypto';
+import { newAgentId } from './ids.js';
 import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
 import type { ModelProvider } from '../models/provider.js';
@@ -262,7 +263,7 @@ export class AgentRuntime {
       throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits first');
     }
     const now = isoTime(this.clock.now());
-    const id = randomUUID();
+    const id = newAgentId();
     const row: AgentRow = {
       agent_id: id,
       account_id: accountId,

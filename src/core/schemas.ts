@@ -13,7 +13,7 @@ export const AgentStatusSchema = z.enum(AGENT_STATUSES).meta({ id: 'AgentStatus'
 export type { AgentStatus } from './status.js';
 
 const Timestamp = z.iso.datetime({ offset: false, precision: 3 }).describe('ISO 8601 UTC timestamp with milliseconds');
-const AgentId = z.uuid().describe('UUID v4');
+const AgentId = z.uuid().describe('UUID (version 7: ordered by creation time)');
 
 /** Agent, creation form (DESIGN §2). */
 export const AgentCreatedSchema = z

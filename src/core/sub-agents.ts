@@ -10,6 +10,7 @@
  * path a parent takes after a crash.
  */
 import { randomUUID } from 'node:crypto';
+import { newAgentId } from './ids.js';
 import { z } from 'zod';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
 import { defineTool, type SpawnedSubAgents, type Tool } from '../tools/define-tool.js';
@@ -142,7 +143,7 @@ export class SubAgentCoordinator implements SubAgentHost {
     for (let i = from; i < to; i++) {
       const task = tasks[i]!;
       rows.push({
-        agent_id: randomUUID(),
+        agent_id: newAgentId(),
         account_id: parent.account_id,
         parent_id: parent.agent_id,
         root_id: parent.root_id,

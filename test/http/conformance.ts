@@ -48,6 +48,7 @@ export const ERROR_CODES_BY_STATUS: Record<number, string[]> = {
 
 const ISO_MS_Z = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID_V7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 const MISSING_ID = '00000000-0000-4000-8000-000000000000';
 
 export interface Reply {
@@ -117,7 +118,7 @@ export function expectIso(value: unknown): void {
 
 export function expectStatusForm(agent: Record<string, unknown>): void {
   expect(Object.keys(agent).sort()).toEqual([...STATUS_FIELDS, ...STATUS_EXTRA_FIELDS].sort());
-  expect(agent.agent_id).toMatch(UUID_V4);
+  expect(agent.agent_id).toMatch(UUID_V7);
   expectIso(agent.created_at);
   expectIso(agent.updated_at);
   expect(typeof agent.status_message).toBe('string');
@@ -168,7 +169,7 @@ export function describeConformance(name: string, getTarget: () => ConformanceTa
       expect(r.headers.get('x-request-id')).toBeTruthy();
       expect(r.headers.get('content-type')).toMatch(/^application\/json/);
       expect(Object.keys(r.json).sort()).toEqual(CREATED_FIELDS);
-      expect(r.json.agent_id).toMatch(UUID_V4);
+      expect(r.json.agent_id).toMatch(UUID_V7);
       expect(r.json).toMatchObject({ goal: 'Say done', model: 'svc-1-lite', status: 'ACTIVE', progress: 0 });
       expectIso(r.json.created_at);
       created.push(r.json.agent_id as string);

@@ -68,7 +68,7 @@ describe('README: HTTP service', () => {
     });
     const lines = stdout.split('\n').filter((l) => l.trim() !== '');
     const id = lines[0]!;
-    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
     const [polled, paused, resumed, listed, deleted] = lines.slice(1).map((l) => JSON.parse(l));
     expect(polled.agent).toMatchObject({ agent_id: id, status: 'ACTIVE' });
     expect(polled.messages[0]).toMatchObject({ role: 'USER', text: 'Summarise the three latest Node.js releases' });
