@@ -125,7 +125,7 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
       (turn.toolCalls ?? []).forEach((call, n) => {
         content.push({
           type: 'tool_use',
-          id: call.id ?? `toolu_${request.agentId.slice(0, 8)}_${turnIndex}_${n}`,
+          id: call.id ?? `toolu_${request.agentId.replaceAll('-', '')}_${turnIndex}_${n}`,
           name: call.name,
           input: call.input,
         });

@@ -168,7 +168,7 @@ function inFlightAtDeath(lines: string[]) {
 // ---------------------------------------------------------------------------------------------------------------
 // reading the database
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[47][0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 async function allAgents(storage: StorageAdapter): Promise<AgentRow[]> {
   return (await storage.listAgents({ limit: 10_000 })).rows;
