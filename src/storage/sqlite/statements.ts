@@ -1,0 +1,341 @@
+/**
+ * @module storage/sqlite/statements
+ * What both of the SQLite storage's connections share: the prepared statements, the row shapes SQLite returns and
+ * their conversions to the adapter's rows, and how a connection is opened. The runtime's thread reads through one
+ * connection; the writer (see writer.ts) writes through another, usually on a thread of its own.
+ */
+import Database from 'better-sqlite3';
+import type {
+  AccountRow,
+  AgentRow,
+  ApiKeyRow,
+  IdempotencyRecord,
+  LedgerRow,
+  MessageRow,
+  StatusChange,
+  ToolCallRow,
+  TurnRow,
+} from '../adapter.js';
+import type { AgentStatus } from '../../core/status.js';
+
+/**
+ * Opens a connection with the storage's settings: WAL (readers never wait for the writer), `synchronous=NORMAL`
+ * (a commit is durable once the WAL is synced at a checkpoint; a power loss can lose the last commits, a process crash
+ * cannot), and a busy timeout for the write lock.
+ */
+export function openConnection(path: string, busyTimeoutMs: number): Database.Database {
+  const db = new Database(path, { timeout: busyTimeoutMs });
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    // Checkpoint every ~40 MB of WAL rather than every 4 MB: a busy runtime commits often, and each checkpoint
+    // copies pages back into the database file and syncs it.
+    db.pragma('wal_autocheckpoint = 10000');
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return db;
+}
+
+// Rows as SQLite returns them: booleans are INTEGER 0/1.
+export type Flag = 0 | 1;
+export type AccountRecord = Omit<AccountRow, 'subscription_active'> & { subscription_active: Flag };
+/**
+ * An agent read in raw mode: `seq` then the columns of {@link AGENT_COLUMNS}, in order. Arrays, not objects, because
+ * better-sqlite3 builds a 25-key object per row about 2.5 times slower (it shows on 10,000-child listings).
+ */
+export type AgentTuple = [
+  seq: number,
+  agent_id: string,
+  account_id: string,
+  parent_id: string | null,
+  root_id: string,
+  spawn_key: string | null,
+  goal: string,
+  model: string,
+  status: AgentStatus,
+  progress: number,
+  status_message: string,
+  token_count: number,
+  message_count: number,
+  credits_spent: number,
+  sub_agent_count: number,
+  max_credits: number | null,
+  tree_spent: number,
+  tree_reserved: number,
+  step_count: number,
+  started: Flag,
+  active_ms: number,
+  active_since: string | null,
+  plan: string | null,
+  created_at: string,
+  updated_at: string,
+];
+export type ToolCallRecord = Omit<ToolCallRow, 'idempotent' | 'is_error'> & { idempotent: Flag; is_error: Flag };
+export type Bind = string | number | null;
+/** The part of a prepared statement the storage uses (better-sqlite3's own type cannot be named in declarations). */
+export interface Stmt<R = unknown> {
+  run(...params: Bind[]): Database.RunResult;
+  get(...params: Bind[]): R | undefined;
+  all(...params: Bind[]): R[];
+}
+
+export const flag = (value: boolean): Flag => (value ? 1 : 0);
+
+export const toAccount = (r: AccountRecord): AccountRow => ({
+  id: r.id,
+  name: r.name,
+  subscription_active: r.subscription_active === 1,
+  balance: r.balance,
+  reserved: r.reserved,
+  created_at: r.created_at,
+});
+
+export const toAgent = ([
+  ,
+  agent_id,
+  account_id,
+  parent_id,
+  root_id,
+  spawn_key,
+  goal,
+  model,
+  status,
+  progress,
+  status_message,
+  token_count,
+  message_count,
+  credits_spent,
+  sub_agent_count,
+  max_credits,
+  tree_spent,
+  tree_reserved,
+  step_count,
+  started,
+  active_ms,
+  active_since,
+  plan,
+  created_at,
+  updated_at,
+]: AgentTuple): AgentRow => ({
+  agent_id,
+  account_id,
+  parent_id,
+  root_id,
+  spawn_key,
+  goal,
+  model,
+  status,
+  progress,
+  status_message,
+  token_count,
+  message_count,
+  credits_spent,
+  sub_agent_count,
+  max_credits,
+  tree_spent,
+  tree_reserved,
+  step_count,
+  started: started === 1,
+  active_ms,
+  active_since,
+  plan,
+  created_at,
+  updated_at,
+});
+
+export const toToolCall = (r: ToolCallRecord): ToolCallRow => ({
+  agent_id: r.agent_id,
+  tool_use_id: r.tool_use_id,
+  turn_idx: r.turn_idx,
+  name: r.name,
+  input: r.input,
+  status: r.status,
+  idempotent: r.idempotent === 1,
+  result: r.result,
+  is_error: r.is_error === 1,
+  updated_at: r.updated_at,
+});
+
+export const AGENT_COLUMNS =
+  'agent_id, account_id, parent_id, root_id, spawn_key, goal, model, status, progress, status_message, token_count, ' +
+  'message_count, credits_spent, sub_agent_count, max_credits, tree_spent, tree_reserved, step_count, started, ' +
+  'active_ms, active_since, plan, created_at, updated_at';
+export const SELECT_AGENTS = `SELECT seq, ${AGENT_COLUMNS} FROM agents`;
+export const TOOL_CALL_COLUMNS =
+  'agent_id, tool_use_id, turn_idx, name, input, status, idempotent, result, is_error, updated_at';
+export const TOOL_CALL_UPSERT =
+  'ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET turn_idx = excluded.turn_idx, name = excluded.name, ' +
+  'input = excluded.input, status = excluded.status, idempotent = excluded.idempotent, result = excluded.result, ' +
+  'is_error = excluded.is_error, updated_at = excluded.updated_at';
+export const DESCENDANTS =
+  'WITH RECURSIVE tree(id) AS (SELECT c.agent_id FROM agents p JOIN agents c ON c.parent_id = p.agent_id ' +
+  'WHERE p.agent_id = ? UNION SELECT a.agent_id FROM agents a JOIN tree ON a.parent_id = tree.id) SELECT id FROM tree';
+/** Binds a JSON array of ids as a set: `x IN ${ID_SET}`. */
+export const ID_SET = '(SELECT value FROM json_each(?))';
+
+export function prepareStatements(db: Database.Database) {
+  const p = <R = unknown>(sql: string): Stmt<R> => db.prepare<Bind[], R>(sql);
+  // Statements read as single values (pluck) or as arrays (raw).
+  const pluck = <R>(sql: string): Stmt<R> => db.prepare<Bind[], R>(sql).pluck() as unknown as Stmt<R>;
+  const raw = <R>(sql: string): Stmt<R> => db.prepare<Bind[], R>(sql).raw() as unknown as Stmt<R>;
+  return {
+    insertAccount: p(
+      'INSERT INTO accounts (id, name, subscription_active, balance, reserved, created_at) VALUES (?, ?, ?, ?, 0, ?)',
+    ),
+    accountExists: pluck<number>('SELECT 1 FROM accounts WHERE id = ?'),
+    getAccount: p<AccountRecord>('SELECT * FROM accounts WHERE id = ?'),
+    listAccounts: p<AccountRecord>('SELECT * FROM accounts ORDER BY rowid'),
+    setSubscription: p<AccountRecord>('UPDATE accounts SET subscription_active = ? WHERE id = ? RETURNING *'),
+    addBalance: p<AccountRecord>('UPDATE accounts SET balance = balance + ? WHERE id = ? RETURNING *'),
+    debit: p('UPDATE accounts SET balance = balance - ? WHERE id = ?'),
+    available: p<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = ?'),
+    insertLedger: p(
+      'INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at) ' +
+        'VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+    ),
+    listLedger: p<LedgerRow>(
+      'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at FROM ledger ' +
+        'WHERE account_id = ? ORDER BY seq',
+    ),
+
+    treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
+      'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = ?',
+    ),
+    addTreeSpent: p('UPDATE agents SET tree_spent = tree_spent + ? WHERE agent_id = ?'),
+    addCreditsSpent: p('UPDATE agents SET credits_spent = credits_spent + ? WHERE agent_id = ?'),
+
+    upsertApiKey: p(
+      'INSERT INTO api_keys (id, account_id, name, hash, last4, created_at) VALUES (?, ?, ?, ?, ?, ?) ' +
+        'ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, name = excluded.name, ' +
+        'hash = excluded.hash, last4 = excluded.last4, created_at = excluded.created_at',
+    ),
+    listApiKeys: p<ApiKeyRow>(
+      'SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE account_id = ? ORDER BY rowid',
+    ),
+    deleteApiKey: p('DELETE FROM api_keys WHERE id = ? AND account_id = ?'),
+    apiKeyByHash: p<ApiKeyRow>('SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE hash = ?'),
+
+    insertAgent: p(`INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${AGENT_COLUMNS.split(',').map(() => '?')})`),
+    agentExists: pluck<number>('SELECT 1 FROM agents WHERE agent_id = ?'),
+    getAgent: raw<AgentTuple>(`${SELECT_AGENTS} WHERE agent_id = ?`),
+    agentHead: p<{ status: AgentStatus; parent_id: string | null; next_idx: number }>(
+      'SELECT status, parent_id, (SELECT coalesce(max(idx) + 1, 0) FROM turns WHERE agent_id = a.agent_id) AS next_idx ' +
+        'FROM agents a WHERE agent_id = ?',
+    ),
+    addSubAgents: p('UPDATE agents SET sub_agent_count = sub_agent_count + ? WHERE agent_id = ?'),
+    agentWithNextTurn: raw<AgentTuple>(
+      `SELECT seq, ${AGENT_COLUMNS}, (SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) ` +
+        'FROM agents WHERE agent_id = ?',
+    ),
+    // What a step changes, written as values computed from the row read in the same transaction. The status has its
+    // own statement so that the common step, which keeps it, does not rewrite the status indexes.
+    writeAgent: p(
+      'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
+        'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ? WHERE agent_id = ?',
+    ),
+    writeAgentWithStatus: p(
+      'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
+        'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ?, status = ? ' +
+        'WHERE agent_id = ?',
+    ),
+    childrenWithSpawnKey: raw<AgentTuple>(
+      `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key IS NOT NULL ORDER BY seq`,
+    ),
+    childrenInSpawnKeyRange: raw<AgentTuple>(
+      `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key >= ? AND spawn_key < ? ORDER BY seq LIMIT ? OFFSET ?`,
+    ),
+    countChildrenWithSpawnKey: p<{ status: AgentStatus; n: number }>(
+      'SELECT status, count(*) AS n FROM agents WHERE parent_id = ? AND spawn_key IS NOT NULL GROUP BY status',
+    ),
+    countChildrenInSpawnKeyRange: p<{ status: AgentStatus; n: number }>(
+      'SELECT status, count(*) AS n FROM agents WHERE parent_id = ? AND spawn_key >= ? AND spawn_key < ? ' +
+        'AND substr(spawn_key, 1, length(?)) = ? GROUP BY status',
+    ),
+    idsByStatus: pluck<string>(`SELECT agent_id FROM agents WHERE status IN ${ID_SET} ORDER BY seq`),
+    descendants: pluck<string>(DESCENDANTS),
+    deleteAgents: p(`DELETE FROM agents WHERE agent_id IN ${ID_SET}`),
+    deleteMessagesOf: p(`DELETE FROM messages WHERE agent_id IN ${ID_SET}`),
+    deleteTurnsOf: p(`DELETE FROM turns WHERE agent_id IN ${ID_SET}`),
+    deleteToolCallsOf: p(`DELETE FROM tool_calls WHERE agent_id IN ${ID_SET}`),
+
+    insertMessage: p('INSERT INTO messages (agent_id, message_id, role, text, timestamp) VALUES (?, ?, ?, ?, ?)'),
+    listMessages: p<MessageRow>(
+      'SELECT message_id, agent_id, role, text, timestamp FROM messages WHERE agent_id = ? ORDER BY seq',
+    ),
+    insertTurn: p('INSERT INTO turns (agent_id, idx, role, content, created_at) VALUES (?, ?, ?, ?, ?)'),
+    listTurns: p<TurnRow>('SELECT agent_id, idx, role, content, created_at FROM turns WHERE agent_id = ? ORDER BY idx'),
+    upsertToolCall: p(
+      `INSERT INTO tool_calls (${TOOL_CALL_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ${TOOL_CALL_UPSERT}`,
+    ),
+    // Like memoryStorage, calls of an agent that does not exist (any more) are dropped.
+    upsertToolCallOfLiveAgent: p(
+      `INSERT INTO tool_calls (${TOOL_CALL_COLUMNS}) SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? ` +
+        `WHERE EXISTS (SELECT 1 FROM agents WHERE agent_id = ?) ${TOOL_CALL_UPSERT}`,
+    ),
+    listToolCalls: p<ToolCallRecord>(
+      `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = ? AND turn_idx = ? ORDER BY rowid`,
+    ),
+
+    getIdempotency: p<IdempotencyRecord>(
+      'SELECT account_id, key, request_hash, response, status, created_at FROM idempotency_keys ' +
+        'WHERE account_id = ? AND key = ?',
+    ),
+    putIdempotency: p(
+      'INSERT OR IGNORE INTO idempotency_keys (account_id, key, request_hash, response, status, created_at) ' +
+        'VALUES (?, ?, ?, ?, ?, ?)',
+    ),
+    begin: p('BEGIN IMMEDIATE'),
+    commit: p('COMMIT'),
+  };
+}
+
+export type Statements = ReturnType<typeof prepareStatements>;
+
+export function toolCallParams(c: ToolCallRow): Bind[] {
+  return [
+    c.agent_id,
+    c.tool_use_id,
+    c.turn_idx,
+    c.name,
+    c.input,
+    c.status,
+    flag(c.idempotent),
+    c.result,
+    flag(c.is_error),
+    c.updated_at,
+  ];
+}
+
+/** Columns of an agent tuple (seq first); a computed column read with it comes at this index. */
+export const AGENT_TUPLE_LENGTH = 25;
+
+export function applyStatusChange(row: AgentRow, change: StatusChange): void {
+  const patch = change.patch ?? {};
+  if (patch.progress !== undefined) row.progress = patch.progress;
+  if (patch.status_message !== undefined) row.status_message = patch.status_message;
+  if (patch.started !== undefined) row.started = patch.started;
+  if (patch.active_ms !== undefined) row.active_ms = patch.active_ms;
+  if (patch.active_since !== undefined) row.active_since = patch.active_since;
+  row.status = change.to;
+}
+
+export function agentWriteParams(row: AgentRow, withStatus: boolean): Bind[] {
+  const params: Bind[] = [
+    row.progress,
+    row.status_message,
+    row.plan,
+    row.token_count,
+    row.message_count,
+    row.step_count,
+    row.credits_spent,
+    flag(row.started),
+    row.active_ms,
+    row.active_since,
+    row.updated_at,
+  ];
+  if (withStatus) params.push(row.status);
+  params.push(row.agent_id);
+  return params;
+}

@@ -1,0 +1,383 @@
+/**
+ * @module storage/sqlite/writer
+ * Every write of the SQLite storage, as data: a {@link WriteRequest} names an operation and carries its arguments,
+ * and {@link SqliteWriter.runBatch} commits a batch of them in one transaction (group commit). It knows nothing of the
+ * holds that live in the storage's memory; the storage applies their side of a batch from its {@link BatchOutcome}.
+ * Writes as plain data keep the transaction logic in one place and free of the storage's in-memory state.
+ */
+import type Database from 'better-sqlite3';
+import type {
+  AccountRow,
+  AgentRow,
+  ApiKeyRow,
+  IdempotencyRecord,
+  LedgerRow,
+  MessageRow,
+  Settlement,
+  StatusChange,
+  StepCommit,
+  StepCommitResult,
+  ToolCallRow,
+  TurnRow,
+} from '../adapter.js';
+import {
+  AGENT_TUPLE_LENGTH,
+  agentWriteParams,
+  applyStatusChange,
+  flag,
+  prepareStatements,
+  toAccount,
+  toAgent,
+  toolCallParams,
+  type Statements,
+} from './statements.js';
+
+/** The write operations and their arguments, as the storage sends them. */
+export interface WriteOps {
+  createAccount: [account: AccountRow];
+  setSubscription: [accountId: string, active: boolean];
+  addCredits: [entry: LedgerRow];
+  settle: [settlements: Settlement[]];
+  insertApiKey: [key: ApiKeyRow];
+  deleteApiKey: [accountId: string, keyId: string];
+  insertAgents: [agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]];
+  changeStatus: [agentId: string, change: StatusChange, updatedAt: string];
+  deleteAgentTree: [agentId: string];
+  putToolCalls: [calls: ToolCallRow[]];
+  commitStep: [commit: StepCommit];
+  putIdempotency: [record: IdempotencyRecord];
+}
+
+/** What each operation returns. Account and agent rows come back without the in-memory holds (reserved = 0). */
+export interface WriteResults {
+  createAccount: void;
+  setSubscription: AccountRow | null;
+  addCredits: AccountRow | null;
+  settle: number[];
+  insertApiKey: void;
+  deleteApiKey: boolean;
+  insertAgents: void;
+  changeStatus: AgentRow | null;
+  deleteAgentTree: string[];
+  putToolCalls: void;
+  commitStep: StepCommitResult;
+  putIdempotency: void;
+}
+
+export type WriteOp = keyof WriteOps;
+export type WriteRequest = { [K in WriteOp]: { op: K; args: WriteOps[K] } }[WriteOp];
+
+export type WriteOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
+
+export interface BatchOutcome {
+  /** One per request, in order. */
+  outcomes: WriteOutcome[];
+  /** Account balances as committed by this batch (debits and top-ups), for the storage's reservation checks. */
+  balances: Array<[accountId: string, balance: number]>;
+}
+
+/** Settlements and step commits touch the account and tree totals only through the batch's deferred sums. */
+const DEFERRABLE: ReadonlySet<WriteOp> = new Set(['settle', 'commitStep']);
+
+interface Deferred {
+  balances: Map<string, { balance: number; debit: number }>;
+  treeSpent: Map<string, number>;
+}
+const emptyDeferred = (): Deferred => ({ balances: new Map(), treeSpent: new Map() });
+
+export class SqliteWriter {
+  private readonly s: Statements;
+  /**
+   * Debits of the hot rows (the account's balance, the root's tree_spent) summed over a batch and written once at its
+   * end, instead of once per settlement. Settlements read the balance through {@link balanceInBatch}.
+   */
+  private deferred = emptyDeferred();
+  /** Balances written by the current batch. */
+  private written = new Map<string, number>();
+
+  constructor(private readonly db: Database.Database) {
+    this.s = prepareStatements(db);
+  }
+
+  /**
+   * Commits the batch in one IMMEDIATE transaction. Writes validate before they write, so one rarely throws; when one
+   * does, the batch is rolled back and every write is redone in a transaction of its own, so each still commits or
+   * fails alone.
+   */
+  runBatch(batch: readonly WriteRequest[]): BatchOutcome {
+    this.written = new Map();
+    const values: unknown[] = [];
+    try {
+      this.s.begin.run();
+      for (const w of batch) {
+        if (!DEFERRABLE.has(w.op)) this.writeDeferred();
+        values.push(this.run(w));
+      }
+      this.writeDeferred();
+      this.s.commit.run();
+    } catch {
+      this.rollback();
+      return this.runOneByOne(batch);
+    }
+    return { outcomes: values.map((value) => ({ ok: true, value })), balances: [...this.written] };
+  }
+
+  private runOneByOne(batch: readonly WriteRequest[]): BatchOutcome {
+    this.written = new Map();
+    const outcomes: WriteOutcome[] = [];
+    for (const w of batch) {
+      const committed = new Map(this.written);
+      try {
+        this.s.begin.run();
+        const value = this.run(w);
+        this.writeDeferred();
+        this.s.commit.run();
+        outcomes.push({ ok: true, value });
+      } catch (error) {
+        this.rollback();
+        this.written = committed;
+        outcomes.push({ ok: false, error });
+      }
+    }
+    return { outcomes, balances: [...this.written] };
+  }
+
+  private rollback(): void {
+    if (this.db.inTransaction) this.db.exec('ROLLBACK');
+    this.deferred = emptyDeferred();
+  }
+
+  private run(w: WriteRequest): unknown {
+    const s = this.s;
+    switch (w.op) {
+      case 'createAccount':
+        return this.createAccount(...w.args);
+      case 'setSubscription': {
+        const r = s.setSubscription.get(flag(w.args[1]), w.args[0]);
+        return r ? toAccount(r) : null;
+      }
+      case 'addCredits':
+        return this.addCredits(...w.args);
+      case 'settle':
+        return w.args[0].map((settlement) => this.applySettlement(settlement));
+      case 'insertApiKey': {
+        const [k] = w.args;
+        s.upsertApiKey.run(k.id, k.account_id, k.name, k.hash, k.last4, k.created_at);
+        return undefined;
+      }
+      case 'deleteApiKey':
+        return s.deleteApiKey.run(w.args[1], w.args[0]).changes > 0;
+      case 'insertAgents':
+        return this.insertAgents(...w.args);
+      case 'changeStatus':
+        return this.changeStatus(...w.args);
+      case 'deleteAgentTree':
+        return this.deleteAgentTree(...w.args);
+      case 'putToolCalls':
+        for (const c of w.args[0]) s.upsertToolCallOfLiveAgent.run(...toolCallParams(c), c.agent_id);
+        return undefined;
+      case 'commitStep':
+        return this.commitStep(...w.args);
+      case 'putIdempotency': {
+        const [r] = w.args;
+        s.putIdempotency.run(r.account_id, r.key, r.request_hash, r.response, r.status, r.created_at);
+        return undefined;
+      }
+    }
+  }
+
+  private writeDeferred(): void {
+    const d = this.deferred;
+    if (d.balances.size === 0 && d.treeSpent.size === 0) return;
+    for (const [id, b] of d.balances) {
+      if (b.debit > 0) this.s.debit.run(b.debit, id);
+      this.written.set(id, b.balance);
+    }
+    for (const [id, spent] of d.treeSpent) if (spent > 0) this.s.addTreeSpent.run(spent, id);
+    this.deferred = emptyDeferred();
+  }
+
+  private balanceInBatch(accountId: string): { balance: number; debit: number } | undefined {
+    let b = this.deferred.balances.get(accountId);
+    if (!b) {
+      const row = this.s.available.get(accountId);
+      if (!row) return undefined;
+      b = { balance: row.balance, debit: 0 };
+      this.deferred.balances.set(accountId, b);
+    }
+    return b;
+  }
+
+  private createAccount(a: AccountRow): void {
+    if (this.s.accountExists.get(a.id) !== undefined) throw new Error(`account ${a.id} exists`);
+    this.s.insertAccount.run(a.id, a.name, flag(a.subscription_active), a.balance, a.created_at);
+    if (a.balance > 0) this.s.insertLedger.run(a.id, null, 'topup', null, 0, 0, a.balance, a.created_at);
+  }
+
+  private addCredits(e: LedgerRow): AccountRow | null {
+    const r = this.s.addBalance.get(e.amount, e.account_id);
+    if (!r) return null;
+    this.written.set(e.account_id, r.balance);
+    this.s.insertLedger.run(
+      e.account_id,
+      e.agent_id,
+      e.kind,
+      e.item,
+      e.tokens_in,
+      e.tokens_out,
+      e.amount,
+      e.created_at,
+    );
+    return toAccount(r);
+  }
+
+  /**
+   * Debits min(cost, balance) and writes the ledger row. The agent's own `credits_spent` is left to the caller when
+   * it is `ownAgentId` (a step commit writes its agent once); the account and tree sums are deferred to the end of
+   * the batch. (The hold is dropped by the storage when the batch's outcome arrives.)
+   */
+  private applySettlement(s: Settlement, ownAgentId?: string): number {
+    const { cost, ...entry } = s.ledger;
+    const account = this.balanceInBatch(entry.account_id);
+    if (!account) return 0;
+    const charge = Math.max(0, Math.min(cost, account.balance));
+    account.balance -= charge;
+    account.debit += charge;
+    this.s.insertLedger.run(
+      entry.account_id,
+      entry.agent_id,
+      entry.kind,
+      entry.item,
+      entry.tokens_in,
+      entry.tokens_out,
+      0 - charge,
+      entry.created_at,
+    );
+    this.deferred.treeSpent.set(s.root_id, (this.deferred.treeSpent.get(s.root_id) ?? 0) + charge);
+    if (entry.agent_id && entry.agent_id !== ownAgentId) this.s.addCreditsSpent.run(charge, entry.agent_id);
+    return charge;
+  }
+
+  private insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): void {
+    const s = this.s;
+    // Whether an agent exists by now: inserted in this batch, or found in the table (memoized: 10,000 children of one
+    // parent cost one lookup of it, and one UPDATE of its sub_agent_count).
+    const known = new Map<string, boolean>();
+    const exists = (id: string): boolean => {
+      let e = known.get(id);
+      if (e === undefined) known.set(id, (e = s.agentExists.get(id) !== undefined));
+      return e;
+    };
+    const newChildren = new Map<string, number>();
+    for (const a of agents) {
+      try {
+        s.insertAgent.run(
+          a.agent_id,
+          a.account_id,
+          a.parent_id,
+          a.root_id,
+          a.spawn_key,
+          a.goal,
+          a.model,
+          a.status,
+          a.progress,
+          a.status_message,
+          a.token_count,
+          a.message_count,
+          a.credits_spent,
+          a.sub_agent_count,
+          a.max_credits,
+          a.tree_spent,
+          a.tree_reserved,
+          a.step_count,
+          flag(a.started),
+          a.active_ms,
+          a.active_since,
+          a.plan,
+          a.created_at,
+          a.updated_at,
+        );
+      } catch (err) {
+        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
+          throw new Error(`agent ${a.agent_id} exists`);
+        throw err;
+      }
+      known.set(a.agent_id, true);
+      // As in memoryStorage: a parent is counted only if it exists when its child is inserted.
+      if (a.parent_id !== null && exists(a.parent_id)) {
+        newChildren.set(a.parent_id, (newChildren.get(a.parent_id) ?? 0) + 1);
+      }
+    }
+    for (const [parentId, n] of newChildren) s.addSubAgents.run(n, parentId);
+    for (const m of messages) {
+      if (exists(m.agent_id)) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
+    }
+    for (const t of turns) {
+      if (exists(t.agent_id)) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
+    }
+  }
+
+  private changeStatus(agentId: string, change: StatusChange, updatedAt: string): AgentRow | null {
+    const tuple = this.s.getAgent.get(agentId);
+    if (!tuple) return null;
+    const row = toAgent(tuple);
+    if (!change.from.includes(row.status)) return null;
+    applyStatusChange(row, change);
+    row.updated_at = updatedAt;
+    this.s.writeAgentWithStatus.run(...agentWriteParams(row, true));
+    return row;
+  }
+
+  private deleteAgentTree(agentId: string): string[] {
+    const s = this.s;
+    const head = s.agentHead.get(agentId);
+    if (!head) return [];
+    const ids = [agentId, ...s.descendants.all(agentId)];
+    const idSet = JSON.stringify(ids);
+    if (head.parent_id !== null) s.addSubAgents.run(-1, head.parent_id);
+    s.deleteMessagesOf.run(idSet);
+    s.deleteTurnsOf.run(idSet);
+    s.deleteToolCallsOf.run(idSet);
+    s.deleteAgents.run(idSet);
+    return ids;
+  }
+
+  private commitStep(c: StepCommit): StepCommitResult {
+    const s = this.s;
+    const found = s.agentWithNextTurn.get(c.agent_id);
+    const turns = c.turns ?? [];
+    if (found) {
+      const nextIdx = (found as unknown as unknown[])[AGENT_TUPLE_LENGTH] as number;
+      turns.forEach((t, i) => {
+        if (t.idx !== nextIdx + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+      });
+    }
+    const charged = (c.settlements ?? []).map((settlement) => this.applySettlement(settlement, c.agent_id));
+    if (!found) return { agent: null, statusChanged: false, charged };
+    for (const t of turns) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
+    const messages = c.messages ?? [];
+    for (const m of messages) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
+    for (const call of c.tool_calls ?? []) s.upsertToolCall.run(...toolCallParams(call));
+
+    // The agent after the commit, computed from the row just read (nothing else writes it in this transaction),
+    // and written back with one UPDATE instead of several plus a read-back.
+    const row = toAgent(found);
+    const p = c.patch;
+    if (p.progress !== undefined) row.progress = p.progress;
+    if (p.status_message !== undefined) row.status_message = p.status_message;
+    if (p.plan !== undefined) row.plan = p.plan;
+    row.token_count += p.token_count_delta ?? 0;
+    row.message_count += messages.length;
+    row.step_count += p.step_count_delta ?? 0;
+    row.updated_at = p.updated_at;
+    (c.settlements ?? []).forEach((settlement, i) => {
+      if (settlement.ledger.agent_id === row.agent_id) row.credits_spent += charged[i]!;
+      if (settlement.root_id === row.agent_id) row.tree_spent += charged[i]!; // written with the batch's tree sums
+    });
+    // After the patch, so that the status change's own fields win (as in memoryStorage).
+    const statusChanged = c.status !== undefined && c.status.from.includes(row.status);
+    if (statusChanged) applyStatusChange(row, c.status!);
+    (statusChanged ? s.writeAgentWithStatus : s.writeAgent).run(...agentWriteParams(row, statusChanged));
+    return { agent: row, statusChanged, charged };
+  }
+}
