@@ -8,7 +8,7 @@
  * -> body: declared size (413), media type (415), streamed size (413), JSON and schema (400) -> the runtime.
  */
 import { z } from 'zod';
-import { hashApiKey, type AccountInfo } from '../core/accounts.js';
+import type { AccountInfo } from '../core/accounts.js';
 import type { AgentRuntime } from '../core/agent-runtime.js';
 import { isoTime } from '../core/clock.js';
 import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
@@ -18,8 +18,16 @@ import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
-import { errorResponse, jsonResponse, jsonTextResponse, newRequestId, responseForError } from './responses.js';
+import {
+  errorResponse,
+  jsonResponse,
+  jsonTextResponse,
+  responseForError,
+  toResponse,
+  type PlainResponse,
+} from './responses.js';
 
 /** Default token bucket per API key: bursts of 120 requests, then 20 a second (1,200 a minute). */
 export const DEFAULT_RATE_LIMIT: RateLimitOptions = Object.freeze({ capacity: 120, refillPerSecond: 20 });
@@ -121,6 +129,12 @@ export interface FetchHandler {
    * Adapters use it to answer requests they cannot turn into a `Request`.
    */
   allowedMethods(pathname: string): readonly string[] | null;
+  /**
+   * The fast path of `GET {basePath}/api/agents/{id}`, the route clients poll: the same checks and answer as the
+   * router, from a path and a header lookup instead of a `Request`, as plain data. Resolves to null for anything
+   * else (and when CORS is on), which then goes through the router. For server adapters.
+   */
+  plainGet(pathname: string, header: (name: string) => string | null): Promise<PlainResponse | null>;
 }
 
 type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'openapi';
@@ -149,9 +163,6 @@ const unmatchedResponses = new WeakSet<Response>();
 export function isUnmatchedResponse(response: Response): boolean {
   return unmatchedResponses.has(response);
 }
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const SANE_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,128}$/;
 
 const ListQuerySchema = z
   .object({
@@ -245,24 +256,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     return headers;
   }
 
-  async function authenticate(request: Request, requestId: string): Promise<{ account: AccountInfo } | Response> {
-    const key = request.headers.get('x-api-key');
-    const account = await runtime.accounts.authenticate(key);
-    if (buckets && key !== null) {
-      const retryAfter = buckets.take(hashApiKey(key));
-      if (retryAfter > 0) {
-        return errorResponse(
-          'rate_limited',
-          `Too many requests for this API key; retry after ${retryAfter} s`,
-          requestId,
-          {
-            headers: { 'retry-after': String(retryAfter) },
-          },
-        );
-      }
-    }
-    return { account };
-  }
+  const source = {
+    authenticate: (key: string | null) => runtime.accounts.authenticate(key),
+    get: (id: string, scope: { accountId: string }) => runtime.get(id, scope),
+  };
+  const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, onError });
+  const plainGet = (pathname: string, header: (name: string) => string | null) =>
+    o.cors === false ? answerPoll(pathname, header) : Promise.resolve(null);
 
   /** Reads and parses a JSON body; `required: false` accepts an absent or empty body as `undefined`. */
   async function jsonBody(request: Request, required: boolean): Promise<unknown> {
@@ -279,18 +279,6 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     return parseJsonBody(bytes);
   }
 
-  function agentId(segment: string): string {
-    let id: string;
-    try {
-      id = decodeURIComponent(segment);
-    } catch {
-      id = segment;
-    }
-    // Malformed ids are refused like unknown ones: 404 says nothing about what exists.
-    if (!UUID.test(id)) throw new AgentryError('not_found', `Agent ${JSON.stringify(id.slice(0, 100))} was not found`);
-    return id.toLowerCase();
-  }
-
   async function route(request: Request, requestId: string, url: URL, found: RouteMatch): Promise<Response> {
     const name = found.methods[request.method];
     if (name === undefined) {
@@ -304,8 +292,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       return jsonTextResponse(200, openApiText, { 'cache-control': 'public, max-age=300' });
     }
 
-    const auth = await authenticate(request, requestId);
-    if (auth instanceof Response) return auth;
+    const auth = await authenticate(source, buckets, request.headers.get('x-api-key'), requestId);
+    if ('status' in auth) return toResponse(auth);
     const scope = { accountId: auth.account.account_id };
 
     switch (name) {
@@ -323,12 +311,12 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       case 'create':
         return create(request, auth.account);
       case 'get':
-        return jsonResponse(200, await runtime.get(agentId(found.idSegment!), scope));
+        return jsonResponse(200, await runtime.get(agentIdOf(found.idSegment!), scope));
       case 'delete':
-        return jsonResponse(200, await runtime.delete(agentId(found.idSegment!), scope));
+        return jsonResponse(200, await runtime.delete(agentIdOf(found.idSegment!), scope));
       case 'pause':
       case 'resume': {
-        const id = agentId(found.idSegment!);
+        const id = agentIdOf(found.idSegment!);
         const body = await jsonBody(request, false);
         if (body !== undefined) parseArgs(EmptyBodySchema, body, `${name} body`);
         const agent = name === 'pause' ? await runtime.pause(id, scope) : await runtime.resume(id, scope);
@@ -337,7 +325,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       case 'events':
         return agentEventStream(
           runtime,
-          agentId(found.idSegment!),
+          agentIdOf(found.idSegment!),
           auth.account.account_id,
           request.headers.get('last-event-id'),
           request.signal,
@@ -371,8 +359,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   }
 
   const handler = async (request: Request): Promise<Response> => {
-    const incoming = request.headers.get('x-request-id');
-    const requestId = incoming !== null && SANE_REQUEST_ID.test(incoming) ? incoming : newRequestId();
+    const requestId = requestIdOf(request.headers.get('x-request-id'));
     let found: RouteMatch | null = null;
     let response: Response;
     try {
@@ -409,5 +396,6 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       const found = match(pathname);
       return found === null ? null : Object.keys(found.methods);
     },
+    plainGet,
   });
 }

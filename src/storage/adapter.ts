@@ -229,6 +229,11 @@ export interface StorageAdapter {
    */
   acquireRunnerLock?(): Promise<void>;
   close(): Promise<void>;
+  /**
+   * How another thread can open the same data (read-only), or null when it cannot (private in-memory data). The HTTP
+   * server's poll thread uses it to answer polls from a connection of its own.
+   */
+  sharedLocation?(): { kind: 'sqlite'; path: string } | null;
 
   // accounts and credits
   /** Creates the account; a positive `balance` is also written as a `topup` ledger row. */

@@ -58,12 +58,19 @@ export interface SqliteStorageOptions {
    * @default 5000
    */
   busyTimeoutMs?: number;
+  /**
+   * Open an existing database for reading only: no migration, no runner lock, and every write is refused with
+   * `invalid_state`. For readers beside the process that runs the agents (dashboards, the HTTP poll thread).
+   * @default false
+   */
+  readonly?: boolean;
 }
 
 const OptionsSchema = z
   .object({
     path: z.string().min(1).optional(),
     busyTimeoutMs: z.number().int().min(0).optional(),
+    readonly: z.boolean().optional(),
   })
   .strict();
 
@@ -107,13 +114,14 @@ class SqliteStorage implements StorageAdapter {
   constructor(
     private readonly path: string,
     private readonly busyTimeoutMs: number,
+    private readonly readonly: boolean,
   ) {}
 
   async init(): Promise<void> {
     if (this.conn) return;
     let db: Database.Database;
     try {
-      db = openConnection(this.path, this.busyTimeoutMs);
+      db = openConnection(this.path, this.busyTimeoutMs, this.readonly);
     } catch (err) {
       throw new AgentryError(
         'invalid_request',
@@ -122,7 +130,7 @@ class SqliteStorage implements StorageAdapter {
       );
     }
     try {
-      migrate(db);
+      if (!this.readonly) migrate(db);
       this.conn = { db, st: prepareStatements(db), writer: new SqliteWriter(db), listStatements: new Map() };
     } catch (err) {
       db.close();
@@ -142,8 +150,13 @@ class SqliteStorage implements StorageAdapter {
 
   private lockPath: string | undefined;
 
+  sharedLocation(): { kind: 'sqlite'; path: string } | null {
+    return isMemoryPath(this.path) ? null : { kind: 'sqlite', path: this.path };
+  }
+
   /** One process drives a database file's agents (see runner-lock.ts); in-memory databases need no lock. */
   async acquireRunnerLock(): Promise<void> {
+    if (this.readonly) throw new AgentryError('invalid_state', 'A read-only SQLite storage cannot run agents');
     if (this.lockPath || isMemoryPath(this.path)) return;
     const lockPath = `${this.path}.runner.lock`;
     acquireRunnerLock(lockPath, this.path);
@@ -173,6 +186,10 @@ class SqliteStorage implements StorageAdapter {
     return new Promise((resolve, reject) => {
       if (!this.conn) {
         reject(new AgentryError('internal_error', 'sqliteStorage: the storage is closed'));
+        return;
+      }
+      if (this.readonly) {
+        reject(new AgentryError('invalid_state', `This SQLite storage is read-only (${op} refused)`));
         return;
       }
       this.pending.push({ request: { op, args } as WriteRequest, resolve: resolve as (v: unknown) => void, reject });
@@ -525,5 +542,6 @@ export function sqliteStorage(options: SqliteStorageOptions = {}): StorageAdapte
       cause: parsed.error,
     });
   }
-  return new SqliteStorage(parsed.data.path ?? './agentry.db', parsed.data.busyTimeoutMs ?? 5000);
+  const { path = './agentry.db', busyTimeoutMs = 5000, readonly = false } = parsed.data;
+  return new SqliteStorage(path, busyTimeoutMs, readonly);
 }

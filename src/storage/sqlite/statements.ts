@@ -23,7 +23,9 @@ import type { AgentStatus } from '../../core/status.js';
  * (a commit is durable once the WAL is synced at a checkpoint; a power loss can lose the last commits, a process crash
  * cannot), and a busy timeout for the write lock.
  */
-export function openConnection(path: string, busyTimeoutMs: number): Database.Database {
+export function openConnection(path: string, busyTimeoutMs: number, readonly = false): Database.Database {
+  // A reader needs none of the settings below: WAL is a property of the file, set by the writer.
+  if (readonly) return new Database(path, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
   const db = new Database(path, { timeout: busyTimeoutMs });
   try {
     db.pragma('journal_mode = WAL');

@@ -1,0 +1,98 @@
+/**
+ * @module http/poll
+ * The route clients poll, `GET {basePath}/api/agents/{id}`, as a function of a path and a header lookup that answers
+ * plain data ({@link PlainResponse}) instead of WHATWG `Request`/`Response` objects, which cost several times the
+ * route itself. The router (fetch-handler.ts) serves it this way on the Node fast path, and the HTTP server's poll
+ * thread (poll-thread.ts) serves it from a read-only connection of its own. Checks, answers and error bodies are the
+ * router's: 401/403 for the key, 429 from the caller's token buckets, 404 for an unknown or foreign agent.
+ */
+import { hashApiKey, type AccountInfo } from '../core/accounts.js';
+import type { AgentWithMessages } from '../core/schemas.js';
+import { AgentryError } from '../errors.js';
+import type { TokenBuckets } from './rate-limit.js';
+import { newRequestId, plainError, plainForError, plainJson, type PlainResponse } from './responses.js';
+
+/** What the poll route reads: an API key's account, and an agent of that account with its messages. */
+export interface PollSource {
+  authenticate(key: string | null): Promise<AccountInfo>;
+  get(agentId: string, scope: { accountId: string }): Promise<AgentWithMessages>;
+}
+
+export interface PollOptions {
+  basePath: string;
+  /** Token buckets per API key, or null when rate limiting is off. */
+  buckets: TokenBuckets | null;
+  onError: (error: unknown, context: { request_id: string }) => void;
+}
+
+/** Answers the poll route; resolves to null for any other path. */
+export type PollResponder = (
+  pathname: string,
+  header: (name: string) => string | null,
+) => Promise<PlainResponse | null>;
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const SANE_REQUEST_ID = /^[A-Za-z0-9._:/+=@-]{1,128}$/;
+
+/** The request id a response carries: the caller's `x-request-id` when it is sane, else a fresh one. */
+export function requestIdOf(incoming: string | null): string {
+  return incoming !== null && SANE_REQUEST_ID.test(incoming) ? incoming : newRequestId();
+}
+
+/** The agent id of a path segment; malformed ids are refused like unknown ones, so 404 says nothing of what exists. */
+export function agentIdOf(segment: string): string {
+  let id: string;
+  try {
+    id = decodeURIComponent(segment);
+  } catch {
+    id = segment;
+  }
+  if (!UUID.test(id)) throw new AgentryError('not_found', `Agent ${JSON.stringify(id.slice(0, 100))} was not found`);
+  return id.toLowerCase();
+}
+
+/**
+ * The caller's account, or a 429 when its key's bucket is empty. Unknown keys throw (401) before any bucket is
+ * touched, so a flood of bad keys cannot fill the bucket table.
+ */
+export async function authenticate(
+  source: Pick<PollSource, 'authenticate'>,
+  buckets: TokenBuckets | null,
+  key: string | null,
+  requestId: string,
+): Promise<{ account: AccountInfo } | PlainResponse> {
+  const account = await source.authenticate(key);
+  if (buckets && key !== null) {
+    const retryAfter = buckets.take(hashApiKey(key));
+    if (retryAfter > 0) {
+      return plainError('rate_limited', `Too many requests for this API key; retry after ${retryAfter} s`, requestId, {
+        headers: { 'retry-after': String(retryAfter) },
+      });
+    }
+  }
+  return { account };
+}
+
+export function createPollResponder(source: PollSource, o: PollOptions): PollResponder {
+  const prefix = `${o.basePath}/api/agents/`;
+  return async (pathname, header) => {
+    if (!pathname.startsWith(prefix)) return null;
+    let segment = pathname.slice(prefix.length);
+    if (segment.endsWith('/')) segment = segment.slice(0, -1); // one trailing slash is forgiven, as by the router
+    if (segment === '' || segment.includes('/')) return null;
+    const requestId = requestIdOf(header('x-request-id'));
+    let response: PlainResponse;
+    try {
+      const auth = await authenticate(source, o.buckets, header('x-api-key'), requestId);
+      if ('status' in auth) response = auth;
+      else {
+        const agent = await source.get(agentIdOf(segment), { accountId: auth.account.account_id });
+        response = plainJson(200, JSON.stringify(agent));
+      }
+    } catch (error) {
+      response = plainForError(error, requestId, o.onError);
+    }
+    response.headers['x-request-id'] = requestId;
+    return response;
+  };
+}
