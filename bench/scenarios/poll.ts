@@ -1,19 +1,19 @@
 /**
  * poll-under-load: GET /api/agents/{id} from a load generator on loopback while fanout-10k runs in this process, and
- * the same load against a bare node:http hello-world (in a process of its own) for the same time.
+ * the same load against a bare node:http hello-world (in a process of its own) for the same time. The service is
+ * `startServer` as `agentry serve` runs it: HTTP on a thread of its own that answers polls from a read-only
+ * connection to the SQLite file.
  */
 import { fork } from 'node:child_process';
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { createNodeHandler } from 'agentry/http';
+import { startServer } from 'agentry/http';
 import { startLoad, type LoadResult } from '../lib/load-client.js';
 import { peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 import { runFanout } from './agentry-fanout.js';
 
 const args = scenarioArgs();
 let load: { stop(): Promise<LoadResult> } | undefined;
-let close: (() => void) | undefined;
+let close: (() => Promise<void>) | undefined;
 let loadStarted = 0;
 let underLoad!: LoadResult;
 const fanout = await runFanout({
@@ -27,10 +27,9 @@ const fanout = await runFanout({
     const target = await runtime.create({ goal: 'poll target' });
     await runtime.pause(target.agent_id);
     // no rate limit: the load generator uses one key, and 429s are not what this measures
-    const server = createServer(createNodeHandler(runtime, { rateLimit: false }));
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const server = await startServer(runtime, { port: 0, rateLimit: false });
     close = () => server.close();
-    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/api/agents/${target.agent_id}`;
+    const url = `${server.url}/api/agents/${target.agent_id}`;
     load = await startLoad(url, key.key);
     loadStarted = performance.now();
   },
@@ -42,7 +41,7 @@ if (underLoad.non2xx > 0 || underLoad.errors > 0) {
   throw new Error(`poll answers were not all 200: ${underLoad.non2xx} non-2xx, ${underLoad.errors} errors`);
 }
 const loadMs = performance.now() - loadStarted;
-close?.();
+await close?.();
 
 // The reference: a bare node:http hello-world in its own process, under the same load for the same time.
 const hello = fork(fileURLToPath(new URL('./hello.js', import.meta.url)), [], {

@@ -5,10 +5,8 @@
  * `API key: agk_…`. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
  * and continue on the next start), then exits 0.
  */
-import { createServer } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { AgentRuntime, anthropicProvider, hasAnthropicCredentials } from '../index.js';
-import { createNodeHandler, type FetchHandlerOptions } from '../http/index.js';
+import { startServer, type FetchHandlerOptions, type RunningServer } from '../http/index.js';
 import {
   COMMON_OPTIONS,
   formatCredits,
@@ -71,24 +69,16 @@ export async function run(args: string[]): Promise<number> {
     );
   }
   const runtime = await AgentRuntime.open({ storage: await openStorage(db), model: anthropicProvider() });
-  let server: ReturnType<typeof createServer>;
+  let server: RunningServer;
   try {
     await ensureServeAccount(runtime);
-    server = createServer(createNodeHandler(runtime, handlerOptions));
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, values.host, () => {
-        server.off('error', reject);
-        resolve();
-      });
-    });
+    // HTTP on a thread of its own: polls are answered there while this thread steps the agents.
+    server = await startServer(runtime, { ...handlerOptions, port, host: values.host });
   } catch (error) {
     await runtime.close();
     throw error;
   }
-  const address = server.address() as AddressInfo;
-  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
-  console.log(`agentry listening on http://${host}:${address.port} (database: ${db})`);
+  console.log(`agentry listening on ${server.url} (database: ${db})`);
 
   return new Promise<number>((resolve) => {
     let stopping = false;
@@ -99,19 +89,20 @@ export async function run(args: string[]): Promise<number> {
       }
       stopping = true;
       console.error(`agentry: ${signal}, shutting down`);
-      server.close();
-      server.closeAllConnections();
-      runtime.close().then(
-        () => {
-          resolve(0);
-          process.exit(0);
-        },
-        (error: unknown) => {
-          console.error('agentry: shutdown failed:', error);
-          resolve(1);
-          process.exit(1);
-        },
-      );
+      server
+        .close()
+        .then(() => runtime.close())
+        .then(
+          () => {
+            resolve(0);
+            process.exit(0);
+          },
+          (error: unknown) => {
+            console.error('agentry: shutdown failed:', error);
+            resolve(1);
+            process.exit(1);
+          },
+        );
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);

@@ -17,7 +17,7 @@ import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
 import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
 import { changeStatus, type StepDeps } from './loop.js';
 import { createPlanTool } from './plan.js';
-import { toCreatedForm, toMessage, toReducedForm, toStatusForm } from './records.js';
+import { toAgentWithMessages, toCreatedForm, toReducedForm, toStatusForm } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import {
@@ -311,8 +311,7 @@ export class AgentRuntime {
   /** The agent (status form) and its public transcript. */
   async get(agentId: string, scope: AccountScope = {}): Promise<AgentWithMessages> {
     const row = await this.row(agentId, scope);
-    const messages = await this.storage.listMessages(row.agent_id);
-    return { agent: toStatusForm(row), messages: messages.map(toMessage) };
+    return toAgentWithMessages(row, await this.storage.listMessages(row.agent_id));
   }
 
   /** Agents, newest first, in reduced form. Pass `next_cursor` back as `cursor` for the next page. */

@@ -3,7 +3,14 @@
  * Storage rows to the public record forms of DESIGN §2. Wire shape = in-process shape.
  */
 import type { AgentRow, MessageRow } from '../storage/adapter.js';
-import { microsToCredits, type Agent, type AgentCreated, type AgentSummary, type Message } from './schemas.js';
+import {
+  microsToCredits,
+  type Agent,
+  type AgentCreated,
+  type AgentSummary,
+  type AgentWithMessages,
+  type Message,
+} from './schemas.js';
 
 export function toCreatedForm(row: AgentRow): AgentCreated {
   return {
@@ -17,8 +24,15 @@ export function toCreatedForm(row: AgentRow): AgentCreated {
 }
 
 export function toStatusForm(row: AgentRow): Agent {
+  // Spelled out rather than spread from toCreatedForm: this is built for every poll, and a literal is several times
+  // cheaper than a spread.
   return {
-    ...toCreatedForm(row),
+    agent_id: row.agent_id,
+    goal: row.goal,
+    model: row.model,
+    status: row.status,
+    progress: row.progress,
+    created_at: row.created_at,
     status_message: row.status_message,
     token_count: row.token_count,
     message_count: row.message_count,
@@ -41,4 +55,9 @@ export function toReducedForm(row: AgentRow): AgentSummary {
 
 export function toMessage(row: MessageRow): Message {
   return { message_id: row.message_id, timestamp: row.timestamp, text: row.text, role: row.role };
+}
+
+/** What `get` answers: the agent in status form and its messages. */
+export function toAgentWithMessages(row: AgentRow, messages: MessageRow[]): AgentWithMessages {
+  return { agent: toStatusForm(row), messages: messages.map(toMessage) };
 }

@@ -25,3 +25,5 @@ export type { NodeHandler } from './node-handler.js';
 export { buildOpenApiDocument } from './openapi.js';
 export type { OpenApiOptions } from './openapi.js';
 export type { RateLimitOptions } from './rate-limit.js';
+export { startServer } from './server.js';
+export type { RunningServer, ServerOptions } from './server.js';

@@ -14,7 +14,7 @@ import {
   type FetchHandler,
   type FetchHandlerOptions,
 } from './fetch-handler.js';
-import { errorResponse, newRequestId } from './responses.js';
+import { errorResponse, newRequestId, type PlainResponse } from './responses.js';
 
 /** A Node request listener / Connect middleware. Never rejects, never throws into the host server. */
 export type NodeHandler = (
@@ -54,14 +54,10 @@ export function nodeHandlerFor(fetchHandler: FetchHandler): NodeHandler {
   return async (req, res, next) => {
     try {
       // The route clients poll skips the WHATWG Request and Response, which cost several times the route itself.
-      if (req.method === 'GET' && req.url !== undefined && PLAIN_PATH.test(req.url)) {
-        const plain = await fetchHandler.plainGet(req.url.split('?', 1)[0]!, (name) => headerOf(req, name));
-        if (plain) {
-          plain.headers['content-length'] = String(Buffer.byteLength(plain.body));
-          res.writeHead(plain.status, plain.headers);
-          res.end(plain.body);
-          return;
-        }
+      const path = plainPollPath(req);
+      if (path !== null) {
+        const plain = await fetchHandler.plainGet(path, (name) => headerOf(req, name));
+        if (plain) return writePlain(res, plain);
       }
       const request = toRequest(req, res, fetchHandler);
       if (request instanceof Refusal) {
@@ -100,15 +96,27 @@ export function nodeHandlerFor(fetchHandler: FetchHandler): NodeHandler {
  */
 const PLAIN_PATH = /^(?:\/[A-Za-z0-9_~-][A-Za-z0-9._~-]*)+\/?(?:\?[^#]*)?$/;
 
+/** The path of a GET the poll fast path may take, or null. */
+export function plainPollPath(req: IncomingMessage): string | null {
+  if (req.method !== 'GET' || req.url === undefined || !PLAIN_PATH.test(req.url)) return null;
+  return req.url.split('?', 1)[0]!;
+}
+
+export function writePlain(res: ServerResponse, plain: PlainResponse): void {
+  plain.headers['content-length'] = String(Buffer.byteLength(plain.body));
+  res.writeHead(plain.status, plain.headers);
+  res.end(plain.body);
+}
+
 /** A header as `Headers.get` would give it: repeated values joined with ", ". */
-function headerOf(req: IncomingMessage, name: string): string | null {
+export function headerOf(req: IncomingMessage, name: string): string | null {
   const value = req.headers[name];
   if (value === undefined) return null;
   return Array.isArray(value) ? value.join(', ') : value;
 }
 
 /** A request that cannot become a `Request` (an unusable URL or method). */
-class Refusal {
+export class Refusal {
   constructor(
     readonly method: string,
     /** Methods of the route, or null when the path is not agentry's. */
@@ -116,7 +124,7 @@ class Refusal {
   ) {}
 }
 
-function refusalResponse(refusal: Refusal): Response {
+export function refusalResponse(refusal: Refusal): Response {
   const id = newRequestId();
   const response =
     refusal.allow === null
@@ -139,24 +147,55 @@ function toRequest(
   fetchHandler: FetchHandler,
 ): { request: Request } | Refusal {
   const method = (req.method ?? 'GET').toUpperCase();
-  const url = requestUrl(req);
-  if (url === null) return new Refusal(method, null);
-  const headers = new Headers();
-  for (let i = 0; i + 1 < req.rawHeaders.length; i += 2) {
-    try {
-      headers.append(req.rawHeaders[i]!, req.rawHeaders[i + 1]!);
-    } catch {
-      // a header value undici will not carry (control characters): drop it rather than fail the request
-    }
-  }
   const aborted = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) aborted.abort(new Error('client disconnected'));
   });
-  const hasBody = method !== 'GET' && method !== 'HEAD';
-  const init: RequestInit & { duplex?: 'half' } = { method, headers, signal: aborted.signal };
-  if (hasBody) {
-    init.body = bodyOf(req);
+  return buildRequest(
+    {
+      method,
+      url: req.url ?? '/',
+      host: req.headers.host,
+      encrypted: (req.socket as TLSSocket | undefined)?.encrypted === true,
+      rawHeaders: req.rawHeaders,
+      body: method !== 'GET' && method !== 'HEAD' ? bodyOf(req) : null,
+    },
+    aborted.signal,
+    fetchHandler,
+  );
+}
+
+/** What a request is made of, as it can travel between threads (see server.ts). */
+export interface RequestParts {
+  method: string;
+  /** `req.url`: origin-form, or absolute-form from a proxy. */
+  url: string;
+  host: string | undefined;
+  encrypted: boolean;
+  rawHeaders: string[];
+  body: ReadableStream<Uint8Array> | Uint8Array | null;
+}
+
+/** The WHATWG `Request` of a Node request's parts, or a {@link Refusal} when it cannot be one. */
+export function buildRequest(
+  parts: RequestParts,
+  signal: AbortSignal,
+  fetchHandler: FetchHandler,
+): { request: Request } | Refusal {
+  const method = parts.method.toUpperCase();
+  const url = requestUrl(parts.url, parts.host, parts.encrypted);
+  if (url === null) return new Refusal(method, null);
+  const headers = new Headers();
+  for (let i = 0; i + 1 < parts.rawHeaders.length; i += 2) {
+    try {
+      headers.append(parts.rawHeaders[i]!, parts.rawHeaders[i + 1]!);
+    } catch {
+      // a header value undici will not carry (control characters): drop it rather than fail the request
+    }
+  }
+  const init: RequestInit & { duplex?: 'half' } = { method, headers, signal };
+  if (parts.body !== null && method !== 'GET' && method !== 'HEAD') {
+    init.body = parts.body as BodyInit;
     init.duplex = 'half';
   }
   const refuse = () => new Refusal(method, fetchHandler.allowedMethods(new URL(url).pathname));
@@ -169,10 +208,9 @@ function toRequest(
 }
 
 /** `req.url` (origin-form, or absolute-form from a proxy) as an absolute URL, or null when it is not one. */
-function requestUrl(req: IncomingMessage): string | null {
-  const raw = req.url ?? '/';
-  const host = req.headers.host !== undefined && SANE_HOST.test(req.headers.host) ? req.headers.host : 'localhost';
-  const scheme = (req.socket as TLSSocket | undefined)?.encrypted ? 'https' : 'http';
+function requestUrl(raw: string, hostHeader: string | undefined, encrypted: boolean): string | null {
+  const host = hostHeader !== undefined && SANE_HOST.test(hostHeader) ? hostHeader : 'localhost';
+  const scheme = encrypted ? 'https' : 'http';
   try {
     // Concatenated rather than resolved: a path like `//evil/x` must stay a path, not become a host.
     return new URL(raw.startsWith('/') ? `${scheme}://${host}${raw}` : raw).href;
@@ -222,7 +260,7 @@ function bodyOf(req: IncomingMessage): ReadableStream<Uint8Array> {
   );
 }
 
-async function writeResponse(req: IncomingMessage, res: ServerResponse, response: Response): Promise<void> {
+export async function writeResponse(req: IncomingMessage, res: ServerResponse, response: Response): Promise<void> {
   res.statusCode = response.status;
   response.headers.forEach((value, name) => {
     if (name !== 'set-cookie') res.setHeader(name, value);

@@ -2,8 +2,12 @@
  * The conformance suite against the examples: the routes mounted on node:http, Express 5, Fastify 5 and Hono, each
  * in-process over its own runtime whose model is the Anthropic provider pointed at a fake Messages API server.
  */
-import { afterAll, beforeAll } from 'vitest';
-import { AgentRuntime, anthropicProvider, memoryStorage } from 'agentry';
+import { afterAll, beforeAll, expect } from 'vitest';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { AgentRuntime, anthropicProvider, memoryStorage, sqliteStorage } from 'agentry';
+import { startServer } from 'agentry/http';
 import type { FakeAnthropic } from 'agentry/testing';
 import { start as startExpress } from '../../examples/http-express.js';
 import { start as startFastify } from '../../examples/http-fastify.js';
@@ -23,18 +27,30 @@ afterAll(async () => {
   await fake?.close();
 });
 
-const mounts: Array<[string, typeof startNode]> = [
-  ['node:http', startNode],
-  ['Express 5', startExpress],
-  ['Fastify 5', startFastify],
-  ['Hono (basePath /v1)', startHono],
+/** `startServer` over a SQLite file: polls answered on the server's thread, everything else forwarded. */
+const startPollThread: typeof startNode = async (options) => {
+  const runtime = options!.runtime!;
+  const { account, apiKey } = await runtime.accounts.create({ name: 'poll thread', credits: 100, subscribe: true });
+  const server = await startServer(runtime, { ...options!.http, port: 0 });
+  expect(server.pollThread).toBe(true);
+  return { runtime, url: server.url, apiKey: apiKey!.key, accountId: account.account_id, close: () => server.close() };
+};
+
+const mounts: Array<[string, typeof startNode, 'memory' | 'sqlite']> = [
+  ['startServer (poll thread, SQLite)', startPollThread, 'sqlite'],
+  ['node:http', startNode, 'memory'],
+  ['Express 5', startExpress, 'memory'],
+  ['Fastify 5', startFastify, 'memory'],
+  ['Hono (basePath /v1)', startHono, 'memory'],
 ];
 
-for (const [name, start] of mounts) {
+for (const [name, start, storage] of mounts) {
   let server: Started;
+  let dir: string | undefined;
   beforeAll(async () => {
+    dir = storage === 'sqlite' ? fs.mkdtempSync(path.join(os.tmpdir(), 'agentry-poll-thread-')) : undefined;
     const runtime = await AgentRuntime.open({
-      storage: memoryStorage(),
+      storage: dir ? sqliteStorage({ path: path.join(dir, 'agentry.db') }) : memoryStorage(),
       model: anthropicProvider({ baseURL: fake.url, apiKey: 'test-key', maxRetries: 0 }),
     });
     server = await start({ runtime, http: { rateLimit: RATE_LIMIT, onError: () => {} } });
@@ -42,6 +58,7 @@ for (const [name, start] of mounts) {
   afterAll(async () => {
     await server?.close();
     await server?.runtime.close();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
   });
 
   describeConformance(name, () => ({

@@ -196,6 +196,37 @@ describe('sqliteStorage', () => {
     }
   });
 
+  it('opens read-only beside the writer: sees its commits, refuses every write, takes no runner lock', async () => {
+    const writer = sqliteStorage({ path: file });
+    await writer.init();
+    const reader = sqliteStorage({ path: file, readonly: true });
+    await reader.init();
+    try {
+      const account = {
+        id: 'acct',
+        name: 'a',
+        subscription_active: true,
+        balance: 100,
+        reserved: 0,
+        created_at: at(0),
+      };
+      await writer.createAccount(account);
+      expect(await reader.getAccount('acct')).toEqual(account);
+      expect(reader.sharedLocation?.()).toEqual({ kind: 'sqlite', path: file });
+      await expect(reader.createAccount({ ...account, id: 'other' })).rejects.toMatchObject({ code: 'invalid_state' });
+      await expect(reader.acquireRunnerLock?.()).rejects.toMatchObject({ code: 'invalid_state' });
+      expect(await writer.getAccount('other')).toBeNull();
+    } finally {
+      await reader.close();
+      await writer.close();
+    }
+    // A reader never creates a database.
+    await expect(sqliteStorage({ path: path.join(dir, 'missing.db'), readonly: true }).init()).rejects.toMatchObject({
+      code: 'invalid_request',
+    });
+    expect(sqliteStorage({ path: ':memory:' }).sharedLocation?.()).toBeNull();
+  });
+
   it('checks its options at the door', () => {
     for (const bad of [{ path: '' }, { busyTimeoutMs: -1 }, { busyTimeoutMs: 1.5 }, { pth: 'x.db' }]) {
       let thrown: unknown;

@@ -1,0 +1,241 @@
+/**
+ * @module http/server
+ * {@link startServer}: agentry's HTTP service on a port of its own, as `agentry serve` runs it. Over a SQLite file the
+ * server lives on a thread of its own (poll-thread.ts): polls are answered there from a read-only connection, so a
+ * runtime busy with 10,000 sub-agents still answers them in milliseconds; every other request is handed to the
+ * runtime's thread and served by the same router as {@link createNodeHandler}. Over in-memory storage, which another
+ * thread cannot open, it is a plain node:http server with {@link createNodeHandler}.
+ */
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { createRequire } from 'node:module';
+import type { AddressInfo } from 'node:net';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { z } from 'zod';
+import type { AgentRuntime } from '../core/agent-runtime.js';
+import { parseArgs } from '../core/validate.js';
+import { AgentryError } from '../errors.js';
+import {
+  createFetchHandler,
+  DEFAULT_BODY_LIMIT_BYTES,
+  DEFAULT_RATE_LIMIT,
+  type FetchHandler,
+  type FetchHandlerOptions,
+} from './fetch-handler.js';
+import { buildRequest, nodeHandlerFor, Refusal, refusalResponse } from './node-handler.js';
+import type { FromPollThread, PollThreadData, ToPollThread } from './poll-thread.js';
+
+export interface ServerOptions extends FetchHandlerOptions {
+  /** Port to listen on; 0 picks a free one. @default 8787 */
+  port?: number;
+  /** Address to bind. @default '127.0.0.1' */
+  host?: string;
+  /**
+   * Serve HTTP on a thread of its own and answer polls there (SQLite files only). `false` serves everything on the
+   * runtime's thread. Polls on the thread have a token bucket of their own per API key (same settings), apart from
+   * the other routes'.
+   * @default true
+   */
+  pollThread?: boolean;
+}
+
+/** A running server. */
+export interface RunningServer {
+  /** `http://host:port`, with the port actually bound. */
+  readonly url: string;
+  readonly port: number;
+  /** Whether polls are answered on the server's own thread. */
+  readonly pollThread: boolean;
+  /** Stops listening and drops open connections (event streams included). The runtime stays open. */
+  close(): Promise<void>;
+}
+
+const ServerOnlySchema = z
+  .object({
+    port: z.number().int().min(0).max(65535).optional(),
+    host: z.string().min(1).optional(),
+    pollThread: z.boolean().optional(),
+  })
+  .passthrough();
+
+/**
+ * Starts the HTTP service of DESIGN §10 on a port.
+ *
+ * @example
+ * import { AgentRuntime, sqliteStorage } from 'agentry';
+ * import { startServer } from 'agentry/http';
+ *
+ * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }) });
+ * const server = await startServer(runtime, { port: 8787 });
+ * console.log(`listening on ${server.url}`);
+ * // later: await server.close(); await runtime.close();
+ */
+export async function startServer(runtime: AgentRuntime, options: ServerOptions = {}): Promise<RunningServer> {
+  const {
+    port = 8787,
+    host = '127.0.0.1',
+    pollThread = true,
+    ...handlerOptions
+  } = parseArgs(ServerOnlySchema, options, 'startServer options') as ServerOptions;
+  const fetchHandler = createFetchHandler(runtime, handlerOptions);
+  const location = runtime.storage.sharedLocation?.() ?? null;
+  if (pollThread && location !== null) {
+    return startWithPollThread(fetchHandler, handlerOptions, {
+      sqlitePath: location.path,
+      port,
+      host,
+      basePath: handlerOptions.basePath ?? '',
+      rateLimit: handlerOptions.rateLimit ?? DEFAULT_RATE_LIMIT,
+      bodyLimitBytes: handlerOptions.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+      answerPolls: (handlerOptions.cors ?? false) === false,
+    });
+  }
+  const server = createServer(nodeHandlerFor(fetchHandler));
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  return {
+    url: urlOf(address.address, address.family, address.port),
+    port: address.port,
+    pollThread: false,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+function urlOf(address: string, family: string, port: number): string {
+  return `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
+}
+
+async function startWithPollThread(
+  fetchHandler: FetchHandler,
+  options: FetchHandlerOptions,
+  data: PollThreadData,
+): Promise<RunningServer> {
+  const onError =
+    options.onError ??
+    ((error: unknown, { request_id }: { request_id: string }) =>
+      console.error(`agentry http: request ${request_id} failed:`, error));
+  const worker = spawnPollThread(data);
+  const send = (m: ToPollThread, transfer?: ArrayBuffer[]) => worker.postMessage(m, transfer);
+  /** Aborts the requests in flight on this thread when their client leaves. */
+  const inFlight = new Map<number, AbortController>();
+  let onClosed: (() => void) | undefined;
+
+  async function serve(m: Extract<FromPollThread, { kind: 'request' }>): Promise<void> {
+    const aborted = new AbortController();
+    inFlight.set(m.id, aborted);
+    try {
+      const built = buildRequest(
+        { method: m.method, url: m.url, host: m.host, encrypted: false, rawHeaders: m.rawHeaders, body: m.body },
+        aborted.signal,
+        fetchHandler,
+      );
+      const response = built instanceof Refusal ? refusalResponse(built) : await fetchHandler(built.request);
+      const headers: Array<[string, string]> = [];
+      response.headers.forEach((value, name) => {
+        if (name !== 'set-cookie') headers.push([name, value]);
+      });
+      for (const cookie of response.headers.getSetCookie()) headers.push(['set-cookie', cookie]);
+      const stream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
+      if (!stream || response.body === null) {
+        const body = new Uint8Array(await response.arrayBuffer());
+        headers.push(['content-length', String(body.byteLength)]);
+        send({ kind: 'head', id: m.id, status: response.status, headers, stream: false });
+        send({ kind: 'end', id: m.id, data: body }, [body.buffer as ArrayBuffer]);
+        return;
+      }
+      send({ kind: 'head', id: m.id, status: response.status, headers, stream: true });
+      const reader = response.body.getReader();
+      aborted.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          send({ kind: 'chunk', id: m.id, data: value });
+        }
+      } catch {
+        // cancelled: the client went away
+      }
+      send({ kind: 'end', id: m.id });
+    } catch (error) {
+      onError(error, { request_id: 'forwarded' });
+      send({ kind: 'head', id: m.id, status: 500, headers: [['content-type', 'text/plain']], stream: false });
+      send({ kind: 'end', id: m.id });
+    } finally {
+      inFlight.delete(m.id);
+    }
+  }
+
+  const listening = await new Promise<Extract<FromPollThread, { kind: 'listening' }>>((resolve, reject) => {
+    worker.on('message', (m: FromPollThread) => {
+      switch (m.kind) {
+        case 'listening':
+          return resolve(m);
+        case 'failed':
+          return reject(new AgentryError('invalid_request', `The HTTP server could not start: ${m.message}`));
+        case 'request':
+          return void serve(m);
+        case 'cancel':
+          return inFlight.get(m.id)?.abort(new Error('client disconnected'));
+        case 'error':
+          return onError(Object.assign(new Error(m.message), m.stack ? { stack: m.stack } : {}), {
+            request_id: m.request_id,
+          });
+        case 'closed':
+          return onClosed?.();
+      }
+    });
+    worker.once('error', reject);
+    worker.once('exit', (code) => {
+      reject(new AgentryError('internal_error', `The HTTP server thread exited with code ${code}`));
+      onClosed?.();
+    });
+  });
+  return {
+    url: urlOf(listening.address, listening.family, listening.port),
+    port: listening.port,
+    pollThread: true,
+    async close() {
+      await new Promise<void>((resolve) => {
+        onClosed = resolve;
+        send({ kind: 'close' });
+      });
+      for (const aborted of inFlight.values()) aborted.abort(new Error('server closed'));
+      await worker.terminate();
+    },
+  };
+}
+
+/**
+ * The server's thread. Built, its entry is plain JavaScript; run from source (tests, tsx) it is TypeScript, and the
+ * thread registers tsx's loader before importing it (Node 20 does not pass `--import` hooks on to workers).
+ */
+function spawnPollThread(data: PollThreadData): Worker {
+  // The thread inherits the process's flags, except one that would make it refuse its own entry file.
+  const execArgv = process.execArgv.filter((flag) => !flag.startsWith('--input-type'));
+  if (!import.meta.url.endsWith('.ts')) {
+    return new Worker(new URL('./poll-thread.js', import.meta.url), { workerData: data, execArgv });
+  }
+  const entry = new URL('./poll-thread.ts', import.meta.url).href;
+  const boot = `import(${JSON.stringify(tsxApiUrl())}).then((tsx) => { tsx.register(); return import(${JSON.stringify(entry)}); })`;
+  return new Worker(boot, { eval: true, workerData: data, execArgv });
+}
+
+/** tsx's ESM API (`tsx/esm/api`, import condition), found through its package.json: require.resolve picks the CJS file. */
+function tsxApiUrl(): string {
+  const manifest = createRequire(import.meta.url).resolve('tsx/package.json');
+  const { exports } = JSON.parse(readFileSync(manifest, 'utf8')) as {
+    exports: Record<string, { import: { default: string } }>;
+  };
+  return new URL(exports['./esm/api']!.import.default, pathToFileURL(manifest)).href;
+}
