@@ -95,10 +95,11 @@ export class RunControl {
   /** Rate-limit answers in a row (they back off the whole model lane, and do not count as failures). */
   rateLimited = 0;
   /**
-   * The tool calls the last model turn of this driver saved, so the next step need not read them back. Only the
-   * driver that wrote them uses it; any other path (resume, recovery) reads storage.
+   * The tool calls the last model turn of this driver saved, and the turn log as it left it, so the next step need not
+   * read them back. Only the driver that wrote them uses it (one driver per agent, one runner per database); any other
+   * path (resume, recovery) reads storage.
    */
-  savedToolCalls: { turnIdx: number; rows: ToolCallRow[]; uses: ToolUseBlock[] } | undefined;
+  savedToolCalls: { turnIdx: number; rows: ToolCallRow[]; uses: ToolUseBlock[]; turns: TurnRow[] } | undefined;
 
   /** Aborted when the agent is deleted or the runtime shuts down hard; tool calls see it as `ctx.signal`. */
   get toolsSignal(): AbortSignal {
@@ -359,12 +360,16 @@ async function runModelTurn(
   };
   const done = toolUses.length === 0;
   const settlements = [...(pending?.settlements ?? []), settlement];
+  const assistantTurn: TurnRow = {
+    agent_id: agent.agent_id,
+    idx,
+    role: 'assistant',
+    content: JSON.stringify(content),
+    created_at: now,
+  };
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
-    turns: [
-      ...(pending ? [pending.turn] : []),
-      { agent_id: agent.agent_id, idx, role: 'assistant', content: JSON.stringify(content), created_at: now },
-    ],
+    turns: [...(pending ? [pending.turn] : []), assistantTurn],
     messages,
     tool_calls: [...(pending?.toolCalls ?? []), ...toolCalls],
     settlements,
@@ -382,7 +387,7 @@ async function runModelTurn(
   emitCommit(deps, agent, result, messages, settlements);
   if (!result.agent) return STOP;
   if (done) return STOP;
-  control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses };
+  control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses, turns: [...turns, assistantTurn] };
   return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
 }
 
@@ -393,7 +398,8 @@ async function runToolCalls(
   toolUses: ToolUseBlock[],
   control: RunControl,
 ): Promise<StepOutcome> {
-  const saved = control.savedToolCalls?.turnIdx === turnIdx ? control.savedToolCalls.rows : undefined;
+  const savedByThisDriver = control.savedToolCalls?.turnIdx === turnIdx ? control.savedToolCalls : undefined;
+  const saved = savedByThisDriver?.rows;
   control.savedToolCalls = undefined;
   const records = new Map(
     (saved ?? (await deps.storage.listToolCalls(agent.agent_id, turnIdx))).map((r) => [r.tool_use_id, r]),
@@ -541,7 +547,8 @@ async function runToolCalls(
   const rerunnable = toRun.every((c) => c.record.idempotent);
   const quiet = reported.message === undefined && reported.progress === undefined && reported.plan === undefined;
   if (rerunnable && quiet && agent.status === 'ACTIVE' && !control.model.signal.aborted && withinLimits(deps, agent)) {
-    const turns = await deps.storage.listTurns(agent.agent_id);
+    // The log as this driver left it when it saved the turn with these calls; anything else reads it back.
+    const turns = savedByThisDriver?.turns ?? (await deps.storage.listTurns(agent.agent_id));
     if (turns.length === turnIdx + 1) {
       return runModelTurn(deps, agent, [...turns, pending.turn], control, pending);
     }
