@@ -257,7 +257,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   }
 
   const source = {
-    authenticate: (key: string | null) => runtime.accounts.authenticate(key),
+    authenticate: (key: string | null) => runtime.accounts.authenticateKey(key),
     get: (id: string, scope: { accountId: string }) => runtime.get(id, scope),
   };
   const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, onError });

@@ -61,7 +61,7 @@ const storage = sqliteStorage({ path: data.sqlitePath, readonly: true });
 const accounts = new Accounts(storage, systemClock);
 const answerPoll = createPollResponder(
   {
-    authenticate: (key) => accounts.authenticate(key),
+    authenticate: (key) => accounts.authenticateKey(key),
     async get(agentId, { accountId }) {
       const row = await storage.getAgent(agentId);
       if (!row || row.account_id !== accountId) throw notFound('Agent', agentId);

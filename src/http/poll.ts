@@ -6,7 +6,7 @@
  * thread (poll-thread.ts) serves it from a read-only connection of its own. Checks, answers and error bodies are the
  * router's: 401/403 for the key, 429 from the caller's token buckets, 404 for an unknown or foreign agent.
  */
-import { hashApiKey, type AccountInfo } from '../core/accounts.js';
+import type { AccountInfo } from '../core/accounts.js';
 import type { AgentWithMessages } from '../core/schemas.js';
 import { AgentryError } from '../errors.js';
 import type { TokenBuckets } from './rate-limit.js';
@@ -14,7 +14,8 @@ import { newRequestId, plainError, plainForError, plainJson, type PlainResponse 
 
 /** What the poll route reads: an API key's account, and an agent of that account with its messages. */
 export interface PollSource {
-  authenticate(key: string | null): Promise<AccountInfo>;
+  /** The key's account and the key's hash (see `Accounts.authenticateKey`). */
+  authenticate(key: string | null): Promise<{ account: AccountInfo; keyHash: string }>;
   get(agentId: string, scope: { accountId: string }): Promise<AgentWithMessages>;
 }
 
@@ -61,9 +62,9 @@ export async function authenticate(
   key: string | null,
   requestId: string,
 ): Promise<{ account: AccountInfo } | PlainResponse> {
-  const account = await source.authenticate(key);
-  if (buckets && key !== null) {
-    const retryAfter = buckets.take(hashApiKey(key));
+  const { account, keyHash } = await source.authenticate(key);
+  if (buckets) {
+    const retryAfter = buckets.take(keyHash);
     if (retryAfter > 0) {
       return plainError('rate_limited', `Too many requests for this API key; retry after ${retryAfter} s`, requestId, {
         headers: { 'retry-after': String(retryAfter) },
