@@ -191,9 +191,7 @@ export class Accounts {
     if (!key) throw new AgentryError('unauthorized', 'Missing API key: send it in the x-api-key header');
     if (key.length > 512) throw new AgentryError('unauthorized', 'Unknown API key');
     const keyHash = hashApiKey(key);
-    const found = await this.storage.findApiKeyByHash(keyHash);
-    if (!found) throw new AgentryError('unauthorized', 'Unknown API key');
-    const account = await this.storage.getAccount(found.account_id);
+    const account = await this.storage.findAccountByKeyHash(keyHash);
     if (!account) throw new AgentryError('unauthorized', 'Unknown API key');
     if (!account.subscription_active) {
       throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');

@@ -261,6 +261,8 @@ export interface StorageAdapter {
   listApiKeys(accountId: string): Promise<ApiKeyRow[]>;
   deleteApiKey(accountId: string, keyId: string): Promise<boolean>;
   findApiKeyByHash(hash: string): Promise<ApiKeyRow | null>;
+  /** The account of the API key with this hash, in one lookup (every authenticated HTTP request makes it). */
+  findAccountByKeyHash(hash: string): Promise<AccountRow | null>;
 
   // agents
   /** Inserts agents with their first messages and turns, all or nothing; bumps each parent's `sub_agent_count`. */

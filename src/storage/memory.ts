@@ -176,6 +176,11 @@ class MemoryStorage implements StorageAdapter {
     return null;
   }
 
+  async findAccountByKeyHash(hash: string): Promise<AccountRow | null> {
+    const key = await this.findApiKeyByHash(hash);
+    return key ? this.getAccount(key.account_id) : null;
+  }
+
   async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
     for (const a of agents) {
       if (this.agents.has(a.agent_id)) throw new Error(`agent ${a.agent_id} exists`);

@@ -498,15 +498,20 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       it('inserts, lists by account, finds by hash and deletes only within the account', async () => {
         const [k1, k2, k3] = [apiKey('key-1111', 'acct-a'), apiKey('key-2222', 'acct-a'), apiKey('key-3333', 'acct-b')];
         for (const k of [k1, k2, k3]) await s.insertApiKey(k);
+        await s.createAccount(account('acct-b', 5));
         expect(await s.listApiKeys('acct-a')).toEqual([k1, k2]);
         expect(await s.listApiKeys('acct-b')).toEqual([k3]);
         expect(await s.listApiKeys('nope')).toEqual([]);
         expect(await s.findApiKeyByHash('hash-of-key-2222')).toEqual(k2);
         expect(await s.findApiKeyByHash('hash-of-nothing')).toBeNull();
+        expect(await s.findAccountByKeyHash('hash-of-key-3333')).toEqual(account('acct-b', 5));
+        expect(await s.findAccountByKeyHash('hash-of-key-1111')).toBeNull(); // its account does not exist
+        expect(await s.findAccountByKeyHash('hash-of-nothing')).toBeNull();
         expect(await s.deleteApiKey('acct-b', 'key-1111')).toBe(false);
         expect(await s.deleteApiKey('acct-a', 'key-1111')).toBe(true);
         expect(await s.deleteApiKey('acct-a', 'key-1111')).toBe(false);
         expect(await s.findApiKeyByHash('hash-of-key-1111')).toBeNull();
+        expect(await s.findAccountByKeyHash('hash-of-key-1111')).toBeNull();
         expect(await s.listApiKeys('acct-a')).toEqual([k2]);
       });
     });

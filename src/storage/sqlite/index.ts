@@ -399,6 +399,11 @@ class SqliteStorage implements StorageAdapter {
     return this.s.apiKeyByHash.get(hash) ?? null;
   }
 
+  async findAccountByKeyHash(hash: string): Promise<AccountRow | null> {
+    const r = this.s.accountByKeyHash.get(hash);
+    return r ? this.account(r) : null;
+  }
+
   // agents
 
   async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {

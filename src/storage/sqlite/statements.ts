@@ -218,6 +218,9 @@ export function prepareStatements(db: Database.Database) {
     ),
     deleteApiKey: p('DELETE FROM api_keys WHERE id = ? AND account_id = ?'),
     apiKeyByHash: p<ApiKeyRow>('SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE hash = ?'),
+    accountByKeyHash: p<AccountRecord>(
+      'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',
+    ),
 
     insertAgent: p(`INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${AGENT_COLUMNS.split(',').map(() => '?')})`),
     agentExists: pluck<number>('SELECT 1 FROM agents WHERE agent_id = ?'),
