@@ -230,20 +230,31 @@ export function prepareStatements(db: Database.Database) {
         'FROM agents a WHERE agent_id = ?',
     ),
     addSubAgents: p('UPDATE agents SET sub_agent_count = sub_agent_count + ? WHERE agent_id = ?'),
-    agentWithNextTurn: raw<AgentTuple>(
-      `SELECT seq, ${AGENT_COLUMNS}, (SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) ` +
-        'FROM agents WHERE agent_id = ?',
-    ),
-    // What a step changes, written as values computed from the row read in the same transaction. The status has its
-    // own statement so that the common step, which keeps it, does not rewrite the status indexes.
-    writeAgent: p(
-      'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
-        'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ? WHERE agent_id = ?',
-    ),
+    // A row computed in JS (a status change after a step's patch), written back whole.
     writeAgentWithStatus: p(
       'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
         'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ?, status = ? ' +
         'WHERE agent_id = ?',
+    ),
+    // A step's patch in one statement that checks, writes and reads back: increments in SQL, the turn-order check in
+    // the WHERE clause (the log's length must be the first new turn's idx; null skips it). No row: the agent is gone,
+    // or the turns do not continue its log.
+    patchAgent: raw<AgentTuple>(
+      'UPDATE agents SET progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
+        'plan = CASE WHEN ? THEN ? ELSE plan END, token_count = token_count + ?, message_count = message_count + ?, ' +
+        'step_count = step_count + ?, credits_spent = credits_spent + ?, updated_at = ? ' +
+        'WHERE agent_id = ? AND (? IS NULL OR ' +
+        '(SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) = ?) ' +
+        `RETURNING seq, ${AGENT_COLUMNS}`,
+    ),
+    // A status change in one statement: applied only while the status is one of `from` (up to 8, padded with NULL,
+    // which matches nothing), with the change's own fields; answers the changed row, or none.
+    changeAgentStatus: raw<AgentTuple>(
+      'UPDATE agents SET status = ?, progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
+        'started = coalesce(?, started), active_ms = coalesce(?, active_ms), ' +
+        'active_since = CASE WHEN ? THEN ? ELSE active_since END, updated_at = coalesce(?, updated_at) ' +
+        'WHERE agent_id = ? AND status IN (?, ?, ?, ?, ?, ?, ?, ?) ' +
+        `RETURNING seq, ${AGENT_COLUMNS}`,
     ),
     childrenWithSpawnKey: raw<AgentTuple>(
       `${SELECT_AGENTS} WHERE parent_id = ? AND spawn_key IS NOT NULL ORDER BY seq`,
@@ -313,9 +324,6 @@ export function toolCallParams(c: ToolCallRow): Bind[] {
   ];
 }
 
-/** Columns of an agent tuple (seq first); a computed column read with it comes at this index. */
-export const AGENT_TUPLE_LENGTH = 25;
-
 export function applyStatusChange(row: AgentRow, change: StatusChange): void {
   const patch = change.patch ?? {};
   if (patch.progress !== undefined) row.progress = patch.progress;
@@ -326,8 +334,31 @@ export function applyStatusChange(row: AgentRow, change: StatusChange): void {
   row.status = change.to;
 }
 
-export function agentWriteParams(row: AgentRow, withStatus: boolean): Bind[] {
-  const params: Bind[] = [
+/** How many `from` statuses {@link changeStatusParams} binds; longer lists take the read-then-write path. */
+export const MAX_FROM_STATUSES = 8;
+
+/** Parameters of `changeAgentStatus`; `updatedAt` null keeps the row's. */
+export function changeStatusParams(agentId: string, change: StatusChange, updatedAt: string | null): Bind[] {
+  const p = change.patch ?? {};
+  const from: Bind[] = [...change.from];
+  while (from.length < MAX_FROM_STATUSES) from.push(null);
+  return [
+    change.to,
+    p.progress ?? null,
+    p.status_message ?? null,
+    p.started === undefined ? null : flag(p.started),
+    p.active_ms ?? null,
+    p.active_since === undefined ? 0 : 1,
+    p.active_since ?? null,
+    updatedAt,
+    agentId,
+    ...from,
+  ];
+}
+
+/** Parameters of `writeAgentWithStatus`. */
+export function agentWriteParams(row: AgentRow): Bind[] {
+  return [
     row.progress,
     row.status_message,
     row.plan,
@@ -339,8 +370,7 @@ export function agentWriteParams(row: AgentRow, withStatus: boolean): Bind[] {
     row.active_ms,
     row.active_since,
     row.updated_at,
+    row.status,
+    row.agent_id,
   ];
-  if (withStatus) params.push(row.status);
-  params.push(row.agent_id);
-  return params;
 }

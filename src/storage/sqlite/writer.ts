@@ -21,9 +21,10 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import {
-  AGENT_TUPLE_LENGTH,
   agentWriteParams,
   applyStatusChange,
+  changeStatusParams,
+  MAX_FROM_STATUSES,
   flag,
   prepareStatements,
   toAccount,
@@ -318,13 +319,17 @@ export class SqliteWriter {
   }
 
   private changeStatus(agentId: string, change: StatusChange, updatedAt: string): AgentRow | null {
+    if (change.from.length <= MAX_FROM_STATUSES) {
+      const tuple = this.s.changeAgentStatus.get(...changeStatusParams(agentId, change, updatedAt));
+      return tuple ? toAgent(tuple) : null;
+    }
     const tuple = this.s.getAgent.get(agentId);
     if (!tuple) return null;
     const row = toAgent(tuple);
     if (!change.from.includes(row.status)) return null;
     applyStatusChange(row, change);
     row.updated_at = updatedAt;
-    this.s.writeAgentWithStatus.run(...agentWriteParams(row, true));
+    this.s.writeAgentWithStatus.run(...agentWriteParams(row));
     return row;
   }
 
@@ -344,40 +349,55 @@ export class SqliteWriter {
 
   private commitStep(c: StepCommit): StepCommitResult {
     const s = this.s;
-    const found = s.agentWithNextTurn.get(c.agent_id);
     const turns = c.turns ?? [];
-    if (found) {
-      const nextIdx = (found as unknown as unknown[])[AGENT_TUPLE_LENGTH] as number;
-      turns.forEach((t, i) => {
-        if (t.idx !== nextIdx + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
-      });
-    }
-    const charged = (c.settlements ?? []).map((settlement) => this.applySettlement(settlement, c.agent_id));
-    if (!found) return { agent: null, statusChanged: false, charged };
-    for (const t of turns) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
+    const first = turns.length > 0 ? turns[0]!.idx : null;
+    turns.forEach((t, i) => {
+      if (t.idx !== first! + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+    });
+    const settlements = c.settlements ?? [];
+    const charged = settlements.map((settlement) => this.applySettlement(settlement, c.agent_id));
+    let ownCharges = 0;
+    let ownTreeCharges = 0;
+    settlements.forEach((settlement, i) => {
+      if (settlement.ledger.agent_id === c.agent_id) ownCharges += charged[i]!;
+      if (settlement.root_id === c.agent_id) ownTreeCharges += charged[i]!;
+    });
     const messages = c.messages ?? [];
+    const p = c.patch;
+    // Check, write and read back in one statement (see patchAgent).
+    const tuple = s.patchAgent.get(
+      p.progress ?? null,
+      p.status_message ?? null,
+      p.plan === undefined ? 0 : 1,
+      p.plan ?? null,
+      p.token_count_delta ?? 0,
+      messages.length,
+      p.step_count_delta ?? 0,
+      ownCharges,
+      p.updated_at,
+      c.agent_id,
+      first,
+      first,
+    );
+    if (!tuple) {
+      // Throwing rolls the settlements back too: a commit whose turns do not continue the log writes nothing.
+      if (s.agentExists.get(c.agent_id) !== undefined) {
+        throw new Error(`turn ${first} out of order for agent ${c.agent_id}`);
+      }
+      return { agent: null, statusChanged: false, charged };
+    }
+    for (const t of turns) s.insertTurn.run(t.agent_id, t.idx, t.role, t.content, t.created_at);
     for (const m of messages) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
     for (const call of c.tool_calls ?? []) s.upsertToolCall.run(...toolCallParams(call));
 
-    // The agent after the commit, computed from the row just read (nothing else writes it in this transaction),
-    // and written back with one UPDATE instead of several plus a read-back.
-    const row = toAgent(found);
-    const p = c.patch;
-    if (p.progress !== undefined) row.progress = p.progress;
-    if (p.status_message !== undefined) row.status_message = p.status_message;
-    if (p.plan !== undefined) row.plan = p.plan;
-    row.token_count += p.token_count_delta ?? 0;
-    row.message_count += messages.length;
-    row.step_count += p.step_count_delta ?? 0;
-    row.updated_at = p.updated_at;
-    (c.settlements ?? []).forEach((settlement, i) => {
-      if (settlement.ledger.agent_id === row.agent_id) row.credits_spent += charged[i]!;
-      if (settlement.root_id === row.agent_id) row.tree_spent += charged[i]!; // written with the batch's tree sums
-    });
+    const row = toAgent(tuple);
+    row.tree_spent += ownTreeCharges; // the file gets it with the batch's tree sums
     // After the patch, so that the status change's own fields win (as in memoryStorage).
     const statusChanged = c.status !== undefined && c.status.from.includes(row.status);
-    if (statusChanged) applyStatusChange(row, c.status!);
-    (statusChanged ? s.writeAgentWithStatus : s.writeAgent).run(...agentWriteParams(row, statusChanged));
+    if (statusChanged) {
+      applyStatusChange(row, c.status!);
+      s.writeAgentWithStatus.run(...agentWriteParams(row));
+    }
     return { agent: row, statusChanged, charged };
   }
 }
