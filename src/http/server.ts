@@ -176,7 +176,8 @@ async function startWithPollThread(
     }
   }
 
-  const listening = await new Promise<Extract<FromPollThread, { kind: 'listening' }>>((resolve, reject) => {
+  let started = false;
+  const listening = new Promise<Extract<FromPollThread, { kind: 'listening' }>>((resolve, reject) => {
     worker.on('message', (m: FromPollThread) => {
       switch (m.kind) {
         case 'listening':
@@ -195,15 +196,29 @@ async function startWithPollThread(
           return onClosed?.();
       }
     });
-    worker.once('error', reject);
+    // Before it listens, a failure of the thread fails the start; after, it is reported (the server is gone).
+    worker.on('error', (error) => {
+      if (started) onError(error, { request_id: 'server' });
+      else reject(error);
+    });
     worker.once('exit', (code) => {
-      reject(new AgentryError('internal_error', `The HTTP server thread exited with code ${code}`));
-      onClosed?.();
+      const error = new AgentryError('internal_error', `The HTTP server thread exited with code ${code}`);
+      if (onClosed) onClosed();
+      else if (started) onError(error, { request_id: 'server' });
+      else reject(error);
     });
   });
+  let address: Extract<FromPollThread, { kind: 'listening' }>;
+  try {
+    address = await listening;
+  } catch (error) {
+    await worker.terminate(); // it did not start: no thread is left behind
+    throw error;
+  }
+  started = true;
   return {
-    url: urlOf(listening.address, listening.family, listening.port),
-    port: listening.port,
+    url: urlOf(address.address, address.family, address.port),
+    port: address.port,
     pollThread: true,
     async close() {
       await new Promise<void>((resolve) => {
