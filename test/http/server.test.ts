@@ -9,7 +9,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentRuntime, memoryStorage, sqliteStorage } from 'agentry';
 import { startServer, type RunningServer } from 'agentry/http';
 import { scriptedModel } from 'agentry/testing';
-import { tempDir } from './helpers.js';
+import { eventually, tempDir } from './helpers.js';
 
 /**
  * Fetches `url` from another process while this thread waits, blocked, for it to end: only a server that does not
@@ -79,6 +79,33 @@ describe('startServer', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('x-request-id')).toMatch(/^req_/);
     expect(((await r.json()) as { agent: { status: string } }).agent.status).toBe('COMPLETED');
+  });
+
+  it('streams Server-Sent Events through its thread, and a client that leaves ends the stream on the runtime thread', async () => {
+    const { accountId, key } = await openWithKey(undefined, 'manual');
+    const agent = await runtime.create({ goal: 'watch me', accountId });
+    server = await startServer(runtime, { port: 0 });
+    const leave = new AbortController();
+    const response = await fetch(`${server.url}/api/agents/${agent.agent_id}/events`, {
+      headers: { 'x-api-key': key },
+      signal: leave.signal,
+    });
+    expect(response.status).toBe(200);
+    expect(response.headers.get('content-type')).toMatch(/^text\/event-stream/);
+    const reader = response.body!.getReader();
+    let text = '';
+    while (!text.includes('watch me')) text += new TextDecoder().decode((await reader.read()).value);
+    expect(text).toMatch(/^id: /m); // the goal came through as a `message` event with its id
+    // While the stream is open, the runtime thread listens for the agent's events on its behalf.
+    const listeners = () =>
+      (runtime as unknown as { events: { listenerCount(e: string): number } }).events.listenerCount('agent.status');
+    expect(listeners()).toBeGreaterThan(0);
+    leave.abort();
+    await reader.cancel().catch(() => {});
+    // The client left: its stream on the runtime thread ends and lets go of the events.
+    await eventually(async () => (listeners() === 0 ? true : undefined), 'the stream to let go of the events');
+    const after = await fetch(`${server.url}/api/agents`, { headers: { 'x-api-key': key } });
+    expect(after.status).toBe(200);
   });
 
   it('serves on the runtime thread over in-memory storage, which no other thread can open', async () => {
