@@ -6,7 +6,8 @@
  * retries 408/409/429/5xx/529 and connection failures itself, honouring `retry-after-ms` / `retry-after`; what is
  * left when its retries run out becomes a {@link ModelError}.
  */
-import Anthropic, { APIConnectionError, APIConnectionTimeoutError, APIError } from '@anthropic-ai/sdk';
+import type Anthropic from '@anthropic-ai/sdk';
+import type * as AnthropicSdk from '@anthropic-ai/sdk';
 import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages';
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
@@ -168,6 +169,14 @@ export function hasAnthropicCredentials(env: Env = process.env): boolean {
  * const model = anthropicProvider({ models: { 'svc-1-ultra': 'claude-opus-4-8' }, maxRetries: 2 });
  * const turn = await model.generate(request, { signal: controller.signal });
  */
+type Sdk = typeof AnthropicSdk;
+let sdk: Promise<Sdk> | undefined;
+/**
+ * The SDK is loaded on the first model call, not when agentry is imported: it adds ~20 MB to a process's memory,
+ * which a runtime that never calls Anthropic (another provider, the admin CLI, tests) need not pay.
+ */
+const loadSdk = (): Promise<Sdk> => (sdk ??= import('@anthropic-ai/sdk'));
+
 export function anthropicProvider(options: AnthropicProviderOptions = {}): ModelProvider {
   const parsed = OptionsSchema.safeParse(options);
   if (!parsed.success) {
@@ -191,22 +200,25 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
   const contextWindows = opts.contextWindows ?? {};
 
   // Only built when configured: without a key the SDK would go looking for credentials in profile files on disk.
-  const client =
-    config.apiKey === undefined && config.baseURL === undefined
-      ? undefined
-      : new Anthropic({
-          apiKey: config.apiKey ?? PLACEHOLDER_API_KEY,
-          baseURL: config.baseURL ?? null,
-          maxRetries: opts.maxRetries ?? 4,
-          timeout: timeoutMs,
-          ...(opts.fetch === undefined ? {} : { fetch: opts.fetch }),
-        });
+  const configured = config.apiKey !== undefined || config.baseURL !== undefined;
+  let client: Promise<{ sdk: Sdk; client: Anthropic }> | undefined;
+  const clientOf = () =>
+    (client ??= loadSdk().then((loaded) => ({
+      sdk: loaded,
+      client: new loaded.default({
+        apiKey: config.apiKey ?? PLACEHOLDER_API_KEY,
+        baseURL: config.baseURL ?? null,
+        maxRetries: opts.maxRetries ?? 4,
+        timeout: timeoutMs,
+        ...(opts.fetch === undefined ? {} : { fetch: opts.fetch }),
+      }),
+    })));
 
   return {
     models: Object.freeze(Object.keys(config.models)),
 
     async generate(request: ModelRequest, { signal }: GenerateOptions): Promise<ModelResponse> {
-      if (client === undefined) {
+      if (!configured) {
         throw new ModelError(
           'The Anthropic model provider is not configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server ' +
             'that speaks the Messages API), or pass apiKey/baseURL to anthropicProvider().',
@@ -222,9 +234,11 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
       }
       if (signal.aborted) throw abortError(signal);
 
+      const { sdk: loaded, client: anthropic } = await clientOf();
+      if (signal.aborted) throw abortError(signal);
       let message: Anthropic.Message;
       try {
-        message = await client.messages.create(
+        message = await anthropic.messages.create(
           {
             model: upstream,
             max_tokens: request.maxTokens,
@@ -236,7 +250,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         );
       } catch (error) {
         if (signal.aborted) throw abortError(signal);
-        throw toModelError(error);
+        throw toModelError(error, loaded);
       }
       return fromMessage(message);
     },
@@ -339,7 +353,7 @@ function abortError(signal: AbortSignal): Error {
   return error;
 }
 
-function toModelError(error: unknown): ModelError {
+function toModelError(error: unknown, { APIConnectionError, APIConnectionTimeoutError, APIError }: Sdk): ModelError {
   if (error instanceof APIConnectionTimeoutError) {
     return new ModelError('Anthropic API request timed out', {
       retryable: true,
