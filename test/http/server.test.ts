@@ -108,6 +108,25 @@ describe('startServer', () => {
     expect(after.status).toBe(200);
   });
 
+  it('keeps basePath and CORS: polls under the base path only, and with CORS on they carry its headers', async () => {
+    const { accountId, key } = await openWithKey(undefined, 'manual');
+    const agent = await runtime.create({ goal: 'based', accountId });
+    server = await startServer(runtime, { port: 0, basePath: '/v1', cors: { origins: ['https://app.example'] } });
+    const headers = { 'x-api-key': key, origin: 'https://app.example' };
+    const polled = await fetch(`${server.url}/v1/api/agents/${agent.agent_id}`, { headers });
+    expect(polled.status).toBe(200);
+    expect(polled.headers.get('access-control-allow-origin')).toBe('https://app.example');
+    expect(((await polled.json()) as { agent: { goal: string } }).agent.goal).toBe('based');
+    const outside = await fetch(`${server.url}/api/agents/${agent.agent_id}`, { headers });
+    expect(outside.status).toBe(404);
+    await server.close();
+    server = await startServer(runtime, { port: 0, basePath: '/v1' });
+    const plain = await fetch(`${server.url}/v1/api/agents/${agent.agent_id}/`, { headers: { 'x-api-key': key } });
+    expect(plain.status).toBe(200);
+    expect(plain.headers.get('access-control-allow-origin')).toBeNull();
+    expect((await fetch(`${server.url}/api/agents/${agent.agent_id}`, { headers })).status).toBe(404);
+  });
+
   it('serves on the runtime thread over in-memory storage, which no other thread can open', async () => {
     const { key } = await openWithKey(memoryStorage());
     server = await startServer(runtime, { port: 0 });
