@@ -230,12 +230,6 @@ export function prepareStatements(db: Database.Database) {
         'FROM agents a WHERE agent_id = ?',
     ),
     addSubAgents: p('UPDATE agents SET sub_agent_count = sub_agent_count + ? WHERE agent_id = ?'),
-    // A row computed in JS (a status change after a step's patch), written back whole.
-    writeAgentWithStatus: p(
-      'UPDATE agents SET progress = ?, status_message = ?, plan = ?, token_count = ?, message_count = ?, ' +
-        'step_count = ?, credits_spent = ?, started = ?, active_ms = ?, active_since = ?, updated_at = ?, status = ? ' +
-        'WHERE agent_id = ?',
-    ),
     // A step's patch in one statement that checks, writes and reads back: increments in SQL, the turn-order check in
     // the WHERE clause (the log's length must be the first new turn's idx; null skips it). No row: the agent is gone,
     // or the turns do not continue its log.
@@ -247,7 +241,7 @@ export function prepareStatements(db: Database.Database) {
         '(SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) = ?) ' +
         `RETURNING seq, ${AGENT_COLUMNS}`,
     ),
-    // A status change in one statement: applied only while the status is one of `from` (up to 8, padded with NULL,
+    // A status change in one statement: applied only while the status is one of `from` (8 slots, padded with NULL,
     // which matches nothing), with the change's own fields; answers the changed row, or none.
     changeAgentStatus: raw<AgentTuple>(
       'UPDATE agents SET status = ?, progress = coalesce(?, progress), status_message = coalesce(?, status_message), ' +
@@ -324,23 +318,13 @@ export function toolCallParams(c: ToolCallRow): Bind[] {
   ];
 }
 
-export function applyStatusChange(row: AgentRow, change: StatusChange): void {
-  const patch = change.patch ?? {};
-  if (patch.progress !== undefined) row.progress = patch.progress;
-  if (patch.status_message !== undefined) row.status_message = patch.status_message;
-  if (patch.started !== undefined) row.started = patch.started;
-  if (patch.active_ms !== undefined) row.active_ms = patch.active_ms;
-  if (patch.active_since !== undefined) row.active_since = patch.active_since;
-  row.status = change.to;
-}
-
-/** How many `from` statuses {@link changeStatusParams} binds; longer lists take the read-then-write path. */
-export const MAX_FROM_STATUSES = 8;
+/** `from` slots of `changeAgentStatus`: more than there are statuses (a set of them always fits). */
+const MAX_FROM_STATUSES = 8;
 
 /** Parameters of `changeAgentStatus`; `updatedAt` null keeps the row's. */
 export function changeStatusParams(agentId: string, change: StatusChange, updatedAt: string | null): Bind[] {
   const p = change.patch ?? {};
-  const from: Bind[] = [...change.from];
+  const from: Bind[] = [...new Set(change.from)];
   while (from.length < MAX_FROM_STATUSES) from.push(null);
   return [
     change.to,
@@ -353,24 +337,5 @@ export function changeStatusParams(agentId: string, change: StatusChange, update
     updatedAt,
     agentId,
     ...from,
-  ];
-}
-
-/** Parameters of `writeAgentWithStatus`. */
-export function agentWriteParams(row: AgentRow): Bind[] {
-  return [
-    row.progress,
-    row.status_message,
-    row.plan,
-    row.token_count,
-    row.message_count,
-    row.step_count,
-    row.credits_spent,
-    flag(row.started),
-    row.active_ms,
-    row.active_since,
-    row.updated_at,
-    row.status,
-    row.agent_id,
   ];
 }

@@ -21,10 +21,7 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import {
-  agentWriteParams,
-  applyStatusChange,
   changeStatusParams,
-  MAX_FROM_STATUSES,
   flag,
   prepareStatements,
   toAccount,
@@ -318,19 +315,10 @@ export class SqliteWriter {
     }
   }
 
-  private changeStatus(agentId: string, change: StatusChange, updatedAt: string): AgentRow | null {
-    if (change.from.length <= MAX_FROM_STATUSES) {
-      const tuple = this.s.changeAgentStatus.get(...changeStatusParams(agentId, change, updatedAt));
-      return tuple ? toAgent(tuple) : null;
-    }
-    const tuple = this.s.getAgent.get(agentId);
-    if (!tuple) return null;
-    const row = toAgent(tuple);
-    if (!change.from.includes(row.status)) return null;
-    applyStatusChange(row, change);
-    row.updated_at = updatedAt;
-    this.s.writeAgentWithStatus.run(...agentWriteParams(row));
-    return row;
+  /** The row after the change, or null when the agent is missing or not in one of `from`. `updatedAt` null keeps it. */
+  private changeStatus(agentId: string, change: StatusChange, updatedAt: string | null): AgentRow | null {
+    const tuple = this.s.changeAgentStatus.get(...changeStatusParams(agentId, change, updatedAt));
+    return tuple ? toAgent(tuple) : null;
   }
 
   private deleteAgentTree(agentId: string): string[] {
@@ -390,14 +378,10 @@ export class SqliteWriter {
     for (const m of messages) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
     for (const call of c.tool_calls ?? []) s.upsertToolCall.run(...toolCallParams(call));
 
-    const row = toAgent(tuple);
-    row.tree_spent += ownTreeCharges; // the file gets it with the batch's tree sums
     // After the patch, so that the status change's own fields win (as in memoryStorage).
-    const statusChanged = c.status !== undefined && c.status.from.includes(row.status);
-    if (statusChanged) {
-      applyStatusChange(row, c.status!);
-      s.writeAgentWithStatus.run(...agentWriteParams(row));
-    }
-    return { agent: row, statusChanged, charged };
+    const changed = c.status === undefined ? null : this.changeStatus(c.agent_id, c.status, null);
+    const row = changed ?? toAgent(tuple);
+    row.tree_spent += ownTreeCharges; // the file gets it with the batch's tree sums
+    return { agent: row, statusChanged: changed !== null, charged };
   }
 }
