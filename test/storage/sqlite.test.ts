@@ -22,6 +22,9 @@ storageContract('sqlite', async () => {
   };
 });
 
+/** An account with 100 micro-credits, for the tests that need one row of it. */
+const ACCOUNT = { id: 'acct', name: 'a', subscription_active: true, balance: 100, reserved: 0, created_at: at(0) };
+
 describe('sqliteStorage', () => {
   let dir: string;
   let file: string;
@@ -160,14 +163,7 @@ describe('sqliteStorage', () => {
     await server.init();
     await cli.init();
     try {
-      await server.createAccount({
-        id: 'acct',
-        name: 'a',
-        subscription_active: true,
-        balance: 100,
-        reserved: 0,
-        created_at: at(0),
-      });
+      await server.createAccount(ACCOUNT);
       expect(
         await server.reserve({ id: 'r1', account_id: 'acct', agent_id: 'x', root_id: 'x', amount: 100 }),
       ).toBeNull();
@@ -202,18 +198,10 @@ describe('sqliteStorage', () => {
     const reader = sqliteStorage({ path: file, readonly: true });
     await reader.init();
     try {
-      const account = {
-        id: 'acct',
-        name: 'a',
-        subscription_active: true,
-        balance: 100,
-        reserved: 0,
-        created_at: at(0),
-      };
-      await writer.createAccount(account);
-      expect(await reader.getAccount('acct')).toEqual(account);
+      await writer.createAccount(ACCOUNT);
+      expect(await reader.getAccount('acct')).toEqual(ACCOUNT);
       expect(reader.sharedLocation?.()).toEqual({ kind: 'sqlite', path: file });
-      await expect(reader.createAccount({ ...account, id: 'other' })).rejects.toMatchObject({ code: 'invalid_state' });
+      await expect(reader.createAccount({ ...ACCOUNT, id: 'other' })).rejects.toMatchObject({ code: 'invalid_state' });
       await expect(reader.acquireRunnerLock?.()).rejects.toMatchObject({ code: 'invalid_state' });
       expect(await writer.getAccount('other')).toBeNull();
     } finally {
