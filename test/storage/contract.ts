@@ -975,6 +975,14 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           });
           expect(refused.statusChanged).toBe(false);
           expect(refused.agent).toMatchObject({ status: 'ACTIVE', progress: 0.9, updated_at: at(6) });
+          // Already in the target status: not a change, but the patch still applies.
+          const already = await s.commitStep({
+            agent_id: 'root',
+            patch: { status_message: 'Still going', updated_at: at(6) },
+            status: { from: ['PAUSED'], to: 'ACTIVE', patch: { progress: 0.1, started: true } },
+          });
+          expect(already.statusChanged).toBe(false);
+          expect(already.agent).toMatchObject({ status: 'ACTIVE', progress: 0.9, status_message: 'Still going' });
           const done = await s.commitStep({
             agent_id: 'root',
             turns: [turn('root', 2)],

@@ -13,6 +13,7 @@ import type {
   LedgerRow,
   MessageRow,
   StatusChange,
+  StepCommit,
   ToolCallRow,
   TurnRow,
 } from '../adapter.js';
@@ -241,6 +242,25 @@ export function prepareStatements(db: Database.Database) {
         '(SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) = ?) ' +
         `RETURNING seq, ${AGENT_COLUMNS}`,
     ),
+    // A step's patch and its status change in one statement, for the common case of one `from` status (an agent's
+    // final step: its answer and COMPLETED). Every SET expression sees the row before the update, so `status = ?` tells
+    // each of them whether the change applies; where it does, the change's own fields win over the patch's. A row
+    // already in the target status is left alone (no row back), so a returned row is in the target status exactly
+    // when the change applied; the caller then takes the two-statement path, which also tells "gone" from "out of
+    // order".
+    patchAgentWithStatus: raw<AgentTuple>(
+      'UPDATE agents SET status = CASE WHEN status = ? THEN ? ELSE status END, ' +
+        'progress = CASE WHEN status = ? AND ? IS NOT NULL THEN ? ELSE coalesce(?, progress) END, ' +
+        'status_message = CASE WHEN status = ? AND ? IS NOT NULL THEN ? ELSE coalesce(?, status_message) END, ' +
+        'started = CASE WHEN status = ? AND ? IS NOT NULL THEN ? ELSE started END, ' +
+        'active_ms = CASE WHEN status = ? AND ? IS NOT NULL THEN ? ELSE active_ms END, ' +
+        'active_since = CASE WHEN status = ? AND ? THEN ? ELSE active_since END, ' +
+        'plan = CASE WHEN ? THEN ? ELSE plan END, token_count = token_count + ?, message_count = message_count + ?, ' +
+        'step_count = step_count + ?, credits_spent = credits_spent + ?, updated_at = ? ' +
+        'WHERE agent_id = ? AND status <> ? AND (? IS NULL OR ' +
+        '(SELECT coalesce(max(t.idx) + 1, 0) FROM turns t WHERE t.agent_id = agents.agent_id) = ?) ' +
+        `RETURNING seq, ${AGENT_COLUMNS}`,
+    ),
     // A status change in one statement: applied only while the status is one of `from` (8 slots, padded with NULL,
     // which matches nothing), with the change's own fields; answers the changed row, or none.
     changeAgentStatus: raw<AgentTuple>(
@@ -337,5 +357,51 @@ export function changeStatusParams(agentId: string, change: StatusChange, update
     updatedAt,
     agentId,
     ...from,
+  ];
+}
+
+/** Parameters of `patchAgentWithStatus`, in the order of its placeholders. */
+export function patchWithStatusParams(
+  c: StepCommit,
+  change: StatusChange,
+  from: AgentStatus,
+  messageCount: number,
+  ownCharges: number,
+  firstTurn: number | null,
+): Bind[] {
+  const p = c.patch;
+  const q = change.patch ?? {};
+  const started = q.started === undefined ? null : flag(q.started);
+  return [
+    from,
+    change.to,
+    from,
+    q.progress ?? null,
+    q.progress ?? null,
+    p.progress ?? null,
+    from,
+    q.status_message ?? null,
+    q.status_message ?? null,
+    p.status_message ?? null,
+    from,
+    started,
+    started,
+    from,
+    q.active_ms ?? null,
+    q.active_ms ?? null,
+    from,
+    q.active_since === undefined ? 0 : 1,
+    q.active_since ?? null,
+    p.plan === undefined ? 0 : 1,
+    p.plan ?? null,
+    p.token_count_delta ?? 0,
+    messageCount,
+    p.step_count_delta ?? 0,
+    ownCharges,
+    p.updated_at,
+    c.agent_id,
+    change.to,
+    firstTurn,
+    firstTurn,
   ];
 }

@@ -22,6 +22,7 @@ import type {
 } from '../adapter.js';
 import {
   changeStatusParams,
+  patchWithStatusParams,
   flag,
   prepareStatements,
   toAccount,
@@ -352,21 +353,31 @@ export class SqliteWriter {
     });
     const messages = c.messages ?? [];
     const p = c.patch;
-    // Check, write and read back in one statement (see patchAgent).
-    const tuple = s.patchAgent.get(
-      p.progress ?? null,
-      p.status_message ?? null,
-      p.plan === undefined ? 0 : 1,
-      p.plan ?? null,
-      p.token_count_delta ?? 0,
-      messages.length,
-      p.step_count_delta ?? 0,
-      ownCharges,
-      p.updated_at,
-      c.agent_id,
-      first,
-      first,
-    );
+    const status = c.status;
+    const from = status?.from.length === 1 ? status.from[0] : undefined;
+    // One status to move from: patch and change in one statement (see patchAgentWithStatus), which answers no row
+    // when that is not the whole story. Then, as always otherwise, the patch and after it the change, so that the
+    // change's own fields win.
+    const mergedTuple =
+      status !== undefined && from !== undefined && from !== status.to
+        ? s.patchAgentWithStatus.get(...patchWithStatusParams(c, status, from, messages.length, ownCharges, first))
+        : undefined;
+    const tuple =
+      mergedTuple ??
+      s.patchAgent.get(
+        p.progress ?? null,
+        p.status_message ?? null,
+        p.plan === undefined ? 0 : 1,
+        p.plan ?? null,
+        p.token_count_delta ?? 0,
+        messages.length,
+        p.step_count_delta ?? 0,
+        ownCharges,
+        p.updated_at,
+        c.agent_id,
+        first,
+        first,
+      );
     if (!tuple) {
       // Throwing rolls the settlements back too: a commit whose turns do not continue the log writes nothing.
       if (s.agentExists.get(c.agent_id) !== undefined) {
@@ -378,10 +389,17 @@ export class SqliteWriter {
     for (const m of messages) s.insertMessage.run(m.agent_id, m.message_id, m.role, m.text, m.timestamp);
     for (const call of c.tool_calls ?? []) s.upsertToolCall.run(...toolCallParams(call));
 
-    // After the patch, so that the status change's own fields win (as in memoryStorage).
-    const changed = c.status === undefined ? null : this.changeStatus(c.agent_id, c.status, null);
-    const row = changed ?? toAgent(tuple);
+    let row: AgentRow;
+    let changed: boolean;
+    if (mergedTuple) {
+      row = toAgent(mergedTuple);
+      changed = row.status === status!.to;
+    } else {
+      const after = status === undefined ? null : this.changeStatus(c.agent_id, status, null);
+      row = after ?? toAgent(tuple);
+      changed = after !== null;
+    }
     row.tree_spent += ownTreeCharges; // the file gets it with the batch's tree sums
-    return { agent: row, statusChanged: changed !== null, charged };
+    return { agent: row, statusChanged: changed, charged };
   }
 }
