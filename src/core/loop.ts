@@ -100,6 +100,19 @@ export class RunControl {
    * path (resume, recovery) reads storage.
    */
   savedToolCalls: { turnIdx: number; rows: ToolCallRow[]; uses: ToolUseBlock[]; turns: TurnRow[] } | undefined;
+  /**
+   * The agent's row as this driver's last commit returned it, for the step that follows at once. It is as fresh as a
+   * read would be (the commit's own transaction read it back), so the next step need not read it again. Not used
+   * once the model signal aborted: a pause or delete in this process changed the row after that commit.
+   */
+  committedRow: AgentRow | undefined;
+
+  /** The row of the last commit, once; undefined when it must be read again. */
+  takeCommittedRow(): AgentRow | undefined {
+    const row = this.committedRow;
+    this.committedRow = undefined;
+    return this.model.signal.aborted || this.toolsAborted ? undefined : row;
+  }
 
   /** Aborted when the agent is deleted or the runtime shuts down hard; tool calls see it as `ctx.signal`. */
   get toolsSignal(): AbortSignal {
@@ -163,8 +176,9 @@ export function newRunControl(): RunControl {
 
 /** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
 export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
-  // Read every step, not carried over: another process (the CLI next to `agentry serve`) may have paused it.
-  let agent = await deps.storage.getAgent(agentId);
+  // Read every step, or taken from the commit that just ended the last one: another process (the CLI next to
+  // `agentry serve`) may have paused it.
+  let agent = control.takeCommittedRow() ?? (await deps.storage.getAgent(agentId));
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
   const now = deps.clock.now();
@@ -388,7 +402,7 @@ async function runModelTurn(
   if (!result.agent) return STOP;
   if (done) return STOP;
   control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses, turns: [...turns, assistantTurn] };
-  return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
+  return continueWith(control, result.agent);
 }
 
 async function runToolCalls(
@@ -555,7 +569,14 @@ async function runToolCalls(
   }
   const result = await commitToolResults(deps, agent, pending);
   if (!result.agent) return STOP;
-  return result.agent.status === 'ACTIVE' ? CONTINUE : STOP;
+  return continueWith(control, result.agent);
+}
+
+/** After a commit: go on while the agent is ACTIVE, handing the committed row to the next step. */
+function continueWith(control: RunControl, committed: AgentRow): StepOutcome {
+  if (committed.status !== 'ACTIVE') return STOP;
+  control.committedRow = committed;
+  return CONTINUE;
 }
 
 /** Tool results of one turn, held until they are committed (see runToolCalls). */
