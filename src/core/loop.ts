@@ -412,6 +412,8 @@ async function runToolCalls(
   toolUses: ToolUseBlock[],
   control: RunControl,
 ): Promise<StepOutcome> {
+  // Paused, deleted or shutting down in this process since the step began: no call starts (they run on resume).
+  if (control.model.signal.aborted) return STOP;
   const savedByThisDriver = control.savedToolCalls?.turnIdx === turnIdx ? control.savedToolCalls : undefined;
   const saved = savedByThisDriver?.rows;
   control.savedToolCalls = undefined;
@@ -468,10 +470,15 @@ async function runToolCalls(
     }
   }
 
-  // Calls that must never run twice are recorded as started before they run.
+  // Calls that must never run twice are recorded as started before they run, and only while the agent is ACTIVE: a
+  // pause (of this process or another) that lands first keeps them from starting, and they run after the resume.
   const unsafe = toRun.filter((c) => !c.record.idempotent);
   if (unsafe.length > 0) {
-    await deps.storage.putToolCalls(unsafe.map((c) => ({ ...c.record, status: 'started', updated_at: now() })));
+    const started = unsafe.map((c): ToolCallRow => ({ ...c.record, status: 'started', updated_at: now() }));
+    if (!(await deps.storage.putToolCalls(started, 'ACTIVE'))) {
+      if (total > 0) await deps.storage.release(reservationId);
+      return STOP;
+    }
   }
 
   let reported: ProgressReport = {};

@@ -286,8 +286,13 @@ export interface StorageAdapter {
   listMessages(agentId: string): Promise<MessageRow[]>;
   listTurns(agentId: string): Promise<TurnRow[]>;
   listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]>;
-  /** Records tool calls (upsert) on their own, before they run. */
-  putToolCalls(calls: ToolCallRow[]): Promise<void>;
+  /**
+   * Records tool calls (upsert) on their own, before they run; calls of an agent that does not exist are dropped.
+   * With `onlyWhile`, the calls (all of one agent) are written only if their agent is in that status when the write
+   * lands, and the answer says whether they were: the runtime marks a call that must never run twice as started this
+   * way, so that it never starts once its agent was paused or stopped, by this process or another.
+   */
+  putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean>;
   commitStep(commit: StepCommit): Promise<StepCommitResult>;
 
   // idempotency keys of the HTTP create route

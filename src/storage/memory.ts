@@ -312,8 +312,12 @@ class MemoryStorage implements StorageAdapter {
     return [...a.toolCalls.values()].filter((c) => c.turn_idx === turnIdx).map(clone);
   }
 
-  async putToolCalls(calls: ToolCallRow[]): Promise<void> {
+  async putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean> {
+    if (onlyWhile !== undefined && calls.some((c) => this.agents.get(c.agent_id)?.row.status !== onlyWhile)) {
+      return false;
+    }
     for (const c of calls) this.agents.get(c.agent_id)?.toolCalls.set(c.tool_use_id, { ...c });
+    return true;
   }
 
   async commitStep(commit: StepCommit): Promise<StepCommitResult> {

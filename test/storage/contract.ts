@@ -897,6 +897,15 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         expect(await s.listToolCalls('root', 1)).toEqual([done, b]);
       });
 
+      it('with onlyWhile, writes the calls only while their agent is in that status, and says whether it did', async () => {
+        const started = toolCall('root', 'tu_1', 1, { status: 'started', idempotent: false });
+        expect(await s.putToolCalls([started], 'PAUSED')).toBe(false);
+        expect(await s.listToolCalls('root', 1)).toEqual([]);
+        expect(await s.putToolCalls([started], (await s.getAgent('root'))!.status)).toBe(true);
+        expect(await s.listToolCalls('root', 1)).toEqual([started]);
+        expect(await s.putToolCalls([toolCall('ghost', 'tu_1', 0)], 'ACTIVE')).toBe(false);
+      });
+
       it('drops tool calls, messages and turns of an agent that does not exist', async () => {
         await s.putToolCalls([toolCall('ghost', 'tu_1', 0)]);
         await s.insertAgents([agent('other')], [message('ghost', 0, 'USER')], [turn('ghost', 0)]);

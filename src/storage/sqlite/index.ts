@@ -514,8 +514,8 @@ class SqliteStorage implements StorageAdapter {
     return this.s.listToolCalls.all(agentId, turnIdx).map(toToolCall);
   }
 
-  async putToolCalls(calls: ToolCallRow[]): Promise<void> {
-    await this.write('putToolCalls', calls);
+  async putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean> {
+    return this.write('putToolCalls', calls, onlyWhile);
   }
 
   async commitStep(commit: StepCommit): Promise<StepCommitResult> {

@@ -30,6 +30,7 @@ import {
   toolCallParams,
   type Statements,
 } from './statements.js';
+import type { AgentStatus } from '../../core/status.js';
 
 /** The write operations and their arguments, as the storage sends them. */
 export interface WriteOps {
@@ -42,7 +43,7 @@ export interface WriteOps {
   insertAgents: [agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]];
   changeStatus: [agentId: string, change: StatusChange, updatedAt: string];
   deleteAgentTree: [agentId: string];
-  putToolCalls: [calls: ToolCallRow[]];
+  putToolCalls: [calls: ToolCallRow[], onlyWhile: AgentStatus | undefined];
   commitStep: [commit: StepCommit];
   putIdempotency: [record: IdempotencyRecord];
 }
@@ -58,7 +59,7 @@ export interface WriteResults {
   insertAgents: void;
   changeStatus: AgentRow | null;
   deleteAgentTree: string[];
-  putToolCalls: void;
+  putToolCalls: boolean;
   commitStep: StepCommitResult;
   putIdempotency: void;
 }
@@ -172,9 +173,12 @@ export class SqliteWriter {
         return this.changeStatus(...w.args);
       case 'deleteAgentTree':
         return this.deleteAgentTree(...w.args);
-      case 'putToolCalls':
-        for (const c of w.args[0]) s.upsertToolCallOfLiveAgent.run(...toolCallParams(c), c.agent_id);
-        return undefined;
+      case 'putToolCalls': {
+        const [calls, onlyWhile] = w.args;
+        if (onlyWhile !== undefined && calls.some((c) => s.agentStatus.get(c.agent_id) !== onlyWhile)) return false;
+        for (const c of calls) s.upsertToolCallOfLiveAgent.run(...toolCallParams(c), c.agent_id);
+        return true;
+      }
       case 'commitStep':
         return this.commitStep(...w.args);
       case 'putIdempotency': {
