@@ -37,4 +37,5 @@ export type * from './models/provider.js';
 export { anthropicProvider, DEFAULT_ANTHROPIC_MODELS, hasAnthropicCredentials } from './models/anthropic.js';
 export { memoryStorage } from './storage/memory.js';
 export { sqliteStorage } from './storage/sqlite/index.js';
+export type { SqliteStorageAdapter, SqliteStorageOptions } from './storage/sqlite/index.js';
 export type * from './storage/adapter.js';

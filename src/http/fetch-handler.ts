@@ -258,7 +258,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
 
   const source = {
     authenticate: (key: string | null) => runtime.accounts.authenticateKey(key),
-    get: (id: string, scope: { accountId: string }) => runtime.get(id, scope),
+    getJson: async (id: string, scope: { accountId: string }) => JSON.stringify(await runtime.get(id, scope)),
   };
   const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, onError });
   const plainGet = (pathname: string, header: (name: string) => string | null) =>

@@ -7,16 +7,23 @@
  * router's: 401/403 for the key, 429 from the caller's token buckets, 404 for an unknown or foreign agent.
  */
 import type { AccountInfo } from '../core/accounts.js';
-import type { AgentWithMessages } from '../core/schemas.js';
 import { AgentryError } from '../errors.js';
 import type { TokenBuckets } from './rate-limit.js';
 import { newRequestId, plainError, plainForError, plainJson, type PlainResponse } from './responses.js';
 
+/** An API key's account and the key's hash (see `Accounts.authenticateKey`). */
+export interface KeyAuthentication {
+  account: AccountInfo;
+  keyHash: string;
+}
+
 /** What the poll route reads: an API key's account, and an agent of that account with its messages. */
 export interface PollSource {
-  /** The key's account and the key's hash (see `Accounts.authenticateKey`). */
-  authenticate(key: string | null): Promise<{ account: AccountInfo; keyHash: string }>;
-  get(agentId: string, scope: { accountId: string }): Promise<AgentWithMessages>;
+  /** Called once per poll before its reads: a caching source checks here whether what it keeps is still current. */
+  begin?(): void;
+  authenticate(key: string | null): Promise<KeyAuthentication>;
+  /** The agent with its messages (`AgentWithMessages`) as the JSON text the route answers. */
+  getJson(agentId: string, scope: { accountId: string }): Promise<string>;
 }
 
 export interface PollOptions {
@@ -84,11 +91,12 @@ export function createPollResponder(source: PollSource, o: PollOptions): PollRes
     const requestId = requestIdOf(header('x-request-id'));
     let response: PlainResponse;
     try {
+      source.begin?.();
       const auth = await authenticate(source, o.buckets, header('x-api-key'), requestId);
       if ('status' in auth) response = auth;
       else {
-        const agent = await source.get(agentIdOf(segment), { accountId: auth.account.account_id });
-        response = plainJson(200, JSON.stringify(agent));
+        const json = await source.getJson(agentIdOf(segment), { accountId: auth.account.account_id });
+        response = plainJson(200, json);
       }
     } catch (error) {
       response = plainForError(error, requestId, o.onError);

@@ -6,7 +6,7 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, sqliteStorage } from 'agentry';
+import { AgentRuntime, memoryStorage, sqliteStorage, type StorageAdapter } from 'agentry';
 import { startServer, type RunningServer } from 'agentry/http';
 import { scriptedModel } from 'agentry/testing';
 import { eventually, tempDir } from './helpers.js';
@@ -39,7 +39,7 @@ describe('startServer', () => {
   });
 
   async function openWithKey(
-    storage = sqliteStorage({ path: path.join(dir.dir, 'agentry.db') }),
+    storage: StorageAdapter = sqliteStorage({ path: path.join(dir.dir, 'agentry.db') }),
     scheduler: 'auto' | 'manual' = 'auto',
   ) {
     runtime = await AgentRuntime.open({
@@ -79,6 +79,34 @@ describe('startServer', () => {
     expect(r.status).toBe(200);
     expect(r.headers.get('x-request-id')).toMatch(/^req_/);
     expect(((await r.json()) as { agent: { status: string } }).agent.status).toBe('COMPLETED');
+  });
+
+  it('keeps a poll answer no longer than the next commit, from any connection or process', async () => {
+    const { accountId, key } = await openWithKey(undefined, 'manual');
+    const agent = await runtime.create({ goal: 'poll me', accountId });
+    server = await startServer(runtime, { port: 0, rateLimit: false });
+    const url = `${server.url}/api/agents/${agent.agent_id}`;
+    const statusOf = async (apiKey = key) => {
+      const r = await fetch(url, { headers: { 'x-api-key': apiKey } });
+      return r.status === 200 ? ((await r.json()) as { agent: { status: string } }).agent.status : r.status;
+    };
+    const first = await statusOf();
+    expect(await statusOf()).toBe(first); // answered from the cache: nothing was committed in between
+
+    // A write through HTTP (relayed from the runtime's thread), then one through the runtime's API.
+    const paused = await fetch(`${url}/pause`, { method: 'POST', headers: { 'x-api-key': key } });
+    expect(paused.status).toBe(200);
+    expect(await statusOf()).toBe('PAUSED');
+    await runtime.resume(agent.agent_id);
+    expect(await statusOf()).not.toBe('PAUSED');
+
+    // A write from another connection, as the CLI makes from its own process.
+    const other = sqliteStorage({ path: path.join(dir.dir, 'agentry.db') });
+    await other.init();
+    const [keyInfo] = await other.listApiKeys(accountId);
+    await other.deleteApiKey(accountId, keyInfo!.id);
+    await other.close();
+    expect(await statusOf()).toBe(401);
   });
 
   it('streams Server-Sent Events through its thread, and a client that leaves ends the stream on the runtime thread', async () => {

@@ -215,6 +215,26 @@ describe('sqliteStorage', () => {
     expect(sqliteStorage({ path: ':memory:' }).sharedLocation?.()).toBeNull();
   });
 
+  it("moves its change counter on another connection's commit, and only then", async () => {
+    const writer = sqliteStorage({ path: file });
+    await writer.init();
+    const reader = sqliteStorage({ path: file, readonly: true });
+    await reader.init();
+    try {
+      const before = reader.changeCounter();
+      expect(reader.changeCounter()).toBe(before);
+      await reader.getAccount('acct'); // reading changes nothing
+      expect(reader.changeCounter()).toBe(before);
+      const writerBefore = writer.changeCounter();
+      await writer.createAccount(ACCOUNT);
+      expect(reader.changeCounter()).not.toBe(before);
+      expect(writer.changeCounter()).toBe(writerBefore); // its own commits do not count
+    } finally {
+      await reader.close();
+      await writer.close();
+    }
+  });
+
   it('checks its options at the door', () => {
     for (const bad of [{ path: '' }, { busyTimeoutMs: -1 }, { busyTimeoutMs: 1.5 }, { pth: 'x.db' }]) {
       let thrown: unknown;

@@ -107,7 +107,7 @@ function prefixUpperBound(prefix: string): string | null {
 
 const isMemoryPath = (path: string) => path === ':memory:' || path === '';
 
-class SqliteStorage implements StorageAdapter {
+class SqliteStorage implements SqliteStorageAdapter {
   readonly kind = 'sqlite';
   private conn: Connection | null = null;
 
@@ -531,6 +531,21 @@ class SqliteStorage implements StorageAdapter {
   async putIdempotency(record: IdempotencyRecord): Promise<void> {
     await this.write('putIdempotency', record);
   }
+
+  changeCounter(): number {
+    return this.s.dataVersion.get() as number;
+  }
+}
+
+/** The SQLite storage, with what only it can tell. */
+export interface SqliteStorageAdapter extends StorageAdapter {
+  /**
+   * A number that changes whenever another connection (of this process or another) commits to the database file:
+   * SQLite's `PRAGMA data_version`. Equal answers mean that nothing this connection reads has changed in between,
+   * so whatever was read then may still be served. A read-only reader (the HTTP server's poll thread) uses it to keep
+   * its answers until the runtime writes again.
+   */
+  changeCounter(): number;
 }
 
 /**
@@ -539,7 +554,7 @@ class SqliteStorage implements StorageAdapter {
  * @example
  * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }), model });
  */
-export function sqliteStorage(options: SqliteStorageOptions = {}): StorageAdapter {
+export function sqliteStorage(options: SqliteStorageOptions = {}): SqliteStorageAdapter {
   const parsed = OptionsSchema.safeParse(options);
   if (!parsed.success) {
     throw new AgentryError('invalid_request', `Invalid sqliteStorage options: ${z.prettifyError(parsed.error)}`, {

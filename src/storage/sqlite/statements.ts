@@ -226,6 +226,8 @@ export function prepareStatements(db: Database.Database) {
     insertAgent: p(`INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${AGENT_COLUMNS.split(',').map(() => '?')})`),
     agentExists: pluck<number>('SELECT 1 FROM agents WHERE agent_id = ?'),
     agentStatus: pluck<AgentStatus>('SELECT status FROM agents WHERE agent_id = ?'),
+    // Changes whenever another connection commits; this connection's own commits leave it alone.
+    dataVersion: pluck<number>('PRAGMA data_version'),
     getAgent: raw<AgentTuple>(`${SELECT_AGENTS} WHERE agent_id = ?`),
     agentHead: p<{ status: AgentStatus; parent_id: string | null; next_idx: number }>(
       'SELECT status, parent_id, (SELECT coalesce(max(idx) + 1, 0) FROM turns WHERE agent_id = a.agent_id) AS next_idx ' +
