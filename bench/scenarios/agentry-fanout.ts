@@ -59,14 +59,13 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
         : { text: childAnswer(i), ...delay };
     },
   });
-  // more agents than model slots, so the lane stays full while some agents commit their steps
-  const slots = Math.max(256, 2 * o.lane);
   const runtime = await AgentRuntime.open({
     storage: sqliteStorage({ path: join(dir, 'bench.db') }),
     model,
     tools: [lookup],
     defaultAccount: { id: 'local', credits: 1e9 },
-    concurrency: { runSlots: slots, models: o.lane, tools: o.lane },
+    // run slots by default: models + tools, so the model lane stays full while some agents commit their steps
+    concurrency: { models: o.lane, tools: o.lane },
   });
   await o.onOpen?.(runtime);
   const t0 = performance.now();

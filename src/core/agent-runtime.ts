@@ -83,7 +83,11 @@ const RuntimeOptionsSchema = z
       .prefault({}),
     concurrency: z
       .object({
-        runSlots: z.number().int().positive().default(256),
+        /**
+         * Agents stepping at once. By default the model lane plus the tools lane: an agent beyond what the lanes can
+         * serve would only wait in one with its step's state in memory, where a waiting agent costs a row.
+         */
+        runSlots: z.number().int().positive().optional(),
         models: z.number().int().positive().default(64),
         modelRequestsPerInterval: z.number().int().min(0).default(0),
         modelIntervalMs: z.number().int().positive().default(1000),
@@ -192,7 +196,7 @@ export class AgentRuntime {
       inToolLane: (lane, fn) => this.lanes.inToolLane(lane, fn),
     };
     this.scheduler = new Scheduler(deps, {
-      runSlots: options.concurrency.runSlots,
+      runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
       auto: options.scheduler === 'auto',
       onError: (error, agentId) => this.reportError(error, agentId),
     });

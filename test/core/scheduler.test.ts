@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineTool } from 'agentry';
-import { eventually, openTestRuntime } from '../support/runtime.js';
+import { deferred, eventually, openTestRuntime } from '../support/runtime.js';
 
 describe('scheduler', () => {
   it('a 429 backs off the whole model lane (fake clock) and no agent fails', async () => {
@@ -77,6 +77,33 @@ describe('scheduler', () => {
     expect(peakActive).toBeLessThanOrEqual(4);
     expect(peakActive).toBeGreaterThan(0);
     expect(peakTools).toBeLessThanOrEqual(2);
+    await runtime.close();
+  });
+});
+
+describe('run slots by default', () => {
+  it('are the model lane plus the tools lane: no more agents step than the lanes can serve', async () => {
+    const gate = deferred();
+    let inModel = 0;
+    const { runtime } = await openTestRuntime(
+      async () => {
+        inModel++;
+        await gate.promise;
+        return { text: 'done' };
+      },
+      { concurrency: { models: 2, tools: 3 } },
+    );
+    const scheduler = (runtime as unknown as { scheduler: { runningCount: number } }).scheduler;
+    const ids = [];
+    for (let i = 0; i < 12; i++) ids.push((await runtime.create({ goal: `agent ${i}` })).agent_id);
+    await eventually(() => inModel === 2 && scheduler.runningCount === 5, 5_000, 'the lanes and run slots to fill');
+    for (let i = 0; i < 50; i++) await new Promise((r) => setImmediate(r));
+    expect(inModel).toBe(2);
+    expect(scheduler.runningCount).toBe(5); // 2 + 3 slots: two in the model lane, three waiting for it
+    gate.resolve();
+    expect((await Promise.all(ids.map((id) => runtime.waitFor(id)))).map((a) => a.status)).toEqual(
+      Array(12).fill('COMPLETED'),
+    );
     await runtime.close();
   });
 });
