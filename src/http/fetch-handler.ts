@@ -288,7 +288,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       });
     }
     if (name === 'openapi') {
-      openApiText ??= JSON.stringify(buildOpenApiDocument({ basePath: o.basePath }));
+      openApiText ??= JSON.stringify(buildOpenApiDocument({ basePath: o.basePath, models: runtime.models }));
       return jsonTextResponse(200, openApiText, { 'cache-control': 'public, max-age=300' });
     }
 

@@ -17,16 +17,31 @@ import {
   ErrorBodySchema,
   MessageSchema,
 } from '../core/schemas.js';
-import { ERROR_STATUS, type ErrorCode } from '../errors.js';
+import { DEFAULT_PRICES } from '../core/credits.js';
+import { AgentryError, ERROR_STATUS, type ErrorCode } from '../errors.js';
 
 /** Options of {@link buildOpenApiDocument}. */
 export interface OpenApiOptions {
   /** Prefix of every path, as given to `createFetchHandler`. @default '' */
   basePath?: string;
-  /** `servers[0].url`, when known. */
+  /**
+   * `servers[0].url`. Paths already hold `basePath`, so this is the origin only.
+   * @default '/' (the origin serving the document)
+   */
   serverUrl?: string;
   /** `info.version`. @default the package version at the time of writing */
   version?: string;
+  /**
+   * The model ids `POST /api/agents` accepts, documented as the enum of `model` (pass `runtime.models`).
+   * @default the models of the default price table: `svc-1-lite`, `svc-1-ultra`
+   */
+  models?: readonly string[];
+  /**
+   * `info.license`.
+   * @default agentry's license, `{ name: 'MIT', identifier: 'MIT' }`
+   * @example buildOpenApiDocument({ license: { name: 'Proprietary', url: 'https://example.com/terms' } })
+   */
+  license?: { name: string; identifier?: string; url?: string };
 }
 
 type JsonObject = Record<string, unknown>;
@@ -45,6 +60,26 @@ function errorResponses(...codes: ErrorCode[]): JsonObject {
     };
   }
   return out;
+}
+
+/**
+ * Adds the enum of model ids to `model` of the create body. The zod schema keeps a plain string because the set is
+ * the runtime's (its provider's models that have a price), known only once it is open; the runtime answers an
+ * unknown model with 400 `invalid_request`. Throws if the field moves, so the document cannot silently lose the enum.
+ */
+function documentModels(schemas: JsonObject, models: readonly string[]): void {
+  if (models.length === 0 || models.some((m) => typeof m !== 'string' || m === '')) {
+    throw new AgentryError(
+      'invalid_request',
+      `Expected \`models\` to be a non-empty list of model ids, got \`${JSON.stringify(models)}\``,
+    );
+  }
+  const body = schemas.CreateAgentBody as { properties?: Record<string, JsonObject> } | undefined;
+  const model = body?.properties?.model;
+  if (model?.type !== 'string') throw new Error('openapi: CreateAgentBody.model is no longer a string schema');
+  model.enum = [...models];
+  model.description =
+    "The model to run, one of those this service offers. Without it, the runtime's `defaultModel` (`svc-1-lite` unless configured).";
 }
 
 /** Errors any authenticated route may answer with. */
@@ -79,6 +114,8 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
   const schemas = JSON.parse(
     JSON.stringify(all.$defs ?? {}).replaceAll('"#/$defs/', '"#/components/schemas/'),
   ) as JsonObject;
+  // Without `models`, the document is that of a runtime on the default price table (whose provider serves both).
+  documentModels(schemas, options.models ?? Object.keys(DEFAULT_PRICES.models));
 
   const idParam = {
     name: 'id',
@@ -93,7 +130,8 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
     required: ['agent'],
     additionalProperties: false,
   };
-  const action = (summary: string, description: string) => ({
+  const action = (operationId: string, summary: string, description: string) => ({
+    operationId,
     summary,
     description,
     parameters: [idParam],
@@ -116,16 +154,19 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
     info: {
       title: 'agentry Agent Service',
       version: options.version ?? '0.1.0',
+      license: options.license ?? { name: 'MIT', identifier: 'MIT' },
       description:
         'Create autonomous agents, poll their status and transcript, pause, resume or delete them. Every route but ' +
         'this document needs an `x-api-key` header. Errors have the shape `{"error": {"code", "message", "request_id"}}`; ' +
         'every response carries `x-request-id`.',
     },
-    ...(options.serverUrl === undefined ? {} : { servers: [{ url: options.serverUrl }] }),
+    // A relative '/' means the origin the document was fetched from (OpenAPI resolves it against that URL).
+    servers: [{ url: options.serverUrl ?? '/' }],
     security: [{ apiKey: [] }],
     paths: {
       [`${base}/api/agents`]: {
         post: {
+          operationId: 'createAgent',
           summary: 'Create an agent',
           parameters: [
             {
@@ -150,6 +191,7 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
           },
         },
         get: {
+          operationId: 'listAgents',
           summary: 'List agents, newest first, in reduced form',
           parameters: [
             { name: 'status', in: 'query', required: false, schema: ref('AgentStatus') },
@@ -175,6 +217,7 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
       },
       [`${base}/api/agents/{id}`]: {
         get: {
+          operationId: 'getAgent',
           summary: 'An agent (status form) and its transcript',
           parameters: [idParam],
           responses: {
@@ -183,6 +226,7 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
           },
         },
         delete: {
+          operationId: 'deleteAgent',
           summary: 'Delete an agent with its sub-agents and transcript',
           parameters: [idParam],
           responses: {
@@ -193,18 +237,21 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
       },
       [`${base}/api/agents/{id}/pause`]: {
         post: action(
+          'pauseAgent',
           'Pause an agent',
           'Pausing a PAUSED agent is a no-op; a COMPLETED or FAILED one is 409 `invalid_state`.',
         ),
       },
       [`${base}/api/agents/{id}/resume`]: {
         post: action(
+          'resumeAgent',
           'Resume a paused or out-of-credits agent',
           'Resuming a running agent is a no-op; 402 `insufficient_credits` when the account has no credits; a COMPLETED or FAILED agent is 409 `invalid_state`.',
         ),
       },
       [`${base}/api/agents/{id}/events`]: {
         get: {
+          operationId: 'streamAgentEvents',
           summary: 'Server-Sent Events of an agent: message, status, progress, deleted',
           description:
             'Starts with the transcript (`message` events, `id` = position) and a `status` event; send `Last-Event-ID` to resume after a message. Ends after COMPLETED or FAILED.',
@@ -217,6 +264,7 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
       },
       [`${base}/api/openapi.json`]: {
         get: {
+          operationId: 'getOpenApiDocument',
           summary: 'This document',
           security: [],
           responses: { '200': { description: 'OpenAPI 3.1', content: json({ type: 'object' }) } },
