@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
-import { ProgressView } from '../src/cli/progress.js';
+import { ProgressView, subAgentLabel } from '../src/cli/progress.js';
 
 const CITIES: Record<string, { country: string; population: number; area_km2: number }> = {
   Paris: { country: 'France', population: 2_102_650, area_km2: 105.4 },
@@ -140,7 +140,7 @@ try {
   });
   runtime.on('agent.status', ({ agent }) => {
     if (agent.agent_id === created.agent_id) view.update(agent);
-    else if (agent.status === 'COMPLETED') view.note(`  sub-agent ${agent.agent_id.slice(0, 8)} completed`);
+    else if (agent.status === 'COMPLETED') view.note(`  ${subAgentLabel(agent)} completed`);
   });
   view.message({ role: 'USER', text: goal });
   const final = await runtime.waitFor(created.agent_id);

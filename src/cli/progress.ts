@@ -70,3 +70,15 @@ export function formatProgressLine(agent: Pick<Agent, 'progress' | 'status' | 's
   const pct = `${Math.floor(agent.progress * 100)}%`.padStart(4);
   return `[${bar}] ${pct}  ${agent.status}  ${agent.status_message}`;
 }
+
+/**
+ * A sub-agent as a person reads it: its 1-based place among the tasks it was spawned with and the tail of its id.
+ * (The ids are UUID v7: siblings share their leading characters, so the head of the id says nothing.)
+ */
+export function subAgentLabel(agent: Pick<Agent, 'agent_id' | 'spawn_index'>): string {
+  const tail = `…${agent.agent_id.slice(-8)}`;
+  return agent.spawn_index === null ? `sub-agent ${tail}` : `sub-agent ${agent.spawn_index + 1} (${tail})`;
+}
+
+/** At most this many sub-agents are named as they finish; the progress line counts the rest. */
+export const NAMED_SUB_AGENTS = 20;

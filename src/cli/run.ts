@@ -11,7 +11,14 @@ import type { ModelProvider } from '../models/provider.js';
 import { sqliteStorage } from '../storage/sqlite/index.js';
 import type { Tool } from '../tools/define-tool.js';
 import type { Agent } from '../core/schemas.js';
-import { ProgressView, type ProgressOutput } from './progress.js';
+import { NAMED_SUB_AGENTS, ProgressView, subAgentLabel, type ProgressOutput } from './progress.js';
+
+/** How a direct sub-agent's end is told on the run's output. */
+const CHILD_ENDINGS: Partial<Record<Agent['status'], string>> = {
+  COMPLETED: 'completed',
+  FAILED: 'failed',
+  OUT_OF_CREDITS: 'ran out of credits',
+};
 
 /** Exit codes of `agentry run`, by how the agent ended. */
 export const RUN_EXIT_CODES = {
@@ -144,8 +151,15 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
     runtime.on('agent.progress', ({ agent }) => {
       if (agent.agent_id === agentId) view.update(agent);
     });
+    let named = 0;
     runtime.on('agent.status', ({ agent }) => {
       if (agent.agent_id === agentId) view.update(agent);
+      else if (agent.parent_id === agentId && CHILD_ENDINGS[agent.status] && named < NAMED_SUB_AGENTS) {
+        named++;
+        const reason = agent.status === 'COMPLETED' ? '' : `: ${agent.status_message}`;
+        view.note(`  ${subAgentLabel(agent)} ${CHILD_ENDINGS[agent.status]}${reason}`);
+        if (named === NAMED_SUB_AGENTS) view.note('  (further sub-agents are counted in the progress line)');
+      }
     });
     view.update((await runtime.get(agentId)).agent);
     const final = await runtime.waitFor(agentId);

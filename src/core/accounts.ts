@@ -74,6 +74,8 @@ export class Accounts {
   constructor(
     private readonly storage: StorageAdapter,
     private readonly clock: Clock,
+    /** Told of every top-up, so reservations waiting on the account can be granted. */
+    private readonly onTopUp: (accountId: string) => void = () => {},
   ) {}
 
   /**
@@ -127,6 +129,7 @@ export class Accounts {
       created_at: isoTime(this.clock.now()),
     });
     if (!row) throw notFound('Account', accountId);
+    this.onTopUp(accountId);
     return toInfo(row);
   }
 

@@ -13,11 +13,12 @@ import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import { Accounts } from './accounts.js';
 import { isoTime, systemClock, type Clock } from './clock.js';
+import { CreditGate } from './credit-gate.js';
 import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
 import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
 import { changeStatus, type StepDeps } from './loop.js';
 import { createPlanTool } from './plan.js';
-import { toAgentWithMessages, toCreatedForm, toReducedForm, toStatusForm } from './records.js';
+import { subAgentCounts, toAgentWithMessages, toCreatedForm, toReducedForm, toStatusForm } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import {
@@ -76,6 +77,8 @@ const RuntimeOptionsSchema = z
           .positive()
           .default(60 * 60 * 1000),
         maxOutputTokens: z.number().int().positive().max(1_000_000).default(4096),
+        /** The least `max_tokens` a call is lowered to when the balance cannot cover `maxOutputTokens`. */
+        minOutputTokens: z.number().int().positive().max(1_000_000).default(256),
         maxToolResultChars: z.number().int().positive().default(50_000),
         maxModelRetries: z.number().int().min(0).default(5),
       })
@@ -146,6 +149,7 @@ export class AgentRuntime {
   private readonly lanes: Lanes;
   private readonly registry: ToolRegistry;
   private readonly subAgents: SubAgentCoordinator;
+  private readonly credits: CreditGate;
   /** `waitFor` callers by agent id: told of every status change of that agent (null when it is deleted). */
   private readonly statusWaiters = new Map<string, Set<(row: AgentRow | null) => void>>();
   private closed = false;
@@ -157,7 +161,8 @@ export class AgentRuntime {
     private readonly options: z.output<typeof RuntimeOptionsSchema>,
     readonly prices: PriceTable,
   ) {
-    this.accounts = new Accounts(storage, clock);
+    this.credits = new CreditGate(storage);
+    this.accounts = new Accounts(storage, clock, (accountId) => this.credits.toppedUp(accountId));
     this.defaultAccountId = options.defaultAccount.id;
     this.events.statusHooks.push((row) => {
       const waiters = this.statusWaiters.get(row.agent_id);
@@ -183,6 +188,7 @@ export class AgentRuntime {
     });
     const deps: StepDeps = {
       storage,
+      credits: this.credits,
       model,
       tools: this.registry,
       prices,
@@ -263,8 +269,10 @@ export class AgentRuntime {
     if (!account) throw notFound('Account', accountId);
     if (!account.subscription_active)
       throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
-    if (account.balance - account.reserved <= 0) {
-      throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits first');
+    // The settled balance decides, not what is free of holds this instant: holds are temporary, and a new agent
+    // waits its turn for credits that other agents' calls hold.
+    if (account.balance <= 0) {
+      throw new AgentryError('insufficient_credits', 'The account has no credits left; add credits first');
     }
     const now = isoTime(this.clock.now());
     const id = newAgentId();
@@ -315,7 +323,11 @@ export class AgentRuntime {
   /** The agent (status form) and its public transcript. */
   async get(agentId: string, scope: AccountScope = {}): Promise<AgentWithMessages> {
     const row = await this.row(agentId, scope);
-    return toAgentWithMessages(row, await this.storage.listMessages(row.agent_id));
+    return toAgentWithMessages(
+      row,
+      await this.storage.listMessages(row.agent_id),
+      await subAgentCounts(this.storage, row),
+    );
   }
 
   /** Agents, newest first, in reduced form. Pass `next_cursor` back as `cursor` for the next page. */
@@ -375,7 +387,7 @@ export class AgentRuntime {
     assertTransition(row.status, 'resume');
     if (RUNNABLE_STATUSES.includes(row.status)) return toStatusForm(row);
     const account = await this.storage.getAccount(row.account_id);
-    if (!account || account.balance - account.reserved <= 0) {
+    if (!account || account.balance <= 0) {
       throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits, then resume');
     }
     // Children first: a parent that wakes up must find its children running again, not stopped.
@@ -393,6 +405,7 @@ export class AgentRuntime {
     const ids = [row.agent_id, ...(await this.storage.listDescendantIds(row.agent_id))];
     for (const id of ids) this.scheduler.abort(id, 'agent deleted');
     const deleted = await this.storage.deleteAgentTree(row.agent_id);
+    this.credits.agentsGone(deleted);
     for (const id of deleted) {
       this.events.emit('agent.deleted', { agent_id: id });
       for (const waiter of [...(this.statusWaiters.get(id) ?? [])]) waiter(null);

@@ -93,6 +93,18 @@ export function modelReservation(price: ModelPrice, request: ModelRequest, messa
   return modelCost(price, { inputTokens: inputTokenBound(request, messageBytes), outputTokens: request.maxTokens });
 }
 
+/**
+ * The most output tokens whose worst case, together with `inputTokens` of input, costs at most `payable`
+ * micro-credits; `Infinity` when output is free. Lets an agent with little left still get a short answer.
+ */
+export function affordableOutputTokens(price: ModelPrice, inputTokens: number, payable: number): number {
+  if (price.outputPerMillion <= 0) return modelCost(price, { inputTokens, outputTokens: 0 }) <= payable ? Infinity : 0;
+  let tokens = Math.floor((payable - inputTokens * microsPerToken(price.inputPerMillion)) / price.outputPerMillion);
+  // modelCost rounds the sum up: step down until it fits.
+  while (tokens > 0 && modelCost(price, { inputTokens, outputTokens: tokens }) > payable) tokens--;
+  return Math.max(0, tokens);
+}
+
 /** Price of one call of a tool, micro-credits. */
 export function toolPrice(prices: PriceTable, name: string, ownPriceCredits: number): number {
   return creditsToMicros(prices.tools[name] ?? ownPriceCredits);

@@ -12,7 +12,8 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isAbortError, isoTime, type Clock } from './clock.js';
 import { estimateTokens, fitContext } from './context.js';
-import { modelCost, modelReservation, toolPrice, type PriceTable } from './credits.js';
+import type { CreditGate, Reservation } from './credit-gate.js';
+import { affordableOutputTokens, inputTokenBound, modelCost, toolPrice, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
@@ -57,6 +58,11 @@ export interface StepLimits {
   maxWallClockMs: number;
   /** `max_tokens` of every model call. */
   maxOutputTokens: number;
+  /**
+   * The least `max_tokens` a call may be lowered to when the balance cannot cover `maxOutputTokens`; below it the
+   * agent is OUT_OF_CREDITS.
+   */
+  minOutputTokens: number;
   /** Longer tool results are cut to this many characters before the model sees them. */
   maxToolResultChars: number;
   /** Retries of a retryable model error (after the provider's own) before the agent FAILs. */
@@ -66,6 +72,8 @@ export interface StepLimits {
 /** What a step needs from the runtime. */
 export interface StepDeps {
   storage: StorageAdapter;
+  /** Every credit reservation goes through it: a reservation that other calls' holds block waits its turn. */
+  credits: CreditGate;
   model: ModelProvider;
   tools: ToolRegistry;
   prices: PriceTable;
@@ -238,7 +246,10 @@ async function runModelTurn(
 ): Promise<StepOutcome> {
   let agent = startingRow;
   const savePending = async (): Promise<void> => {
-    if (pending) await commitToolResults(deps, agent, pending);
+    if (!pending) return;
+    const saving = pending;
+    pending = undefined;
+    await commitToolResults(deps, agent, saving);
   };
   const price = deps.prices.models[agent.model];
   if (!price) {
@@ -271,31 +282,40 @@ async function runModelTurn(
     maxTokens: deps.limits.maxOutputTokens,
     agentId: agent.agent_id,
   };
+  // The worst case with the configured max_tokens; when the balance cannot cover it, max_tokens is lowered to what
+  // it can, down to the floor, so that an agent with little left still gets a short answer.
+  const inputBound = inputTokenBound(request, sent === all ? bytes : undefined);
+  const worstCase = () => modelCost(price, { inputTokens: inputBound, outputTokens: request.maxTokens });
   const reservationId = nextHoldId();
-  const amount = modelReservation(price, request, sent === all ? bytes : undefined);
-  const refusal = await deps.storage.reserve({
-    id: reservationId,
-    account_id: agent.account_id,
-    agent_id: agent.agent_id,
-    root_id: agent.root_id,
-    amount,
-  });
-  if (refusal) {
-    await savePending();
-    await stopForCredits(
-      deps,
-      agent,
-      amount,
-      refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance',
-    );
-    return STOP;
+  for (;;) {
+    // An agent that waits holds nothing: the previous calls' hold, which would settle with this turn, settles now.
+    const reservation = await reserveCredits(deps, agent, reservationId, worstCase(), control, savePending);
+    if (reservation === 'aborted') {
+      await savePending();
+      return STOP; // paused or deleted while waiting for credits
+    }
+    if (reservation.granted) break;
+    if (pending?.settlements.length) {
+      // The previous calls' own hold is still open (it settles with this turn): settle it first, then ask again.
+      await savePending();
+      continue;
+    }
+    const floor = Math.min(deps.limits.minOutputTokens, deps.limits.maxOutputTokens);
+    const affordable = affordableOutputTokens(price, inputBound, reservation.payable);
+    if (affordable < floor || affordable >= request.maxTokens) {
+      await savePending();
+      request.maxTokens = Math.min(request.maxTokens, floor);
+      await stopForCredits(deps, agent, worstCase(), limitName(reservation.refusal));
+      return STOP;
+    }
+    request.maxTokens = affordable;
   }
   if (agent.status === 'STARTING_UP') {
     // Only now, with its first credits held, does a spawned agent become ACTIVE: one that cannot pay stops as
     // OUT_OF_CREDITS straight from STARTING_UP.
     const started = await start(deps, agent);
     if (!started) {
-      await deps.storage.release(reservationId);
+      await deps.credits.release(reservationId);
       return STOP;
     }
     agent = started;
@@ -306,7 +326,7 @@ async function runModelTurn(
     if (control.model.signal.aborted) throw abortedError();
     response = await deps.inModelLane(() => deps.model.generate(request, { signal: control.model.signal }));
   } catch (err) {
-    await deps.storage.release(reservationId);
+    await deps.credits.release(reservationId);
     await savePending();
     if (control.model.signal.aborted || isAbortError(err)) return STOP; // paused, deleted or shutting down: redo later
     if (
@@ -398,7 +418,7 @@ async function runModelTurn(
       ? statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' })
       : undefined,
   });
-  emitCommit(deps, agent, result, messages, settlements);
+  afterCommit(deps, agent, result, messages, settlements);
   if (!result.agent) return STOP;
   if (done) return STOP;
   control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses, turns: [...turns, assistantTurn] };
@@ -452,20 +472,10 @@ async function runToolCalls(
   const total = [...prices.values()].reduce((a, b) => a + b, 0);
   const reservationId = nextHoldId();
   if (total > 0) {
-    const refusal = await deps.storage.reserve({
-      id: reservationId,
-      account_id: agent.account_id,
-      agent_id: agent.agent_id,
-      root_id: agent.root_id,
-      amount: total,
-    });
-    if (refusal) {
-      await stopForCredits(
-        deps,
-        agent,
-        total,
-        refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance',
-      );
+    const reservation = await reserveCredits(deps, agent, reservationId, total, control);
+    if (reservation === 'aborted') return STOP; // paused or deleted while waiting: the calls run on resume
+    if (!reservation.granted) {
+      await stopForCredits(deps, agent, total, limitName(reservation.refusal));
       return STOP;
     }
   }
@@ -476,7 +486,7 @@ async function runToolCalls(
   if (unsafe.length > 0) {
     const started = unsafe.map((c): ToolCallRow => ({ ...c.record, status: 'started', updated_at: now() }));
     if (!(await deps.storage.putToolCalls(started, 'ACTIVE'))) {
-      if (total > 0) await deps.storage.release(reservationId);
+      if (total > 0) await deps.credits.release(reservationId);
       return STOP;
     }
   }
@@ -538,8 +548,8 @@ async function runToolCalls(
       },
     });
     // A hold no settlement consumed is released: the waiting calls reserve again when they re-run.
-    if (total > 0 && settlements.length === 0) await deps.storage.release(reservationId);
-    emitCommit(deps, agent, result, [], settlements);
+    if (total > 0 && settlements.length === 0) await deps.credits.release(reservationId);
+    afterCommit(deps, agent, result, [], settlements);
     if (result.agent) for (const id of waiting) deps.subAgents.waitFor(agent.agent_id, id);
     return STOP;
   }
@@ -602,7 +612,7 @@ async function commitToolResults(deps: StepDeps, agent: AgentRow, pending: Pendi
     settlements: pending.settlements,
     patch: { status_message: 'Thinking', ...reportedPatch(pending.reported), updated_at: pending.turn.created_at },
   });
-  emitCommit(deps, agent, result, [], pending.settlements);
+  afterCommit(deps, agent, result, [], pending.settlements);
   return result;
 }
 
@@ -686,6 +696,55 @@ function describeToolCalls(deps: StepDeps, uses: ToolUseBlock[]): string {
   return uses.length > 1 ? `${text} (+${uses.length - 1} more)` : text;
 }
 
+/**
+ * Reserves credits for a call. While other calls' holds are in the way it waits, and the agent says so; a pause or
+ * delete ends the wait ('aborted'). A waiting agent must hold nothing itself (the holds a wait is for must belong to
+ * calls in flight, or two waiting agents could wait for each other): `beforeWait` settles what it still holds.
+ */
+async function reserveCredits(
+  deps: StepDeps,
+  agent: AgentRow,
+  reservationId: string,
+  amount: number,
+  control: RunControl,
+  /** Runs when the reservation has to wait, before the agent says it waits. */
+  beforeWait?: () => Promise<void>,
+): Promise<Reservation | 'aborted'> {
+  let waiting: Promise<unknown> | undefined;
+  try {
+    return await deps.credits.reserve(
+      { id: reservationId, account_id: agent.account_id, agent_id: agent.agent_id, root_id: agent.root_id, amount },
+      {
+        signal: control.model.signal,
+        onWait: (heldBy) => {
+          waiting = (async () => {
+            await beforeWait?.();
+            await announceCreditWait(deps, agent, heldBy);
+          })();
+        },
+      },
+    );
+  } catch (err) {
+    if (control.model.signal.aborted) return 'aborted';
+    throw err;
+  } finally {
+    await waiting;
+  }
+}
+
+async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: number): Promise<void> {
+  const calls = heldBy === 1 ? '1 running call' : `${heldBy.toLocaleString('en-US')} running calls`;
+  const result = await deps.storage.commitStep({
+    agent_id: agent.agent_id,
+    patch: { status_message: `Waiting for credits held by ${calls}`, updated_at: isoTime(deps.clock.now()) },
+  });
+  afterCommit(deps, agent, result, [], []);
+}
+
+function limitName(refusal: 'account' | 'tree_cap'): string {
+  return refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
+}
+
 async function stopForCredits(deps: StepDeps, agent: AgentRow, needed: number, limit: string): Promise<void> {
   await changeStatus(deps, agent, 'exhaust_credits', {
     status_message: `Out of credits: the next step needs up to ${microsToCredits(needed)} credits, more than ${limit} allows`,
@@ -730,7 +789,8 @@ export function emitStatus(events: RuntimeEvents, row: AgentRow, previous: Agent
   if (events.listenerCount('agent.status') > 0) events.emit('agent.status', { agent: toStatusForm(row), previous });
 }
 
-function emitCommit(
+/** After a commit: the settled holds' credits go to waiting reservations, and listeners hear what changed. */
+function afterCommit(
   deps: StepDeps,
   before: AgentRow,
   result: StepCommitResult,
@@ -738,6 +798,7 @@ function emitCommit(
   settlements: Settlement[],
 ): void {
   const { events } = deps;
+  deps.credits.settled(settlements);
   if (events.listenerCount('credits.charged') > 0) {
     settlements.forEach((s, i) => {
       events.emit('credits.charged', {

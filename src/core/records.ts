@@ -2,7 +2,8 @@
  * @module core/records
  * Storage rows to the public record forms of DESIGN §2. Wire shape = in-process shape.
  */
-import type { AgentRow, MessageRow } from '../storage/adapter.js';
+import type { AgentRow, MessageRow, StorageAdapter } from '../storage/adapter.js';
+import type { AgentStatus } from './status.js';
 import {
   microsToCredits,
   type Agent,
@@ -10,6 +11,7 @@ import {
   type AgentSummary,
   type AgentWithMessages,
   type Message,
+  type SubAgentCounts,
 } from './schemas.js';
 
 export function toCreatedForm(row: AgentRow): AgentCreated {
@@ -23,10 +25,14 @@ export function toCreatedForm(row: AgentRow): AgentCreated {
   };
 }
 
-export function toStatusForm(row: AgentRow): Agent {
+/**
+ * The status form. `subAgents`, when given, are the agent's children counted by status (only `get` answers carry
+ * them: counting costs a query).
+ */
+export function toStatusForm(row: AgentRow, subAgents?: SubAgentCounts): Agent {
   // Spelled out rather than spread from toCreatedForm: this is built for every poll, and a literal is several times
   // cheaper than a spread.
-  return {
+  const agent: Agent = {
     agent_id: row.agent_id,
     goal: row.goal,
     model: row.model,
@@ -40,7 +46,24 @@ export function toStatusForm(row: AgentRow): Agent {
     parent_id: row.parent_id,
     credits_spent: microsToCredits(row.credits_spent),
     sub_agent_count: row.sub_agent_count,
+    spawn_index: spawnIndexOf(row.spawn_key),
   };
+  if (subAgents) agent.sub_agents = subAgents;
+  return agent;
+}
+
+/** A spawn key is `<tool call id>#<index>`. */
+function spawnIndexOf(spawnKey: string | null): number | null {
+  if (spawnKey === null) return null;
+  const index = Number(spawnKey.slice(spawnKey.lastIndexOf('#') + 1));
+  return Number.isInteger(index) && index >= 0 ? index : null;
+}
+
+/** Children counts as the status form shows them. */
+export function toSubAgentCounts(byStatus: Partial<Record<AgentStatus, number>>): SubAgentCounts {
+  let total = 0;
+  for (const n of Object.values(byStatus)) total += n ?? 0;
+  return { total, by_status: byStatus };
 }
 
 export function toReducedForm(row: AgentRow): AgentSummary {
@@ -58,6 +81,19 @@ export function toMessage(row: MessageRow): Message {
 }
 
 /** What `get` answers: the agent in status form and its messages. */
-export function toAgentWithMessages(row: AgentRow, messages: MessageRow[]): AgentWithMessages {
-  return { agent: toStatusForm(row), messages: messages.map(toMessage) };
+export function toAgentWithMessages(
+  row: AgentRow,
+  messages: MessageRow[],
+  subAgents?: SubAgentCounts,
+): AgentWithMessages {
+  return { agent: toStatusForm(row, subAgents), messages: messages.map(toMessage) };
+}
+
+/** An agent's children counted by status, or undefined for an agent that never spawned. */
+export async function subAgentCounts(
+  storage: Pick<StorageAdapter, 'countChildrenByStatus'>,
+  row: AgentRow,
+): Promise<SubAgentCounts | undefined> {
+  if (row.sub_agent_count === 0) return undefined;
+  return toSubAgentCounts(await storage.countChildrenByStatus(row.agent_id, ''));
 }

@@ -28,6 +28,15 @@ export const AgentCreatedSchema = z
   .meta({ id: 'AgentCreated' });
 export type AgentCreated = z.infer<typeof AgentCreatedSchema>;
 
+/** Direct children of an agent, counted by status. */
+export const SubAgentCountsSchema = z
+  .object({
+    total: z.number().int().min(0),
+    by_status: z.partialRecord(AgentStatusSchema, z.number().int().min(0)),
+  })
+  .meta({ id: 'SubAgentCounts' });
+export type SubAgentCounts = z.infer<typeof SubAgentCountsSchema>;
+
 /** Agent, status form: the creation form plus what changes while it runs. */
 export const AgentSchema = AgentCreatedSchema.extend({
   status_message: z.string(),
@@ -37,6 +46,15 @@ export const AgentSchema = AgentCreatedSchema.extend({
   parent_id: AgentId.nullable().describe('beyond the interface: the parent of a sub-agent'),
   credits_spent: z.number().min(0).describe('beyond the interface: credits settled by this agent alone'),
   sub_agent_count: z.number().int().min(0).describe('beyond the interface: direct children'),
+  spawn_index: z
+    .number()
+    .int()
+    .min(0)
+    .nullable()
+    .describe("beyond the interface: a sub-agent's 0-based position among the tasks it was spawned with"),
+  sub_agents: SubAgentCountsSchema.optional().describe(
+    'beyond the interface: direct children counted by status (in answers of get, for agents that have children)',
+  ),
 }).meta({ id: 'Agent' });
 export type Agent = z.infer<typeof AgentSchema>;
 

@@ -278,7 +278,7 @@ export class SubAgentCoordinator implements SubAgentHost {
       // The tree ran out: the parent stops too, and a resume of it resumes the children.
       this.waits.delete(parentId);
       await changeStatus(this.deps(), parent, 'exhaust_credits', {
-        status_message: `Out of credits: ${n('OUT_OF_CREDITS').toLocaleString('en-US')} sub-agents ran out of credits`,
+        status_message: `Out of credits: ${describeChildren(counts, total)}`,
       });
       return;
     }
@@ -287,11 +287,12 @@ export class SubAgentCoordinator implements SubAgentHost {
       this.options.kick(parentId);
       return;
     }
-    const done = total - running - n('PAUSED');
     const message =
       running === 0
-        ? `Waiting: ${n('PAUSED').toLocaleString('en-US')} sub-agents are paused`
-        : `Waiting for ${running.toLocaleString('en-US')} of ${total.toLocaleString('en-US')} sub-agents`;
+        ? `Waiting: ${describeChildren(counts, total)}`
+        : `Waiting for ${running.toLocaleString('en-US')} of ${describeChildren(counts, total)}`;
+    // Only children that finished for good move the bar: one out of credits or paused will run again.
+    const done = n('COMPLETED') + n('FAILED');
     const progress = progressWhileWaiting(parent.plan, total === 0 ? 0 : done / total);
     if (parent.status_message === message && parent.progress === progress) return;
     const result = await this.storage.commitStep({
@@ -396,6 +397,24 @@ function createReadResultsTool(): Tool<z.input<typeof ReadResultsInput>> {
     },
   });
 }
+
+/** "1,000 sub-agents: 812 completed, 3 failed, 185 out of credits" (running children are left to the caller). */
+export function describeChildren(counts: Partial<Record<AgentStatus, number>>, total: number): string {
+  const parts: string[] = [];
+  for (const [status, words] of CHILD_OUTCOME_WORDS) {
+    const n = counts[status] ?? 0;
+    if (n > 0) parts.push(`${n.toLocaleString('en-US')} ${words}`);
+  }
+  const head = `${total.toLocaleString('en-US')} sub-agent${total === 1 ? '' : 's'}`;
+  return parts.length > 0 ? `${head}: ${parts.join(', ')}` : head;
+}
+
+const CHILD_OUTCOME_WORDS: ReadonlyArray<[AgentStatus, string]> = [
+  ['COMPLETED', 'completed'],
+  ['FAILED', 'failed'],
+  ['OUT_OF_CREDITS', 'out of credits'],
+  ['PAUSED', 'paused'],
+];
 
 function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max)} [… ${text.length - max} more characters]`;

@@ -30,7 +30,7 @@ export interface ConformanceTarget {
 export const CREATED_FIELDS = ['agent_id', 'created_at', 'goal', 'model', 'progress', 'status'];
 export const STATUS_FIELDS = [...CREATED_FIELDS, 'message_count', 'status_message', 'token_count', 'updated_at'].sort();
 /** Beyond the interface; optional for clients, always sent by agentry. */
-export const STATUS_EXTRA_FIELDS = ['credits_spent', 'parent_id', 'sub_agent_count'];
+export const STATUS_EXTRA_FIELDS = ['credits_spent', 'parent_id', 'spawn_index', 'sub_agent_count'];
 export const REDUCED_FIELDS = ['agent_id', 'message_count', 'progress', 'status', 'token_count'];
 export const MESSAGE_FIELDS = ['message_id', 'role', 'text', 'timestamp'];
 export const ERROR_CODES_BY_STATUS: Record<number, string[]> = {

@@ -1,0 +1,305 @@
+/**
+ * @module core/credit-gate
+ * Credit reservations that wait their turn (DESIGN §5).
+ *
+ * Storage refuses a reservation when the available balance (balance less open holds) cannot cover it. Holds are
+ * temporary: they belong to model and tool calls in flight, which always end. So a refusal that only holds cause is
+ * not "out of credits" but "not yet": the request waits in a first-in-first-out queue of its account (or of its tree,
+ * when the tree's `max_credits` is what refuses it) and is granted as holds are settled or released. Only a request
+ * that the settled balance itself cannot cover is refused, with the amount that could still be paid, so that the
+ * caller can ask for less (a lower `max_tokens`) or stop.
+ *
+ * Waking is per queue and in order: a released hold makes one pass over its queue that grants from the head until the
+ * first request that still does not fit. 10,000 waiting agents cost 10,000 small records and no wake-up storm.
+ *
+ * Every reservation of the runtime goes through one gate, which therefore knows which holds are live; a wait is only
+ * entered while a live hold stands in the way, which is what guarantees that every wait ends.
+ */
+import type { ReservationRefusal, ReservationRequest, Settlement, StorageAdapter } from '../storage/adapter.js';
+
+/** What a reservation came to. */
+export type Reservation =
+  | { granted: true }
+  /**
+   * The settled balance (or the tree's cap less its settled spend) cannot cover the request. `payable` is what it
+   * could cover, micro-credits: a smaller request up to it may succeed.
+   */
+  | { granted: false; refusal: ReservationRefusal; payable: number };
+
+export interface ReserveOptions {
+  /** Aborting it takes the request out of its queue; `reserve` then rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** Called once if the request has to wait, with the number of live holds it waits behind. */
+  onWait?(heldBy: number): void;
+}
+
+interface Waiter {
+  request: ReservationRequest;
+  /** The queue it waits in. */
+  key: string;
+  resolve(result: Reservation): void;
+  reject(error: unknown): void;
+  /** Set once the waiter has left its queue (granted, refused or aborted). */
+  settled: boolean;
+  /** Whether `onWait` was called. */
+  told: boolean;
+  onWait: ReserveOptions['onWait'];
+  dispose(): void;
+}
+
+interface Queue {
+  waiters: Waiter[];
+  /** Index of the head: shifting a 10,000-long array one by one would be quadratic. */
+  head: number;
+  /** Waiters before this index were told that they wait (see tellWaiting). */
+  toldUpTo: number;
+  pumping: boolean;
+  pumpAgain: boolean;
+}
+
+interface LiveHold {
+  accountKey: string;
+  treeKey: string;
+  agentId: string;
+}
+
+const accountKey = (id: string) => `a:${id}`;
+const treeKey = (id: string) => `t:${id}`;
+
+export class CreditGate {
+  private readonly queues = new Map<string, Queue>();
+  private readonly live = new Map<string, LiveHold>();
+  /** Live holds per queue key (account and tree). */
+  private readonly liveCount = new Map<string, number>();
+  /** Live holds per agent: an agent never waits for its own holds, which it settles only after the call it asks for. */
+  private readonly liveByAgent = new Map<string, number>();
+
+  constructor(private readonly storage: StorageAdapter) {}
+
+  /** Requests waiting, over all queues. */
+  get waitingCount(): number {
+    let n = 0;
+    for (const q of this.queues.values()) n += q.waiters.length - q.head;
+    return n;
+  }
+
+  /**
+   * Holds `request.amount` for a call about to run. Resolves granted at once when the account and tree can cover it;
+   * waits while other calls' holds stand in the way; resolves refused when the settled balance cannot pay it.
+   * Requests of one account are granted in the order they were made: a small one never overtakes a large one that
+   * waits.
+   */
+  reserve(request: ReservationRequest, options: ReserveOptions = {}): Promise<Reservation> {
+    const { signal } = options;
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise<Reservation>((resolve, reject) => {
+      const onAbort = () => {
+        if (waiter.settled) return;
+        waiter.settled = true;
+        reject(signal!.reason);
+        // It may have been the head that held the others back.
+        this.pump(waiter.key);
+      };
+      const waiter: Waiter = {
+        request,
+        key: accountKey(request.account_id),
+        resolve,
+        reject,
+        settled: false,
+        told: false,
+        onWait: options.onWait,
+        dispose: () => signal?.removeEventListener('abort', onAbort),
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.push(waiter);
+      this.pump(waiter.key);
+    });
+  }
+
+  /** Drops a hold without spending it, and lets waiting requests have its credits. */
+  async release(reservationId: string): Promise<void> {
+    await this.storage.release(reservationId);
+    this.forget([reservationId]);
+  }
+
+  /** Call after storage applied these settlements (their holds are gone): waiting requests may fit now. */
+  settled(settlements: readonly Settlement[]): void {
+    if (settlements.length > 0) this.forget(settlements.map((s) => s.reservation_id));
+  }
+
+  /** Call after storage dropped every hold of these agents (deleted, or recovered after a crash). */
+  agentsGone(agentIds: readonly string[]): void {
+    const gone = new Set(agentIds);
+    const ids: string[] = [];
+    for (const [id, hold] of this.live) if (gone.has(hold.agentId)) ids.push(id);
+    this.forget(ids);
+  }
+
+  /** Call after credits were added to an account: its waiting requests may fit now. */
+  toppedUp(accountId: string): void {
+    this.pump(accountKey(accountId));
+  }
+
+  private track(request: ReservationRequest): void {
+    const hold: LiveHold = {
+      accountKey: accountKey(request.account_id),
+      treeKey: treeKey(request.root_id),
+      agentId: request.agent_id,
+    };
+    this.live.set(request.id, hold);
+    this.count(this.liveCount, hold.accountKey, 1);
+    this.count(this.liveCount, hold.treeKey, 1);
+    this.count(this.liveByAgent, hold.agentId, 1);
+  }
+
+  private forget(reservationIds: readonly string[]): void {
+    const keys = new Set<string>();
+    for (const id of reservationIds) {
+      const hold = this.live.get(id);
+      if (!hold) continue;
+      this.live.delete(id);
+      this.count(this.liveCount, hold.accountKey, -1);
+      this.count(this.liveCount, hold.treeKey, -1);
+      this.count(this.liveByAgent, hold.agentId, -1);
+      keys.add(hold.accountKey).add(hold.treeKey);
+    }
+    for (const key of keys) this.pump(key);
+  }
+
+  private count(counts: Map<string, number>, key: string, delta: number): void {
+    const n = (counts.get(key) ?? 0) + delta;
+    if (n > 0) counts.set(key, n);
+    else counts.delete(key);
+  }
+
+  /**
+   * Whether a refusal is for good. It is not when the settled balance (and the tree's cap less its settled spend)
+   * covers the request and other agents' live holds stand in the way: those holds end, and the request waits for
+   * them. The requester's own holds do not count: it settles them only after the call it is asking for, so waiting
+   * for them would never end; the caller is told `payable` and can settle them first.
+   */
+  private async judge(
+    request: ReservationRequest,
+    refusal: ReservationRefusal,
+  ): Promise<{ final: true; result: Reservation } | { final: false; key: string }> {
+    const [account, root] = await Promise.all([
+      this.storage.getAccount(request.account_id),
+      this.storage.getAgent(request.root_id),
+    ]);
+    const balance = account?.balance ?? 0;
+    const capLeft = root?.max_credits != null ? Math.max(0, root.max_credits - root.tree_spent) : Infinity;
+    const payable = Math.min(balance, capLeft);
+    const key = refusal === 'tree_cap' ? treeKey(request.root_id) : accountKey(request.account_id);
+    const othersHolds = (this.liveCount.get(key) ?? 0) - (this.liveByAgent.get(request.agent_id) ?? 0);
+    if (request.amount <= payable && othersHolds > 0) return { final: false, key };
+    return { final: true, result: { granted: false, refusal, payable } };
+  }
+
+  private push(waiter: Waiter): void {
+    let q = this.queues.get(waiter.key);
+    if (!q) this.queues.set(waiter.key, (q = { waiters: [], head: 0, toldUpTo: 0, pumping: false, pumpAgain: false }));
+    q.waiters.push(waiter);
+  }
+
+  /** Grants from the head of a queue, in order, until a request that still has to wait. */
+  private pump(key: string): void {
+    const q = this.queues.get(key);
+    if (!q) return;
+    if (q.pumping) {
+      q.pumpAgain = true;
+      return;
+    }
+    q.pumping = true;
+    void (async () => {
+      try {
+        do {
+          q.pumpAgain = false;
+          await this.grantFromHead(key, q);
+        } while (q.pumpAgain);
+      } finally {
+        q.pumping = false;
+        if (q.head >= q.waiters.length) this.queues.delete(key);
+      }
+    })();
+  }
+
+  private async grantFromHead(key: string, q: Queue): Promise<void> {
+    while (q.head < q.waiters.length) {
+      const waiter = q.waiters[q.head]!;
+      if (waiter.settled) {
+        this.shift(q);
+        continue;
+      }
+      let outcome: { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string };
+      try {
+        const refusal = await this.storage.reserve(waiter.request);
+        if (refusal === null) outcome = { kind: 'granted' };
+        else {
+          const verdict = await this.judge(waiter.request, refusal);
+          outcome = verdict.final ? { kind: 'refused', result: verdict.result } : { kind: 'wait', key: verdict.key };
+        }
+      } catch (error) {
+        this.finish(q, waiter);
+        waiter.reject(error);
+        continue;
+      }
+      if (waiter.settled) {
+        // Aborted while its reservation was being made: the hold it got is not wanted.
+        if (outcome.kind === 'granted') await this.storage.release(waiter.request.id);
+        this.shift(q);
+        continue;
+      }
+      if (outcome.kind === 'wait') {
+        if (outcome.key === key) {
+          // The head waits for holds to end, and so does everyone behind it.
+          this.tellWaiting(q, key);
+          return;
+        }
+        // Its account has room now but not its tree's cap (or the other way round): it waits there instead.
+        this.shift(q);
+        waiter.key = outcome.key;
+        this.push(waiter);
+        this.pump(outcome.key);
+        continue;
+      }
+      this.finish(q, waiter);
+      if (outcome.kind === 'granted') {
+        this.track(waiter.request);
+        waiter.resolve({ granted: true });
+      } else {
+        waiter.resolve(outcome.result);
+      }
+    }
+  }
+
+  private tellWaiting(q: Queue, key: string): void {
+    const heldBy = this.liveCount.get(key) ?? 0;
+    for (let i = Math.max(q.head, q.toldUpTo); i < q.waiters.length; i++) {
+      const w = q.waiters[i]!;
+      if (w.settled || w.told) continue;
+      w.told = true;
+      try {
+        w.onWait?.(heldBy);
+      } catch {
+        // telling is a courtesy; the wait goes on
+      }
+    }
+    q.toldUpTo = q.waiters.length;
+  }
+
+  private finish(q: Queue, waiter: Waiter): void {
+    waiter.settled = true;
+    waiter.dispose();
+    this.shift(q);
+  }
+
+  private shift(q: Queue): void {
+    q.waiters[q.head] = undefined as unknown as Waiter; // let it be collected
+    q.head++;
+    if (q.head > 1024 && q.head * 2 > q.waiters.length) {
+      q.waiters = q.waiters.slice(q.head);
+      q.toldUpTo = Math.max(0, q.toldUpTo - q.head);
+      q.head = 0;
+    }
+  }
+}
