@@ -42,6 +42,13 @@ const SCENARIOS: Scenario[] = [
     args: ['--n', '10000', '--lane', '64'],
     medianOf: 'wall_ms',
   },
+  // 1,000 children on an account of 100 credits (the run costs ~40): worst-case holds fill the balance many times over,
+  // so most children wait for credits; every one must complete.
+  {
+    id: 'contention-1k',
+    file: 'scenarios/agentry-fanout.js',
+    args: ['--n', '1000', '--lane', '64', '--credits', '100'],
+  },
   { id: 'fanout-100k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--parents', '10', '--lane', '64'] },
   {
     id: 'latency-10k',
@@ -54,6 +61,7 @@ const SCENARIOS: Scenario[] = [
     args: ['--n', '10000', '--lane', '64'],
     medianOf: 'rps_ratio',
   },
+  { id: 'read-page', file: 'scenarios/read-page.js', args: ['--n', '30', '--kb', '200'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },
@@ -164,6 +172,8 @@ const targets = [
     value: ratio(perChild('fanout-100k'), perChild('fanout-1k')),
     limit: '<= 1.2',
   },
+  // The scenario fails (error) unless every child COMPLETED: its `n` is there only when all 1,000 did.
+  { target: 'contention-1k children COMPLETED on 100 credits', value: num('contention-1k', 'n'), limit: '>= 1000' },
   { target: 'latency-10k wall / ideal', value: num('latency-10k', 'wall_over_ideal'), limit: '<= 1.15' },
   { target: 'poll-under-load p99 (ms)', value: num('poll-under-load', 'poll_p99_ms'), limit: '<= 20' },
   { target: 'poll rps / hello-world rps', value: num('poll-under-load', 'rps_ratio'), limit: '>= 0.25' },

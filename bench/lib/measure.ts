@@ -23,6 +23,7 @@ export function scenarioArgs(): { n: number; [key: string]: string | number | bo
       parents: { type: 'string', default: '1' },
       latency: { type: 'string', default: '0' },
       lane: { type: 'string', default: '1000' },
+      credits: { type: 'string', default: '1000000000' },
     },
     strict: false,
   });
@@ -32,6 +33,7 @@ export function scenarioArgs(): { n: number; [key: string]: string | number | bo
     parents: Number(values.parents),
     latency: Number(values.latency),
     lane: Number(values.lane),
+    credits: Number(values.credits),
   } as { n: number; [key: string]: string | number | boolean };
 }
 

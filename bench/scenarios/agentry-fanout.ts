@@ -1,7 +1,8 @@
 /**
  * fanout (and latency, with --latency): `--parents` root agents each spawn `--n` children through spawn_sub_agents;
  * each child takes 2 model turns (one tool call, then its answer) with the scripted model; SQLite file on disk,
- * every message persisted. Prints wall time, child steps/s and peak RSS.
+ * every message persisted. Prints wall time, child steps/s and peak RSS. With `--credits`, the account holds only that
+ * much: the run must still complete every child (credits under contention).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -18,6 +19,12 @@ export interface FanoutOptions {
   latency: number;
   /** Concurrency of the model lane (and run slots). */
   lane: number;
+  /**
+   * The account's credits. A small balance (contention-1k) makes most children wait for credits that other children's
+   * calls hold: every child must still complete.
+   * @default 1e9
+   */
+  credits?: number;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
   onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
   /** Called when every root has finished, before the runtime closes (the poll scenario stops its load here). */
@@ -63,7 +70,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     storage: sqliteStorage({ path: join(dir, 'bench.db') }),
     model,
     tools: [lookup],
-    defaultAccount: { id: 'local', credits: 1e9 },
+    defaultAccount: { id: 'local', credits: o.credits ?? 1e9 },
     // run slots by default: models + tools, so the model lane stays full while some agents commit their steps
     concurrency: { models: o.lane, tools: o.lane },
   });
@@ -97,6 +104,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     us_per_child: Math.round((wallMs * 1000) / children),
     peak_rss_mb: peakRssMb(),
     ledger_rows: ledger.length,
+    credits_spent: Math.round((o.credits ?? 1e9) * 1e6 - account.balance) / 1e6,
   };
 }
 
@@ -107,6 +115,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     parents: Number(args.parents),
     latency: Number(args.latency),
     lane: Number(args.lane),
+    credits: Number(args.credits),
   });
   const latency = Number(args.latency);
   const ideal = latency > 0 ? (2 * latency * args.n * Number(args.parents)) / Number(args.lane) : undefined;

@@ -41,10 +41,11 @@ interface Waiter {
   reject(error: unknown): void;
   /** Set once the waiter has left its queue (granted, refused or aborted). */
   settled: boolean;
-  /** Whether `onWait` was called. */
+  /** Whether it was told that it waits (and listens for its abort since). */
   told: boolean;
-  onWait: ReserveOptions['onWait'];
-  dispose(): void;
+  options: ReserveOptions;
+  /** Set while it listens for its signal's abort: only waiters that wait listen (most never wait). */
+  stopListening: (() => void) | undefined;
 }
 
 interface Queue {
@@ -90,16 +91,8 @@ export class CreditGate {
    * waits.
    */
   reserve(request: ReservationRequest, options: ReserveOptions = {}): Promise<Reservation> {
-    const { signal } = options;
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (options.signal?.aborted) return Promise.reject(options.signal.reason);
     return new Promise<Reservation>((resolve, reject) => {
-      const onAbort = () => {
-        if (waiter.settled) return;
-        waiter.settled = true;
-        reject(signal!.reason);
-        // It may have been the head that held the others back.
-        this.pump(waiter.key);
-      };
       const waiter: Waiter = {
         request,
         key: accountKey(request.account_id),
@@ -107,10 +100,9 @@ export class CreditGate {
         reject,
         settled: false,
         told: false,
-        onWait: options.onWait,
-        dispose: () => signal?.removeEventListener('abort', onAbort),
+        options,
+        stopListening: undefined,
       };
-      signal?.addEventListener('abort', onAbort, { once: true });
       this.push(waiter);
       this.pump(waiter.key);
     });
@@ -230,6 +222,12 @@ export class CreditGate {
         this.shift(q);
         continue;
       }
+      const signal = waiter.options.signal;
+      if (signal?.aborted) {
+        this.finish(q, waiter);
+        waiter.reject(signal.reason);
+        continue;
+      }
       let outcome: { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string };
       try {
         const refusal = await this.storage.reserve(waiter.request);
@@ -243,10 +241,13 @@ export class CreditGate {
         waiter.reject(error);
         continue;
       }
-      if (waiter.settled) {
+      if (waiter.settled || signal?.aborted) {
         // Aborted while its reservation was being made: the hold it got is not wanted.
         if (outcome.kind === 'granted') await this.storage.release(waiter.request.id);
-        this.shift(q);
+        if (!waiter.settled) {
+          this.finish(q, waiter);
+          waiter.reject(signal!.reason);
+        } else this.shift(q);
         continue;
       }
       if (outcome.kind === 'wait') {
@@ -278,8 +279,9 @@ export class CreditGate {
       const w = q.waiters[i]!;
       if (w.settled || w.told) continue;
       w.told = true;
+      this.listenForAbort(w);
       try {
-        w.onWait?.(heldBy);
+        w.options.onWait?.(heldBy);
       } catch {
         // telling is a courtesy; the wait goes on
       }
@@ -287,9 +289,24 @@ export class CreditGate {
     q.toldUpTo = q.waiters.length;
   }
 
+  /** A pause or delete takes a waiting request out of its queue. */
+  private listenForAbort(waiter: Waiter): void {
+    const { signal } = waiter.options;
+    if (!signal) return;
+    const onAbort = () => {
+      if (waiter.settled) return;
+      waiter.settled = true;
+      waiter.reject(signal.reason);
+      // It may have been the head that held the others back.
+      this.pump(waiter.key);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    waiter.stopListening = () => signal.removeEventListener('abort', onAbort);
+  }
+
   private finish(q: Queue, waiter: Waiter): void {
     waiter.settled = true;
-    waiter.dispose();
+    waiter.stopListening?.();
     this.shift(q);
   }
 
