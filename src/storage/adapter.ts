@@ -66,6 +66,11 @@ export interface AgentRow {
   active_since: string | null;
   /** The agent's plan, as set by its `update_plan` tool (JSON text), or null. */
   plan: string | null;
+  /**
+   * For a child a tool spawned with a spec of its own (JSON text of {@link ChildSpec}): its instructions, tools and
+   * result schema. Null for ordinary agents, which use the runtime's prompt and tools.
+   */
+  spec: string | null;
   created_at: string;
   updated_at: string;
 }
@@ -139,6 +144,50 @@ export interface Settlement {
   /** The tree whose `tree_spent` grows. */
   root_id: string;
   ledger: Omit<LedgerRow, 'amount'> & { /** Real cost, micro-credits, positive. */ cost: number };
+}
+
+/** What a child spawned with its own spec works with (stored as JSON on the child: it survives restarts). */
+export interface ChildSpec {
+  /** The child's system prompt. */
+  instructions: string;
+  /** Names of the tools it is offered (besides `submit_result`); each must be in the runtime's tool catalog. */
+  tools: string[];
+  /** JSON Schema of `submit_result`'s input: the child finishes only by submitting a valid result. */
+  result_schema: Record<string, unknown>;
+  /** Model turns it may take (a call's `max_steps`), below the runtime's step limit. */
+  max_steps?: number;
+}
+
+/** Bytes a tool kept with its agent (a screenshot, a file a code agent wrote). */
+export interface ArtifactRow {
+  artifact_id: string;
+  agent_id: string;
+  account_id: string;
+  name: string;
+  mime_type: string;
+  /** Bytes. */
+  size: number;
+  created_at: string;
+}
+
+/** Limits on artifacts, checked inside the write that stores one. */
+export interface ArtifactLimits {
+  /** Bytes of one artifact at most. */
+  maxBytes: number;
+  /** Bytes of all the artifacts of one agent at most. */
+  maxBytesPerAgent: number;
+}
+
+/** A page a tool call read (read_page), kept so that citations can be checked against its text later. */
+export interface PageReadRow {
+  agent_id: string;
+  tool_use_id: string;
+  url: string;
+  final_url: string;
+  title: string;
+  /** SHA-256 (hex) of `text`: the key of the stored page text. */
+  content_sha256: string;
+  retrieved_at: string;
 }
 
 export interface AgentPatch {
@@ -275,7 +324,10 @@ export interface StorageAdapter {
   listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]>;
   /** Compare-and-set status change. Returns the updated row, or null if the agent is missing or not in `from`. */
   changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null>;
-  /** Deletes the agent and its whole subtree with their messages, turns, tool calls and holds. Returns ids deleted. */
+  /**
+   * Deletes the agent and its whole subtree with their messages, turns, tool calls, tool states, artifacts, page reads
+   * and holds (not the page texts they read). Returns ids deleted.
+   */
   deleteAgentTree(agentId: string): Promise<string[]>;
   /** How many children of `parentId` whose spawn key starts with the prefix are in each status. */
   countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>>;
@@ -294,6 +346,36 @@ export interface StorageAdapter {
    */
   putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean>;
   commitStep(commit: StepCommit): Promise<StepCommitResult>;
+
+  // durable state of a tool call (ctx.state): a multi-phase tool resumes at its phase after a crash
+  /** Sets the JSON state of a call (upsert, its own transaction). Calls of agents that do not exist are ignored. */
+  putToolState(agentId: string, toolUseId: string, state: string): Promise<void>;
+  /** The JSON state of a call, or null when none was set. */
+  getToolState(agentId: string, toolUseId: string): Promise<string | null>;
+
+  // artifacts: bytes kept with an agent, deleted with it
+  /**
+   * Stores an artifact. Refused with `payload_too_large` past `limits` (the per-agent total counted inside the same
+   * transaction), with `not_found` when the agent does not exist, with `invalid_request` when `row.size` is not
+   * `data.byteLength`, and with `invalid_state` when the agent already has an artifact with this id.
+   */
+  putArtifact(row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits): Promise<void>;
+  /** The agent's artifacts, oldest first, without their bytes. */
+  listArtifacts(agentId: string): Promise<ArtifactRow[]>;
+  /** One artifact with its bytes, or null. */
+  getArtifact(agentId: string, artifactId: string): Promise<{ row: ArtifactRow; data: Uint8Array } | null>;
+
+  // pages read by tool calls, and their texts (one copy per distinct text)
+  /**
+   * Records a page read and keeps its text under its SHA-256 (the first text stored under a hash stays). Refused with
+   * `invalid_request` when `read.content_sha256` is not the SHA-256 (hex) of `text`'s UTF-8 bytes. The read of an agent
+   * that does not exist is dropped, text and all.
+   */
+  recordPageRead(read: PageReadRow, text: string): Promise<void>;
+  /** Page reads of these agents, in the order they were recorded. */
+  listPageReads(agentIds: readonly string[]): Promise<PageReadRow[]>;
+  /** A stored page text by its SHA-256, or null. Texts outlive the agents that read them (citations point at them). */
+  getPageText(contentSha256: string): Promise<string | null>;
 
   // idempotency keys of the HTTP create route
   getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;

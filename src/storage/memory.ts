@@ -9,9 +9,12 @@ import type {
   AgentQuery,
   AgentRow,
   ApiKeyRow,
+  ArtifactLimits,
+  ArtifactRow,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  PageReadRow,
   ReservationRefusal,
   ReservationRequest,
   Settlement,
@@ -24,6 +27,8 @@ import type {
   TurnRow,
 } from './adapter.js';
 import type { AgentStatus } from '../core/status.js';
+import { notFound } from '../errors.js';
+import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from './validate.js';
 
 interface StoredAgent {
   seq: number;
@@ -31,6 +36,12 @@ interface StoredAgent {
   messages: MessageRow[];
   turns: TurnRow[];
   toolCalls: Map<string, ToolCallRow>;
+  /** JSON state by tool_use_id. */
+  toolStates: Map<string, string>;
+  /** By artifact_id, in insertion order (a Map keeps it): oldest first. */
+  artifacts: Map<string, { row: ArtifactRow; data: Uint8Array }>;
+  /** `seq` orders the reads of several agents. */
+  pageReads: Array<{ seq: number; read: PageReadRow }>;
   children: Set<string>;
 }
 
@@ -47,7 +58,10 @@ class MemoryStorage implements StorageAdapter {
   private readonly agents = new Map<string, StoredAgent>();
   private readonly reservations = new Map<string, ReservationRequest>();
   private readonly idempotency = new Map<string, IdempotencyRecord>();
+  /** Page texts by SHA-256; they outlive the agents that read them. */
+  private readonly pages = new Map<string, string>();
   private seq = 0;
+  private pageReadSeq = 0;
 
   async init(): Promise<void> {}
   async close(): Promise<void> {}
@@ -192,6 +206,9 @@ class MemoryStorage implements StorageAdapter {
         messages: [],
         turns: [],
         toolCalls: new Map(),
+        toolStates: new Map(),
+        artifacts: new Map(),
+        pageReads: [],
         children: new Set(),
       });
       if (a.parent_id) {
@@ -347,6 +364,52 @@ class MemoryStorage implements StorageAdapter {
       statusChanged = true;
     }
     return { agent: clone(row), statusChanged, charged };
+  }
+
+  async putToolState(agentId: string, toolUseId: string, state: string): Promise<void> {
+    this.agents.get(agentId)?.toolStates.set(toolUseId, state);
+  }
+
+  async getToolState(agentId: string, toolUseId: string): Promise<string | null> {
+    return this.agents.get(agentId)?.toolStates.get(toolUseId) ?? null;
+  }
+
+  async putArtifact(row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits): Promise<void> {
+    checkArtifact(row, data, limits);
+    const a = this.agents.get(row.agent_id);
+    if (!a) throw notFound('Agent', row.agent_id);
+    if (a.artifacts.has(row.artifact_id)) throw artifactExists(row);
+    let stored = 0;
+    for (const { row: r } of a.artifacts.values()) stored += r.size;
+    if (stored + row.size > limits.maxBytesPerAgent) throw agentArtifactsTooLarge(row, stored, limits.maxBytesPerAgent);
+    a.artifacts.set(row.artifact_id, { row: { ...row }, data: new Uint8Array(data) });
+  }
+
+  async listArtifacts(agentId: string): Promise<ArtifactRow[]> {
+    return [...(this.agents.get(agentId)?.artifacts.values() ?? [])].map((x) => clone(x.row));
+  }
+
+  async getArtifact(agentId: string, artifactId: string): Promise<{ row: ArtifactRow; data: Uint8Array } | null> {
+    const x = this.agents.get(agentId)?.artifacts.get(artifactId);
+    return x ? { row: clone(x.row), data: new Uint8Array(x.data) } : null;
+  }
+
+  async recordPageRead(read: PageReadRow, text: string): Promise<void> {
+    checkPageRead(read, text);
+    const a = this.agents.get(read.agent_id);
+    if (!a) return;
+    if (!this.pages.has(read.content_sha256)) this.pages.set(read.content_sha256, text);
+    a.pageReads.push({ seq: ++this.pageReadSeq, read: { ...read } });
+  }
+
+  async listPageReads(agentIds: readonly string[]): Promise<PageReadRow[]> {
+    const reads: Array<{ seq: number; read: PageReadRow }> = [];
+    for (const id of new Set(agentIds)) reads.push(...(this.agents.get(id)?.pageReads ?? []));
+    return reads.sort((x, y) => x.seq - y.seq).map((x) => clone(x.read));
+  }
+
+  async getPageText(contentSha256: string): Promise<string | null> {
+    return this.pages.get(contentSha256) ?? null;
   }
 
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {

@@ -2,15 +2,20 @@
  * The one behaviour every {@link StorageAdapter} must have. `memoryStorage()` is the reference; each adapter's test
  * file only builds an adapter and calls {@link storageContract}. Timestamps are fixed, so runs are deterministic.
  */
+import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type {
   AccountRow,
   AgentRow,
   ApiKeyRow,
+  ArtifactLimits,
+  ArtifactRow,
+  ChildSpec,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  PageReadRow,
   Settlement,
   StorageAdapter,
   ToolCallRow,
@@ -63,6 +68,7 @@ function agent(id: string, extra: Partial<AgentRow> = {}): AgentRow {
     active_ms: 0,
     active_since: at(0),
     plan: null,
+    spec: null,
     created_at: at(0),
     updated_at: at(0),
     ...extra,
@@ -149,6 +155,45 @@ function apiKey(id: string, accountId: string): ApiKeyRow {
     hash: `hash-of-${id}`,
     last4: id.slice(-4),
     created_at: at(1),
+  };
+}
+
+const SPEC: ChildSpec = {
+  instructions: 'Extract the price of the product on the page. Say "n/a" — never guess.',
+  tools: ['read_page', 'web_search'],
+  result_schema: { type: 'object', properties: { price: { type: ['number', 'null'] } }, required: ['price'] },
+  max_steps: 8,
+};
+
+function artifact(agentId: string, artifactId: string, size: number, extra: Partial<ArtifactRow> = {}): ArtifactRow {
+  return {
+    artifact_id: artifactId,
+    agent_id: agentId,
+    account_id: ACCT,
+    name: `${artifactId}.png`,
+    mime_type: 'image/png',
+    size,
+    created_at: at(size),
+    ...extra,
+  };
+}
+
+/** `size` bytes that differ from artifact to artifact (every byte value occurs, 0 and 255 included). */
+const bytes = (size: number, seed = 0): Uint8Array => Uint8Array.from({ length: size }, (_, i) => (i * 7 + seed) % 256);
+
+const sha256 = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
+
+/** A page read of `text` by a call of `agentId`, with the text's hash. */
+function pageRead(agentId: string, toolUseId: string, text: string, extra: Partial<PageReadRow> = {}): PageReadRow {
+  return {
+    agent_id: agentId,
+    tool_use_id: toolUseId,
+    url: `https://example.com/${toolUseId}`,
+    final_url: `https://www.example.com/${toolUseId}`,
+    title: `Page read by ${toolUseId}`,
+    content_sha256: sha256(text),
+    retrieved_at: at(20),
+    ...extra,
   };
 }
 
@@ -855,6 +900,42 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect(await s.listDescendantIds('c1')).toEqual([]);
         });
 
+        it('deletes the tool states, artifacts and page reads of the subtree, and keeps the page texts', async () => {
+          const limits = { maxBytes: 100, maxBytesPerAgent: 100 };
+          for (const id of ['root', 'c1', 'g1', 'c2']) {
+            await s.putToolState(id, `${id}-call`, `{"of":"${id}"}`);
+            await s.putArtifact(artifact(id, `${id}-art`, 5), bytes(5), limits);
+            await s.recordPageRead(pageRead(id, `${id}-call`, `page of ${id}`), `page of ${id}`);
+          }
+          await s.deleteAgentTree('c1');
+          for (const id of ['c1', 'g1']) {
+            expect(await s.getToolState(id, `${id}-call`)).toBeNull();
+            expect(await s.listArtifacts(id)).toEqual([]);
+            expect(await s.getArtifact(id, `${id}-art`)).toBeNull();
+            // Citations keep pointing at the text.
+            expect(await s.getPageText(sha256(`page of ${id}`))).toBe(`page of ${id}`);
+          }
+          expect(await s.listPageReads(['root', 'c1', 'g1', 'c2'])).toEqual([
+            pageRead('root', 'root-call', 'page of root'),
+            pageRead('c2', 'c2-call', 'page of c2'),
+          ]);
+          for (const id of ['root', 'c2']) {
+            expect(await s.getToolState(id, `${id}-call`)).toBe(`{"of":"${id}"}`);
+            expect(await s.getArtifact(id, `${id}-art`)).toEqual({ row: artifact(id, `${id}-art`, 5), data: bytes(5) });
+          }
+          // Nothing is left for a new agent with a deleted id to inherit, not even its artifacts' share of the limit.
+          await s.insertAgents([agent('g1')], [], []);
+          expect(await s.getToolState('g1', 'g1-call')).toBeNull();
+          expect(await s.listPageReads(['g1'])).toEqual([]);
+          await s.putArtifact(artifact('g1', 'g1-art', 100), bytes(100), limits);
+          expect(await s.listArtifacts('g1')).toEqual([artifact('g1', 'g1-art', 100)]);
+          // Deleting the whole tree takes the rest.
+          await s.deleteAgentTree('root');
+          expect(await s.listPageReads(['root', 'c2'])).toEqual([]);
+          expect(await s.listArtifacts('c2')).toEqual([]);
+          expect(await s.getPageText(sha256('page of root'))).toBe('page of root');
+        });
+
         it('returns [] for an unknown agent', async () => {
           expect(await s.deleteAgentTree('nope')).toEqual([]);
           expect((await s.getAgent('root'))?.sub_agent_count).toBe(2);
@@ -1078,6 +1159,241 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
     });
 
+    describe('child specs', () => {
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+      });
+
+      it('round-trips the spec of a child through every read and write that answers an agent row', async () => {
+        const parent = agent('p');
+        const spec = JSON.stringify(SPEC);
+        const withSpec = child('k-spec', parent, { spawn_key: 'call_1:0', spec });
+        const without = child('k-plain', parent, { spawn_key: 'call_1:1' });
+        await s.insertAgents([parent, withSpec, without], [], []);
+        expect(await s.getAgent('k-spec')).toEqual(withSpec);
+        expect((await s.getAgent('k-plain'))?.spec).toBeNull();
+        expect((await s.getAgent('p'))?.spec).toBeNull();
+        expect((await s.listAgents({ limit: 10, parent_id: 'p' })).rows).toEqual([without, withSpec]);
+        expect(await s.findAgentsBySpawnKey('p', 'call_1:')).toEqual([withSpec, without]);
+        expect(await s.findAgentsBySpawnKey('p', 'call_1:', { offset: 0, limit: 1 })).toEqual([withSpec]);
+        const active = await s.changeStatus(
+          'k-spec',
+          { from: ['STARTING_UP'], to: 'ACTIVE', patch: { started: true } },
+          at(1),
+        );
+        expect(active?.spec).toBe(spec);
+        const stepped = await s.commitStep({
+          agent_id: 'k-spec',
+          patch: { progress: 0.5, updated_at: at(2) },
+          status: { from: ['ACTIVE'], to: 'COMPLETED' },
+        });
+        expect(stepped.agent?.spec).toBe(spec);
+        expect(JSON.parse((await s.getAgent('k-spec'))!.spec!)).toEqual(SPEC);
+      });
+    });
+
+    describe('tool state', () => {
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        await s.insertAgents([agent('a'), agent('b')], [], []);
+      });
+
+      it('sets, replaces and reads the state of a call, per agent and call', async () => {
+        expect(await s.getToolState('a', 'tu_1')).toBeNull();
+        await s.putToolState('a', 'tu_1', '{"phase":"started","sandbox":"sb-1"}');
+        await s.putToolState('a', 'tu_2', '{"phase":"uploaded"}');
+        await s.putToolState('b', 'tu_1', '"ünïcødé 🚀"');
+        await s.putToolState('a', 'tu_1', '{"phase":"ran"}');
+        expect(await s.getToolState('a', 'tu_1')).toBe('{"phase":"ran"}');
+        expect(await s.getToolState('a', 'tu_2')).toBe('{"phase":"uploaded"}');
+        expect(await s.getToolState('b', 'tu_1')).toBe('"ünïcødé 🚀"');
+        expect(await s.getToolState('b', 'tu_2')).toBeNull();
+        expect(await s.getToolState('nope', 'tu_1')).toBeNull();
+      });
+
+      it('ignores the state of a call of an agent that does not exist', async () => {
+        await s.putToolState('ghost', 'tu_1', '{}');
+        expect(await s.getToolState('ghost', 'tu_1')).toBeNull();
+        await s.insertAgents([agent('ghost')], [], []);
+        expect(await s.getToolState('ghost', 'tu_1')).toBeNull();
+      });
+    });
+
+    describe('artifacts', () => {
+      const limits: ArtifactLimits = { maxBytes: 10, maxBytesPerAgent: 25 };
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        await s.insertAgents([agent('a'), agent('b')], [], []);
+      });
+
+      it('stores the bytes with their row, and lists the rows oldest first without bytes', async () => {
+        const shot = artifact('a', 'art-2', 10, { name: 'screenshot.png' });
+        const empty = artifact('a', 'art-1', 0, { name: 'empty.txt', mime_type: 'text/plain' });
+        const other = artifact('b', 'art-1', 3);
+        await s.putArtifact(shot, bytes(10), limits);
+        await s.putArtifact(empty, new Uint8Array(0), limits);
+        await s.putArtifact(other, bytes(3, 100), limits);
+        expect(await s.listArtifacts('a')).toEqual([shot, empty]);
+        expect(await s.listArtifacts('b')).toEqual([other]);
+        expect(await s.listArtifacts('nope')).toEqual([]);
+        const got = await s.getArtifact('a', 'art-2');
+        expect(got).toEqual({ row: shot, data: bytes(10) });
+        expect(got?.data).toBeInstanceOf(Uint8Array);
+        expect(await s.getArtifact('a', 'art-1')).toEqual({ row: empty, data: new Uint8Array(0) });
+        expect(await s.getArtifact('b', 'art-1')).toEqual({ row: other, data: bytes(3, 100) });
+        expect(await s.getArtifact('b', 'art-2')).toBeNull();
+        expect(await s.getArtifact('nope', 'art-1')).toBeNull();
+      });
+
+      it('hands out copies: changing the bytes given or returned changes nothing stored', async () => {
+        const given = bytes(4);
+        await s.putArtifact(artifact('a', 'x', 4), given, limits);
+        given.fill(9);
+        const first = await s.getArtifact('a', 'x');
+        first!.data.fill(7);
+        first!.row.size = 99;
+        expect(await s.getArtifact('a', 'x')).toEqual({ row: artifact('a', 'x', 4), data: bytes(4) });
+      });
+
+      it('refuses an artifact past maxBytes, or one that takes its agent past maxBytesPerAgent', async () => {
+        await expect(s.putArtifact(artifact('a', 'big', 11), bytes(11), limits)).rejects.toMatchObject({
+          code: 'payload_too_large',
+        });
+        await s.putArtifact(artifact('a', 'x1', 10), bytes(10), limits);
+        await s.putArtifact(artifact('a', 'x2', 10), bytes(10), limits);
+        // 20 stored: 6 more would make 26.
+        await expect(s.putArtifact(artifact('a', 'x3', 6), bytes(6), limits)).rejects.toMatchObject({
+          code: 'payload_too_large',
+        });
+        await s.putArtifact(artifact('a', 'x4', 5), bytes(5), limits); // exactly 25
+        await expect(s.putArtifact(artifact('a', 'x5', 1), bytes(1), limits)).rejects.toMatchObject({
+          code: 'payload_too_large',
+        });
+        await s.putArtifact(artifact('a', 'x6', 0), new Uint8Array(0), limits);
+        // The limit is per agent: another agent's artifacts do not count.
+        await s.putArtifact(artifact('b', 'y1', 10), bytes(10), limits);
+        expect((await s.listArtifacts('a')).map((r) => r.artifact_id)).toEqual(['x1', 'x2', 'x4', 'x6']);
+        expect(await s.getArtifact('a', 'x3')).toBeNull();
+        expect(await s.getArtifact('a', 'big')).toBeNull();
+        // A larger per-agent limit lets more in: the limits are the caller's, per call.
+        await s.putArtifact(artifact('a', 'x7', 10), bytes(10), { maxBytes: 10, maxBytesPerAgent: 35 });
+        expect(await s.listArtifacts('a')).toHaveLength(5);
+      });
+
+      it('refuses an unknown agent, a size that is not the length of the bytes, and an id the agent already has', async () => {
+        await expect(s.putArtifact(artifact('ghost', 'x', 3), bytes(3), limits)).rejects.toMatchObject({
+          code: 'not_found',
+        });
+        await expect(s.putArtifact(artifact('a', 'x', 4), bytes(3), limits)).rejects.toMatchObject({
+          code: 'invalid_request',
+        });
+        await s.putArtifact(artifact('a', 'x', 3), bytes(3), limits);
+        await expect(s.putArtifact(artifact('a', 'x', 2, { name: 'other' }), bytes(2), limits)).rejects.toMatchObject({
+          code: 'invalid_state',
+        });
+        expect(await s.getArtifact('a', 'x')).toEqual({ row: artifact('a', 'x', 3), data: bytes(3) });
+        expect(await s.listArtifacts('ghost')).toEqual([]);
+        await s.insertAgents([agent('ghost')], [], []);
+        expect(await s.listArtifacts('ghost')).toEqual([]);
+      });
+
+      it('counts the artifacts of calls made at the same time, and a refusal touches no other write', async () => {
+        const results = await Promise.allSettled([
+          s.putArtifact(artifact('a', 'c1', 10), bytes(10, 1), limits),
+          s.putToolState('a', 'tu_1', '{"n":1}'),
+          s.putArtifact(artifact('a', 'c2', 10), bytes(10, 2), limits),
+          s.putArtifact(artifact('a', 'c3', 10), bytes(10, 3), limits),
+          s.recordPageRead(pageRead('a', 'tu_1', 'text'), 'text'),
+          s.putArtifact(artifact('b', 'c4', 10), bytes(10, 4), limits),
+        ]);
+        expect(results.map((r) => r.status)).toEqual([
+          'fulfilled',
+          'fulfilled',
+          'fulfilled',
+          'rejected',
+          'fulfilled',
+          'fulfilled',
+        ]);
+        expect((results[3] as PromiseRejectedResult).reason).toMatchObject({ code: 'payload_too_large' });
+        expect((await s.listArtifacts('a')).map((r) => r.artifact_id)).toEqual(['c1', 'c2']);
+        expect((await s.getArtifact('a', 'c2'))?.data).toEqual(bytes(10, 2));
+        expect((await s.listArtifacts('b')).map((r) => r.artifact_id)).toEqual(['c4']);
+        expect(await s.getToolState('a', 'tu_1')).toBe('{"n":1}');
+        expect(await s.listPageReads(['a'])).toEqual([pageRead('a', 'tu_1', 'text')]);
+      });
+    });
+
+    describe('page reads', () => {
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        await s.insertAgents([agent('a'), agent('b'), agent('c')], [], []);
+      });
+
+      it('lists the reads of several agents in the order they were recorded', async () => {
+        const reads = [
+          pageRead('a', 'tu_a1', 'alpha'),
+          pageRead('b', 'tu_b1', 'beta'),
+          pageRead('a', 'tu_a2', 'gamma', { title: 'Gämma — «ünïcødé» 🚀' }),
+          pageRead('c', 'tu_c1', 'delta'),
+          pageRead('b', 'tu_b2', 'alpha'),
+        ];
+        const texts = ['alpha', 'beta', 'gamma', 'delta', 'alpha'];
+        for (const [i, r] of reads.entries()) await s.recordPageRead(r, texts[i]!);
+        expect(await s.listPageReads(['b', 'a'])).toEqual([reads[0], reads[1], reads[2], reads[4]]);
+        expect(await s.listPageReads(['c'])).toEqual([reads[3]]);
+        expect(await s.listPageReads(['a', 'a', 'nope'])).toEqual([reads[0], reads[2]]);
+        expect(await s.listPageReads(['nope'])).toEqual([]);
+        expect(await s.listPageReads([])).toEqual([]);
+        // The same call may read the same page twice: two reads.
+        await s.recordPageRead(reads[3]!, 'delta');
+        expect(await s.listPageReads(['c'])).toEqual([reads[3], reads[3]]);
+      });
+
+      it('keeps one text per hash, whoever read it', async () => {
+        const text = '# Title\n\nA page with "quotes", ünïcødé and 🚀.\n'.repeat(50);
+        await s.recordPageRead(pageRead('a', 'tu_1', text), text);
+        await s.recordPageRead(pageRead('b', 'tu_2', text, { url: 'https://mirror.example.org/' }), text);
+        await s.recordPageRead(pageRead('b', 'tu_3', ''), '');
+        expect(await s.getPageText(sha256(text))).toBe(text);
+        expect(await s.getPageText(sha256(''))).toBe('');
+        expect(await s.getPageText(sha256('never read'))).toBeNull();
+        expect((await s.listPageReads(['a', 'b'])).map((r) => r.content_sha256)).toEqual([
+          sha256(text),
+          sha256(text),
+          sha256(''),
+        ]);
+      });
+
+      it('refuses a read whose content_sha256 is not the hash of its text, and records nothing of it', async () => {
+        const wrong = pageRead('a', 'tu_1', 'what the hash says');
+        await expect(s.recordPageRead(wrong, 'what the page said')).rejects.toMatchObject({ code: 'invalid_request' });
+        const upper = pageRead('a', 'tu_2', 'text', { content_sha256: sha256('text').toUpperCase() });
+        await expect(s.recordPageRead(upper, 'text')).rejects.toMatchObject({ code: 'invalid_request' });
+        expect(await s.listPageReads(['a'])).toEqual([]);
+        expect(await s.getPageText(wrong.content_sha256)).toBeNull();
+      });
+
+      it('drops the read of an agent that does not exist, text and all', async () => {
+        await s.recordPageRead(pageRead('ghost', 'tu_1', 'orphan text'), 'orphan text');
+        expect(await s.listPageReads(['ghost'])).toEqual([]);
+        expect(await s.getPageText(sha256('orphan text'))).toBeNull();
+      });
+
+      it('lists the reads of many agents at once', async () => {
+        const ids = Array.from({ length: 1_200 }, (_, i) => `many-${i}`);
+        await s.insertAgents(
+          ids.map((id) => agent(id)),
+          [],
+          [],
+        );
+        // Recorded from the last agent to the first, so that recording order is not the order of the ids.
+        const reads = [...ids].reverse().map((id) => pageRead(id, `tu_${id}`, `text of ${id}`));
+        await Promise.all(reads.map((r) => s.recordPageRead(r, `text of ${r.agent_id}`)));
+        expect(await s.listPageReads(ids)).toEqual(reads);
+        expect(await s.listPageReads(ids.slice(0, 3))).toEqual(reads.slice(-3));
+      });
+    });
+
     describe('idempotency keys', () => {
       it('keeps the first record for a key, per account', async () => {
         const first: IdempotencyRecord = {
@@ -1200,6 +1516,56 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         await s.insertAgents([agent('after-reopen')], [], []);
         expect((await s.listAgents({ limit: 1 })).rows[0]?.agent_id).toBe('after-reopen');
         await expectLedgerInvariant(s, ACCT);
+      });
+
+      it('keeps specs, tool states, artifacts, page reads and page texts across close and reopen', async (ctx) => {
+        if (!sut.reopen) ctx.skip();
+        await s.createAccount(account(ACCT, 1_000));
+        const root = agent('root');
+        const kid = child('kid', root, { spawn_key: 'call_1:0', spec: JSON.stringify(SPEC) });
+        await s.insertAgents([root, kid], [], []);
+        const limits = { maxBytes: 1_000, maxBytesPerAgent: 1_500 };
+        await s.putToolState('kid', 'tu_1', '{"phase":2}');
+        await s.putArtifact(artifact('kid', 'shot', 1_000), bytes(1_000), limits);
+        await s.putArtifact(artifact('root', 'note', 3, { mime_type: 'text/plain' }), bytes(3), limits);
+        const text = 'The price is 42 €.';
+        await s.recordPageRead(pageRead('kid', 'tu_1', text), text);
+        await s.recordPageRead(pageRead('root', 'tu_2', text), text);
+        await s.recordPageRead(pageRead('ghost', 'tu_3', 'unread'), 'unread');
+        await s.recordPageRead(pageRead('kid', 'tu_4', 'gone reader'), 'gone reader');
+
+        const snapshot = async (st: StorageAdapter) => ({
+          kid: { ...(await st.getAgent('kid'))!, tree_reserved: 0 },
+          spawned: (await st.findAgentsBySpawnKey('root', 'call_1:')).map((a) => a.spec),
+          state: await st.getToolState('kid', 'tu_1'),
+          artifacts: [await st.listArtifacts('kid'), await st.listArtifacts('root')],
+          shot: await st.getArtifact('kid', 'shot'),
+          note: await st.getArtifact('root', 'note'),
+          reads: await st.listPageReads(['root', 'kid']),
+          texts: [await st.getPageText(sha256(text)), await st.getPageText(sha256('unread'))],
+        });
+        const before = await snapshot(s);
+        expect(before.kid.spec).toBe(JSON.stringify(SPEC));
+        expect(before.shot?.data).toEqual(bytes(1_000));
+        expect(before.reads).toHaveLength(3);
+        await s.close();
+        s = await sut.reopen!();
+        await s.init();
+        expect(await snapshot(s)).toEqual(before);
+        // The per-agent total counts what was stored before the reopen; reads keep their order after it.
+        await expect(s.putArtifact(artifact('kid', 'more', 501), bytes(501), limits)).rejects.toMatchObject({
+          code: 'payload_too_large',
+        });
+        await s.putArtifact(artifact('kid', 'more', 500), bytes(500), limits);
+        await s.recordPageRead(pageRead('root', 'tu_5', 'after'), 'after');
+        expect((await s.listPageReads(['kid', 'root'])).map((r) => r.tool_use_id)).toEqual([
+          'tu_1',
+          'tu_2',
+          'tu_4',
+          'tu_5',
+        ]);
+        await s.deleteAgentTree('kid');
+        expect(await s.getPageText(sha256('gone reader'))).toBe('gone reader');
       });
     });
   });

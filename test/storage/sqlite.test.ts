@@ -1,9 +1,11 @@
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { AgentryError } from '../../src/errors.js';
+import type { AgentRow } from '../../src/storage/adapter.js';
 import { sqliteStorage } from '../../src/storage/sqlite/index.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../src/storage/sqlite/migrations.js';
 import { at, storageContract } from './contract.js';
@@ -48,7 +50,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(2);
+    expect(SCHEMA_VERSION).toBe(3);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -64,6 +66,7 @@ describe('sqliteStorage', () => {
     expect(rows).toEqual([
       { version: 1, name: 'initial schema', applied_at: expect.any(String) },
       { version: 2, name: 'leaner hot path', applied_at: expect.any(String) },
+      { version: 3, name: 'child specs, tool state, artifacts, pages read', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -102,9 +105,9 @@ describe('sqliteStorage', () => {
     );
     raw.close();
 
-    await v1.init(); // migrates 1 -> 2
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2]);
-    expect((await v1.getAgent('ag'))?.status).toBe('PAUSED');
+    await v1.init(); // migrates 1 -> 2 -> 3
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3]);
+    expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null });
     expect((await v1.listTurns('ag')).map((t) => t.content)).toEqual([
       '[{"type":"text","text":"goal"}]',
       '[{"type":"text","text":"hi"}]',
@@ -137,14 +140,171 @@ describe('sqliteStorage', () => {
       'accounts',
       'agents',
       'api_keys',
+      'artifact_data',
+      'artifacts',
       'idempotency_keys',
       'ledger',
       'messages',
+      'page_reads',
+      'pages',
       'reservations',
       'schema_migrations',
       'tool_calls',
+      'tool_state',
       'turns',
     ]);
+  });
+
+  it('migrates a version-2 database forward: its agents read back with spec null, and the new tables work', async () => {
+    const old = new Database(file);
+    expect(migrate(old, MIGRATIONS.slice(0, 2))).toEqual([1, 2]);
+    const columns = `agent_id, account_id, parent_id, root_id, spawn_key, goal, model, status, progress, status_message, token_count, message_count, credits_spent, sub_agent_count, max_credits, tree_spent, tree_reserved, step_count, started, active_ms, active_since, plan, created_at, updated_at`;
+    old.exec(
+      `INSERT INTO accounts (id, name, subscription_active, balance, reserved, created_at) VALUES ('acct', 'A', 1, 500, 0, '${at(0)}');` +
+        `INSERT INTO agents (${columns}) VALUES ('root', 'acct', NULL, 'root', NULL, 'goal', 'svc-1-lite', 'ACTIVE', 0.5, 'Working', ` +
+        `10, 1, 3, 1, 900, 3, 0, 2, 1, 1500, '${at(1)}', '{"steps":[]}', '${at(0)}', '${at(2)}');` +
+        `INSERT INTO agents (${columns}) VALUES ('kid', 'acct', 'root', 'root', 'call_1:0', 'sub-goal', 'svc-1-lite', 'STARTING_UP', 0, '', ` +
+        `0, 1, 0, 0, NULL, 0, 0, 0, 0, 0, NULL, NULL, '${at(1)}', '${at(1)}');` +
+        `INSERT INTO turns (agent_id, idx, role, content, created_at) VALUES ('root', 0, 'user', '[]', '${at(0)}');`,
+    );
+    old.close();
+
+    const storage = sqliteStorage({ path: file });
+    await storage.init(); // migrates 2 -> 3
+    try {
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3]);
+      const root: AgentRow = {
+        agent_id: 'root',
+        account_id: 'acct',
+        parent_id: null,
+        root_id: 'root',
+        spawn_key: null,
+        goal: 'goal',
+        model: 'svc-1-lite',
+        status: 'ACTIVE',
+        progress: 0.5,
+        status_message: 'Working',
+        token_count: 10,
+        message_count: 1,
+        credits_spent: 3,
+        sub_agent_count: 1,
+        max_credits: 900,
+        tree_spent: 3,
+        tree_reserved: 0,
+        step_count: 2,
+        started: true,
+        active_ms: 1500,
+        active_since: at(1),
+        plan: '{"steps":[]}',
+        spec: null,
+        created_at: at(0),
+        updated_at: at(2),
+      };
+      expect(await storage.getAgent('root')).toEqual(root);
+      expect((await storage.listAgents({ limit: 10 })).rows.map((a) => [a.agent_id, a.spec])).toEqual([
+        ['kid', null],
+        ['root', null],
+      ]);
+      expect((await storage.findAgentsBySpawnKey('root', 'call_1:')).map((a) => a.spec)).toEqual([null]);
+      expect(await storage.listTurns('root')).toHaveLength(1);
+      // What the new version adds works on the old rows.
+      await storage.insertAgents([{ ...root, agent_id: 'k2', parent_id: 'root', spec: '{"tools":[]}' }], [], []);
+      expect((await storage.getAgent('k2'))?.spec).toBe('{"tools":[]}');
+      await storage.putToolState('kid', 'tu_1', '{"phase":1}');
+      expect(await storage.getToolState('kid', 'tu_1')).toBe('{"phase":1}');
+      const row = {
+        artifact_id: 'a1',
+        agent_id: 'root',
+        account_id: 'acct',
+        name: 'a.bin',
+        mime_type: 'application/octet-stream',
+        size: 2,
+        created_at: at(3),
+      };
+      await storage.putArtifact(row, new Uint8Array([0, 255]), { maxBytes: 10, maxBytesPerAgent: 10 });
+      expect(await storage.getArtifact('root', 'a1')).toEqual({ row, data: new Uint8Array([0, 255]) });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  it('keeps one row per page text, and deletes artifact bytes with their agents', async () => {
+    const storage = sqliteStorage({ path: file });
+    await storage.init();
+    const text = 'the page';
+    const sha = createHash('sha256').update(text).digest('hex');
+    try {
+      await storage.createAccount(ACCOUNT);
+      const base = {
+        account_id: 'acct',
+        parent_id: null,
+        spawn_key: null,
+        goal: 'g',
+        model: 'svc-1-lite',
+        status: 'ACTIVE' as const,
+        progress: 0,
+        status_message: '',
+        token_count: 0,
+        message_count: 0,
+        credits_spent: 0,
+        sub_agent_count: 0,
+        max_credits: null,
+        tree_spent: 0,
+        tree_reserved: 0,
+        step_count: 0,
+        started: true,
+        active_ms: 0,
+        active_since: null,
+        plan: null,
+        spec: null,
+        created_at: at(0),
+        updated_at: at(0),
+      };
+      await storage.insertAgents(
+        [
+          { ...base, agent_id: 'a', root_id: 'a' },
+          { ...base, agent_id: 'b', root_id: 'b' },
+        ],
+        [],
+        [],
+      );
+      const read = (agentId: string, toolUseId: string) => ({
+        agent_id: agentId,
+        tool_use_id: toolUseId,
+        url: 'https://example.com/',
+        final_url: 'https://example.com/',
+        title: 'Example',
+        content_sha256: sha,
+        retrieved_at: at(1),
+      });
+      await storage.recordPageRead(read('a', 'tu_1'), text);
+      await storage.recordPageRead(read('a', 'tu_2'), text);
+      await storage.recordPageRead(read('b', 'tu_3'), text);
+      const limits = { maxBytes: 1 << 20, maxBytesPerAgent: 1 << 21 };
+      for (const agentId of ['a', 'b']) {
+        await storage.putArtifact(
+          {
+            artifact_id: 'x',
+            agent_id: agentId,
+            account_id: 'acct',
+            name: 'x.bin',
+            mime_type: 'application/octet-stream',
+            size: 100_000,
+            created_at: at(2),
+          },
+          new Uint8Array(100_000).fill(1),
+          limits,
+        );
+      }
+      const count = (table: string) =>
+        inspect((db) => db.prepare(`SELECT count(*) FROM ${table}`).pluck().get() as number);
+      expect([count('pages'), count('page_reads'), count('artifacts'), count('artifact_data')]).toEqual([1, 3, 2, 2]);
+      await storage.deleteAgentTree('a');
+      expect([count('pages'), count('page_reads'), count('artifacts'), count('artifact_data')]).toEqual([1, 1, 1, 1]);
+      expect(inspect((db) => db.prepare('SELECT length(data) FROM artifact_data').pluck().get())).toBe(100_000);
+    } finally {
+      await storage.close();
+    }
   });
 
   it('refuses a database written by a newer schema', async () => {

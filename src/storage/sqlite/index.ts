@@ -8,16 +8,19 @@
  */
 import type Database from 'better-sqlite3';
 import { z } from 'zod';
-import { AgentryError } from '../../errors.js';
+import { AgentryError, notFound } from '../../errors.js';
 import type {
   AccountRow,
   AgentPage,
   AgentQuery,
   AgentRow,
   ApiKeyRow,
+  ArtifactLimits,
+  ArtifactRow,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  PageReadRow,
   ReservationRefusal,
   ReservationRequest,
   SpawnPage,
@@ -45,6 +48,7 @@ import {
   type Statements,
   type Stmt,
 } from './statements.js';
+import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from '../validate.js';
 import { SqliteWriter, type WriteOp, type WriteOps, type WriteRequest, type WriteResults } from './writer.js';
 
 export interface SqliteStorageOptions {
@@ -520,6 +524,55 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async commitStep(commit: StepCommit): Promise<StepCommitResult> {
     return this.write('commitStep', commit);
+  }
+
+  // tool state
+
+  async putToolState(agentId: string, toolUseId: string, state: string): Promise<void> {
+    await this.write('putToolState', agentId, toolUseId, state);
+  }
+
+  async getToolState(agentId: string, toolUseId: string): Promise<string | null> {
+    return this.s.getToolState.get(agentId, toolUseId) ?? null;
+  }
+
+  // artifacts
+
+  async putArtifact(row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits): Promise<void> {
+    checkArtifact(row, data, limits);
+    const refusal = await this.write('putArtifact', row, data, limits);
+    if (refusal === null) return;
+    if (refusal.reason === 'no_agent') throw notFound('Agent', row.agent_id);
+    if (refusal.reason === 'exists') throw artifactExists(row);
+    throw agentArtifactsTooLarge(row, refusal.stored, limits.maxBytesPerAgent);
+  }
+
+  async listArtifacts(agentId: string): Promise<ArtifactRow[]> {
+    return this.s.listArtifacts.all(agentId);
+  }
+
+  async getArtifact(agentId: string, artifactId: string): Promise<{ row: ArtifactRow; data: Uint8Array } | null> {
+    const r = this.s.getArtifact.get(agentId, artifactId);
+    if (!r) return null;
+    const { data, ...row } = r;
+    // A plain Uint8Array, as memoryStorage gives (better-sqlite3 answers a Buffer).
+    return { row, data: new Uint8Array(data) };
+  }
+
+  // pages read
+
+  async recordPageRead(read: PageReadRow, text: string): Promise<void> {
+    checkPageRead(read, text);
+    await this.write('recordPageRead', read, text);
+  }
+
+  async listPageReads(agentIds: readonly string[]): Promise<PageReadRow[]> {
+    // One statement however many ids: they are bound as one JSON array (ID_SET), not as one parameter each.
+    return agentIds.length === 0 ? [] : this.s.listPageReads.all(JSON.stringify(agentIds));
+  }
+
+  async getPageText(contentSha256: string): Promise<string | null> {
+    return this.s.getPageText.get(contentSha256) ?? null;
   }
 
   // idempotency keys

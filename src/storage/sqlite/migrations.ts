@@ -165,6 +165,57 @@ export const MIGRATIONS: readonly Migration[] = [
       DROP INDEX agents_status;
     `,
   },
+  {
+    version: 3,
+    name: 'child specs, tool state, artifacts, pages read',
+    // An artifact's bytes live in a table of their own, keyed by the artifact's seq: listing an agent's artifacts and
+    // summing their sizes (every putArtifact does) then reads small rows, never a page of someone's screenshot.
+    // A page text is kept once per hash and outlives its readers (citations point at it), so pages has no agent_id.
+    up: `
+      ALTER TABLE agents ADD COLUMN spec TEXT;
+
+      CREATE TABLE tool_state (
+        agent_id TEXT NOT NULL,
+        tool_use_id TEXT NOT NULL,
+        state TEXT NOT NULL,
+        PRIMARY KEY (agent_id, tool_use_id)
+      ) WITHOUT ROWID;
+
+      CREATE TABLE artifacts (
+        seq INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        artifact_id TEXT NOT NULL,
+        account_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at TEXT NOT NULL
+      );
+      CREATE UNIQUE INDEX artifacts_agent ON artifacts (agent_id, artifact_id);
+
+      CREATE TABLE artifact_data (
+        seq INTEGER PRIMARY KEY,
+        data BLOB NOT NULL
+      );
+
+      CREATE TABLE pages (
+        content_sha256 TEXT PRIMARY KEY,
+        text TEXT NOT NULL
+      );
+
+      CREATE TABLE page_reads (
+        seq INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        tool_use_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        final_url TEXT NOT NULL,
+        title TEXT NOT NULL,
+        content_sha256 TEXT NOT NULL,
+        retrieved_at TEXT NOT NULL
+      );
+      CREATE INDEX page_reads_agent ON page_reads (agent_id, seq);
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

@@ -9,9 +9,11 @@ import type {
   AccountRow,
   AgentRow,
   ApiKeyRow,
+  ArtifactRow,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  PageReadRow,
   StatusChange,
   StepCommit,
   ToolCallRow,
@@ -46,7 +48,7 @@ export type Flag = 0 | 1;
 export type AccountRecord = Omit<AccountRow, 'subscription_active'> & { subscription_active: Flag };
 /**
  * An agent read in raw mode: `seq` then the columns of {@link AGENT_COLUMNS}, in order. Arrays, not objects, because
- * better-sqlite3 builds a 25-key object per row about 2.5 times slower (it shows on 10,000-child listings).
+ * better-sqlite3 builds a 26-key object per row about 2.5 times slower (it shows on 10,000-child listings).
  */
 export type AgentTuple = [
   seq: number,
@@ -72,11 +74,12 @@ export type AgentTuple = [
   active_ms: number,
   active_since: string | null,
   plan: string | null,
+  spec: string | null,
   created_at: string,
   updated_at: string,
 ];
 export type ToolCallRecord = Omit<ToolCallRow, 'idempotent' | 'is_error'> & { idempotent: Flag; is_error: Flag };
-export type Bind = string | number | null;
+export type Bind = string | number | null | Uint8Array;
 /** The part of a prepared statement the storage uses (better-sqlite3's own type cannot be named in declarations). */
 export interface Stmt<R = unknown> {
   run(...params: Bind[]): Database.RunResult;
@@ -119,6 +122,7 @@ export const toAgent = ([
   active_ms,
   active_since,
   plan,
+  spec,
   created_at,
   updated_at,
 ]: AgentTuple): AgentRow => ({
@@ -144,6 +148,7 @@ export const toAgent = ([
   active_ms,
   active_since,
   plan,
+  spec,
   created_at,
   updated_at,
 });
@@ -164,7 +169,7 @@ export const toToolCall = (r: ToolCallRecord): ToolCallRow => ({
 export const AGENT_COLUMNS =
   'agent_id, account_id, parent_id, root_id, spawn_key, goal, model, status, progress, status_message, token_count, ' +
   'message_count, credits_spent, sub_agent_count, max_credits, tree_spent, tree_reserved, step_count, started, ' +
-  'active_ms, active_since, plan, created_at, updated_at';
+  'active_ms, active_since, plan, spec, created_at, updated_at';
 export const SELECT_AGENTS = `SELECT seq, ${AGENT_COLUMNS} FROM agents`;
 export const TOOL_CALL_COLUMNS =
   'agent_id, tool_use_id, turn_idx, name, input, status, idempotent, result, is_error, updated_at';
@@ -175,6 +180,8 @@ export const TOOL_CALL_UPSERT =
 export const DESCENDANTS =
   'WITH RECURSIVE tree(id) AS (SELECT c.agent_id FROM agents p JOIN agents c ON c.parent_id = p.agent_id ' +
   'WHERE p.agent_id = ? UNION SELECT a.agent_id FROM agents a JOIN tree ON a.parent_id = tree.id) SELECT id FROM tree';
+export const ARTIFACT_COLUMNS = 'artifact_id, agent_id, account_id, name, mime_type, size, created_at';
+export const PAGE_READ_COLUMNS = 'agent_id, tool_use_id, url, final_url, title, content_sha256, retrieved_at';
 /** Binds a JSON array of ids as a set: `x IN ${ID_SET}`. */
 export const ID_SET = '(SELECT value FROM json_each(?))';
 
@@ -292,6 +299,12 @@ export function prepareStatements(db: Database.Database) {
     deleteMessagesOf: p(`DELETE FROM messages WHERE agent_id IN ${ID_SET}`),
     deleteTurnsOf: p(`DELETE FROM turns WHERE agent_id IN ${ID_SET}`),
     deleteToolCallsOf: p(`DELETE FROM tool_calls WHERE agent_id IN ${ID_SET}`),
+    deleteToolStatesOf: p(`DELETE FROM tool_state WHERE agent_id IN ${ID_SET}`),
+    deleteArtifactDataOf: p(
+      `DELETE FROM artifact_data WHERE seq IN (SELECT seq FROM artifacts WHERE agent_id IN ${ID_SET})`,
+    ),
+    deleteArtifactsOf: p(`DELETE FROM artifacts WHERE agent_id IN ${ID_SET}`),
+    deletePageReadsOf: p(`DELETE FROM page_reads WHERE agent_id IN ${ID_SET}`),
 
     insertMessage: p('INSERT INTO messages (agent_id, message_id, role, text, timestamp) VALUES (?, ?, ?, ?, ?)'),
     listMessages: p<MessageRow>(
@@ -310,6 +323,33 @@ export function prepareStatements(db: Database.Database) {
     listToolCalls: p<ToolCallRecord>(
       `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = ? AND turn_idx = ? ORDER BY rowid`,
     ),
+
+    // Like memoryStorage, the state of a call of an agent that does not exist (any more) is dropped.
+    upsertToolStateOfLiveAgent: p(
+      'INSERT INTO tool_state (agent_id, tool_use_id, state) SELECT ?, ?, ? ' +
+        'WHERE EXISTS (SELECT 1 FROM agents WHERE agent_id = ?) ' +
+        'ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET state = excluded.state',
+    ),
+    getToolState: pluck<string>('SELECT state FROM tool_state WHERE agent_id = ? AND tool_use_id = ?'),
+
+    artifactExists: pluck<number>('SELECT 1 FROM artifacts WHERE agent_id = ? AND artifact_id = ?'),
+    artifactBytesOf: pluck<number>('SELECT coalesce(sum(size), 0) FROM artifacts WHERE agent_id = ?'),
+    insertArtifact: pluck<number>(
+      `INSERT INTO artifacts (${ARTIFACT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING seq`,
+    ),
+    insertArtifactData: p('INSERT INTO artifact_data (seq, data) VALUES (?, ?)'),
+    listArtifacts: p<ArtifactRow>(`SELECT ${ARTIFACT_COLUMNS} FROM artifacts WHERE agent_id = ? ORDER BY seq`),
+    getArtifact: p<ArtifactRow & { data: Uint8Array }>(
+      `SELECT ${ARTIFACT_COLUMNS}, d.data FROM artifacts a JOIN artifact_data d ON d.seq = a.seq ` +
+        'WHERE a.agent_id = ? AND a.artifact_id = ?',
+    ),
+
+    insertPage: p('INSERT OR IGNORE INTO pages (content_sha256, text) VALUES (?, ?)'),
+    insertPageRead: p(`INSERT INTO page_reads (${PAGE_READ_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)`),
+    listPageReads: p<PageReadRow>(
+      `SELECT ${PAGE_READ_COLUMNS} FROM page_reads WHERE agent_id IN ${ID_SET} ORDER BY seq`,
+    ),
+    getPageText: pluck<string>('SELECT text FROM pages WHERE content_sha256 = ?'),
 
     getIdempotency: p<IdempotencyRecord>(
       'SELECT account_id, key, request_hash, response, status, created_at FROM idempotency_keys ' +

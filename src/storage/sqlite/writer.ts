@@ -10,9 +10,12 @@ import type {
   AccountRow,
   AgentRow,
   ApiKeyRow,
+  ArtifactLimits,
+  ArtifactRow,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  PageReadRow,
   Settlement,
   StatusChange,
   StepCommit,
@@ -45,6 +48,9 @@ export interface WriteOps {
   deleteAgentTree: [agentId: string];
   putToolCalls: [calls: ToolCallRow[], onlyWhile: AgentStatus | undefined];
   commitStep: [commit: StepCommit];
+  putToolState: [agentId: string, toolUseId: string, state: string];
+  putArtifact: [row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits];
+  recordPageRead: [read: PageReadRow, text: string];
   putIdempotency: [record: IdempotencyRecord];
 }
 
@@ -61,8 +67,18 @@ export interface WriteResults {
   deleteAgentTree: string[];
   putToolCalls: boolean;
   commitStep: StepCommitResult;
+  putToolState: void;
+  /** Null when stored; otherwise why not (nothing was written), for the storage to throw to its caller. */
+  putArtifact: ArtifactRefusal | null;
+  recordPageRead: void;
   putIdempotency: void;
 }
+
+/**
+ * Why an artifact was not stored. Returned rather than thrown: a throw would roll back the whole batch and redo every
+ * write of it alone, and a refusal is an ordinary answer, not a failure.
+ */
+export type ArtifactRefusal = { reason: 'no_agent' } | { reason: 'exists' } | { reason: 'agent_total'; stored: number };
 
 export type WriteOp = keyof WriteOps;
 export type WriteRequest = { [K in WriteOp]: { op: K; args: WriteOps[K] } }[WriteOp];
@@ -181,6 +197,20 @@ export class SqliteWriter {
       }
       case 'commitStep':
         return this.commitStep(...w.args);
+      case 'putToolState': {
+        const [agentId, toolUseId, state] = w.args;
+        s.upsertToolStateOfLiveAgent.run(agentId, toolUseId, state, agentId);
+        return undefined;
+      }
+      case 'putArtifact':
+        return this.putArtifact(...w.args);
+      case 'recordPageRead': {
+        const [r, text] = w.args;
+        if (s.agentExists.get(r.agent_id) === undefined) return undefined;
+        s.insertPage.run(r.content_sha256, text);
+        s.insertPageRead.run(r.agent_id, r.tool_use_id, r.url, r.final_url, r.title, r.content_sha256, r.retrieved_at);
+        return undefined;
+      }
       case 'putIdempotency': {
         const [r] = w.args;
         s.putIdempotency.run(r.account_id, r.key, r.request_hash, r.response, r.status, r.created_at);
@@ -297,6 +327,7 @@ export class SqliteWriter {
           a.active_ms,
           a.active_since,
           a.plan,
+          a.spec,
           a.created_at,
           a.updated_at,
         );
@@ -336,8 +367,32 @@ export class SqliteWriter {
     s.deleteMessagesOf.run(idSet);
     s.deleteTurnsOf.run(idSet);
     s.deleteToolCallsOf.run(idSet);
+    s.deleteToolStatesOf.run(idSet);
+    s.deleteArtifactDataOf.run(idSet);
+    s.deleteArtifactsOf.run(idSet);
+    s.deletePageReadsOf.run(idSet);
     s.deleteAgents.run(idSet);
     return ids;
+  }
+
+  /** Checks what needs the data (the storage checked the rest), then writes the row and its bytes. */
+  private putArtifact(row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits): ArtifactRefusal | null {
+    const s = this.s;
+    if (s.agentExists.get(row.agent_id) === undefined) return { reason: 'no_agent' };
+    if (s.artifactExists.get(row.agent_id, row.artifact_id) !== undefined) return { reason: 'exists' };
+    const stored = s.artifactBytesOf.get(row.agent_id) ?? 0;
+    if (stored + row.size > limits.maxBytesPerAgent) return { reason: 'agent_total', stored };
+    const seq = s.insertArtifact.get(
+      row.artifact_id,
+      row.agent_id,
+      row.account_id,
+      row.name,
+      row.mime_type,
+      row.size,
+      row.created_at,
+    )!;
+    s.insertArtifactData.run(seq, data);
+    return null;
   }
 
   private commitStep(c: StepCommit): StepCommitResult {
