@@ -9,6 +9,12 @@
  * const { agent_id } = await runtime.create({ goal: 'Summarise the three latest Node.js releases' });
  * console.log(await runtime.waitFor(agent_id));
  */
+import { createBuiltinPlatform } from './builtins.js';
+import { provideToolPlatform } from './tools/platform.js';
+
+// The entry point is the composition root: it gives the core its built-in tools (the core imports no backend).
+provideToolPlatform(createBuiltinPlatform);
+
 export { AgentRuntime, DEFAULT_SYSTEM_PROMPT } from './core/agent-runtime.js';
 export type { RuntimeOptions, AccountScope } from './core/agent-runtime.js';
 export { Accounts, API_KEY_PREFIX, hashApiKey } from './core/accounts.js';
@@ -30,8 +36,29 @@ export type { PriceTable, ModelPrice } from './core/credits.js';
 export type { AgentEvents, AgentEventName } from './core/events.js';
 export { systemClock } from './core/clock.js';
 export type { Clock } from './core/clock.js';
-export { defineTool } from './tools/define-tool.js';
-export type { Tool, ToolDefinition, ToolContext, ToolOutput } from './tools/define-tool.js';
+export { defineTool, ToolCompletion } from './tools/define-tool.js';
+export type {
+  Tool,
+  ToolDefinition,
+  ToolContext,
+  ToolOutput,
+  ChildTask,
+  SubAgentTask,
+  PageContent,
+} from './tools/define-tool.js';
+export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
+export { readPageTool } from './tools/builtin/read-page.js';
+export { webSearchTool } from './tools/builtin/web-search.js';
+export { createGuardedFetch, FetchRefusedError } from './web/guarded-fetch.js';
+export type { GuardedFetch, GuardedFetchOptions, GuardedRequestInit, FetchRefusalReason } from './web/guarded-fetch.js';
+export { readPage, extractPage, PageReadError } from './web/page-reader.js';
+export { SearchProviderError } from './web/search-provider.js';
+export type { SearchProvider, SearchQuery, SearchResult } from './web/search-provider.js';
+export { braveSearch } from './web/search/brave.js';
+export { tavilySearch } from './web/search/tavily.js';
+export { exaSearch } from './web/search/exa.js';
+export { searxngSearch } from './web/search/searxng.js';
+export { searchProviderFromEnv } from './web/search/from-env.js';
 export { ModelError } from './models/provider.js';
 export type * from './models/provider.js';
 export { anthropicProvider, DEFAULT_ANTHROPIC_MODELS, hasAnthropicCredentials } from './models/anthropic.js';

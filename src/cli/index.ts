@@ -17,6 +17,7 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   credits: { summary: 'add credits or show the balance', load: () => import('./credits.js') },
   subscription: { summary: 'activate or deactivate the subscription', load: () => import('./subscription.js') },
   agents: { summary: 'list, show, pause, resume or delete agents', load: () => import('./agents.js') },
+  tools: { summary: 'list the tools agents can use, ready or not, and why', load: () => import('./tools.js') },
 };
 
 function usage(): string {

@@ -4,7 +4,7 @@
  * it grows. Ctrl-C pauses the agent; `--resume <agent_id>` continues it. The exit code tells how it ended.
  */
 import { parseArgs } from 'node:util';
-import { AgentRuntime } from '../core/agent-runtime.js';
+import { AgentRuntime } from '../index.js';
 import { AgentryError } from '../errors.js';
 import { anthropicProvider, hasAnthropicCredentials } from '../models/anthropic.js';
 import type { ModelProvider } from '../models/provider.js';

@@ -11,6 +11,8 @@ import type { ModelProvider } from '../models/provider.js';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
 import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
+import { createToolPlatform, type BuiltinToolsOptions, type ToolPlatform, type ToolStatus } from '../tools/platform.js';
+import { Toolboxes } from './toolbox.js';
 import { Accounts } from './accounts.js';
 import { isoTime, systemClock, type Clock } from './clock.js';
 import { CreditGate } from './credit-gate.js';
@@ -18,7 +20,14 @@ import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
 import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
 import { changeStatus, type StepDeps } from './loop.js';
 import { createPlanTool } from './plan.js';
-import { subAgentCounts, toAgentWithMessages, toCreatedForm, toReducedForm, toStatusForm } from './records.js';
+import {
+  statusExtras,
+  toAgentWithMessages,
+  toArtifactInfo,
+  toCreatedForm,
+  toReducedForm,
+  toStatusForm,
+} from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import {
@@ -29,6 +38,7 @@ import {
   type Agent,
   type AgentCreated,
   type AgentList,
+  type ArtifactInfo,
   type AgentWithMessages,
   type CreateAgentOptions,
   type ListAgentsOptions,
@@ -81,6 +91,18 @@ const RuntimeOptionsSchema = z
         minOutputTokens: z.number().int().positive().max(1_000_000).default(256),
         maxToolResultChars: z.number().int().positive().default(50_000),
         maxModelRetries: z.number().int().min(0).default(5),
+        /** Bytes of one artifact at most. */
+        maxArtifactBytes: z
+          .number()
+          .int()
+          .positive()
+          .default(10 * 1024 * 1024),
+        /** Bytes of all the artifacts of one agent at most. */
+        maxArtifactBytesPerAgent: z
+          .number()
+          .int()
+          .positive()
+          .default(100 * 1024 * 1024),
       })
       .strict()
       .prefault({}),
@@ -100,6 +122,16 @@ const RuntimeOptionsSchema = z
       .strict()
       .prefault({}),
     scheduler: z.enum(['auto', 'manual']).default('auto'),
+    /**
+     * The built-in tools (web_search, read_page, …): which ones agents are offered and their backends, or `false` for
+     * none. Environment variables (DESIGN §7) fill in what is not given.
+     */
+    builtinTools: z
+      .union([
+        z.literal(false),
+        z.custom<BuiltinToolsOptions>((v) => typeof v === 'object' && v !== null, 'must be an object or false'),
+      ])
+      .optional(),
     /** How deep sub-agents may nest (a root agent is depth 0); 0 turns spawning off. */
     maxSpawnDepth: z.number().int().min(0).max(10).default(2),
     systemPrompt: z.string().min(1).default(DEFAULT_SYSTEM_PROMPT),
@@ -148,6 +180,8 @@ export class AgentRuntime {
   private readonly scheduler: Scheduler;
   private readonly lanes: Lanes;
   private readonly registry: ToolRegistry;
+  private readonly toolboxes: Toolboxes;
+  private readonly toolStatuses: ToolStatus[];
   private readonly subAgents: SubAgentCoordinator;
   private readonly credits: CreditGate;
   /** `waitFor` callers by agent id: told of every status change of that agent (null when it is deleted). */
@@ -160,6 +194,7 @@ export class AgentRuntime {
     private readonly clock: Clock,
     private readonly options: z.output<typeof RuntimeOptionsSchema>,
     readonly prices: PriceTable,
+    private readonly platform: ToolPlatform | null,
   ) {
     this.credits = new CreditGate(storage);
     this.accounts = new Accounts(storage, clock, (accountId) => this.credits.toppedUp(accountId));
@@ -171,14 +206,40 @@ export class AgentRuntime {
     this.subAgents = new SubAgentCoordinator(storage, clock, this.events, {
       models: model.models.filter((m) => prices.models[m] !== undefined),
       maxDepth: options.maxSpawnDepth,
+      specOf: (task) => this.toolboxes.specOf(task),
       kick: (id) => this.scheduler.kick(id),
       onError: (error, agentId) => this.reportError(error, agentId),
     });
+    const runtimeTools = [createPlanTool(), ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : [])];
+    const builtins = platform?.tools ?? [];
     this.registry = new ToolRegistry([
-      createPlanTool(),
-      ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : []),
+      ...runtimeTools,
+      ...builtins.filter((t) => platform!.offered.has(t.name)),
       ...options.tools,
     ]);
+    // Every tool a child may name: the agents' tools, built-ins left out of them, and the tools' own childTools.
+    const catalog = new ToolRegistry(this.registry.all());
+    for (const tool of [...builtins, ...options.tools]) {
+      if (!catalog.get(tool.name)) catalog.register(tool);
+      for (const child of tool.childTools ?? []) if (!catalog.get(child.name)) catalog.register(child as Tool);
+    }
+    this.toolStatuses = [
+      ...runtimeTools.map((t) => ({
+        name: t.name,
+        source: 'runtime' as const,
+        ready: true,
+        detail: '',
+        offered: true,
+      })),
+      ...(platform?.status() ?? []),
+      ...options.tools.map((t) => ({
+        name: t.name,
+        source: 'custom' as const,
+        ready: true,
+        detail: '',
+        offered: true,
+      })),
+    ];
     this.lanes = new Lanes({
       modelConcurrency: options.concurrency.models,
       modelRequestsPerInterval: options.concurrency.modelRequestsPerInterval,
@@ -186,16 +247,30 @@ export class AgentRuntime {
       toolConcurrency: options.concurrency.tools,
       laneConcurrency: options.concurrency.lanes,
     });
+    this.toolboxes = new Toolboxes(
+      {
+        system: options.systemPrompt,
+        specs: this.registry.specs(),
+        get: (name) => this.registry.get(name),
+        maxSteps: options.limits.maxSteps,
+        needsResult: false,
+      },
+      catalog,
+    );
     const deps: StepDeps = {
       storage,
       credits: this.credits,
       model,
-      tools: this.registry,
+      toolboxes: this.toolboxes,
+      platform,
+      artifactLimits: {
+        maxBytes: options.limits.maxArtifactBytes,
+        maxBytesPerAgent: options.limits.maxArtifactBytesPerAgent,
+      },
       prices,
       clock,
       events: this.events,
       limits: options.limits,
-      systemPrompt: options.systemPrompt,
       subAgents: this.subAgents,
       inModelLane: (fn) => this.lanes.inModelLane(fn),
       backOffModels: (ms) => this.lanes.backOffModels(ms, clock),
@@ -235,7 +310,15 @@ export class AgentRuntime {
         throw err;
       }
     }
-    const runtime = new AgentRuntime(storage, model, clock, o, prices);
+    const platform = o.builtinTools === false ? null : createToolPlatform(o.builtinTools ?? {});
+    let runtime: AgentRuntime;
+    try {
+      runtime = new AgentRuntime(storage, model, clock, o, prices, platform);
+    } catch (err) {
+      await platform?.close();
+      await storage.close();
+      throw err;
+    }
     await runtime.ensureDefaultAccount();
     await runtime.recover();
     return runtime;
@@ -299,6 +382,7 @@ export class AgentRuntime {
       active_ms: 0,
       active_since: now,
       plan: null,
+      spec: null,
       created_at: now,
       updated_at: now,
     };
@@ -326,7 +410,7 @@ export class AgentRuntime {
     return toAgentWithMessages(
       row,
       await this.storage.listMessages(row.agent_id),
-      await subAgentCounts(this.storage, row),
+      await statusExtras(this.storage, row),
     );
   }
 
@@ -481,6 +565,30 @@ export class AgentRuntime {
     this.events.off(event, listener as never);
   }
 
+  /**
+   * Every tool agents can use, ready or not, and why: the runtime's own, the built-ins (with their backend, or what
+   * to set), and the custom tools. `agentry tools` prints it.
+   */
+  toolStatus(): ToolStatus[] {
+    return this.toolStatuses.map((t) => ({ ...t }));
+  }
+
+  /**
+   * An artifact a tool kept with an agent, with its bytes. `not_found` for an unknown agent or artifact, or an
+   * agent of another account (with `scope`).
+   */
+  async getArtifact(
+    agentId: string,
+    artifactId: string,
+    scope: AccountScope = {},
+  ): Promise<{ artifact: ArtifactInfo; data: Uint8Array }> {
+    const row = await this.row(agentId, scope);
+    const id = parseArgs(AgentIdSchema, artifactId, 'artifact id');
+    const found = await this.storage.getArtifact(row.agent_id, id);
+    if (!found) throw notFound('Artifact', id);
+    return { artifact: toArtifactInfo(found.row), data: found.data };
+  }
+
   /** Resolves when no agent is stepping or waiting for a run slot in this process. */
   whenIdle(): Promise<void> {
     return this.scheduler.whenIdle();
@@ -494,6 +602,7 @@ export class AgentRuntime {
     if (this.closed) return;
     this.closed = true;
     await this.scheduler.close(this.options.closeTimeoutMs);
+    await this.platform?.close();
     await this.storage.close();
   }
 

@@ -43,13 +43,17 @@ import type {
 } from '../storage/adapter.js';
 import {
   renderToolOutput,
+  ToolCompletion,
   ToolSuspension,
   type ProgressReport,
   type Tool,
   type ToolContext,
 } from '../tools/define-tool.js';
 import type { SubAgentHost } from './sub-agents.js';
-import type { ToolRegistry } from '../tools/registry.js';
+import type { ToolPlatform } from '../tools/platform.js';
+import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
+import type { ArtifactLimits } from '../storage/adapter.js';
+import { createToolContext } from './tool-context.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -75,12 +79,15 @@ export interface StepDeps {
   /** Every credit reservation goes through it: a reservation that other calls' holds block waits its turn. */
   credits: CreditGate;
   model: ModelProvider;
-  tools: ToolRegistry;
+  /** The system prompt, tools and step limit of each agent. */
+  toolboxes: Toolboxes;
+  /** The guarded fetch and page reading behind `ctx.fetch` / `ctx.readPage`; null when no entry point provided them. */
+  platform: ToolPlatform | null;
+  artifactLimits: ArtifactLimits;
   prices: PriceTable;
   clock: Clock;
   events: RuntimeEvents;
   limits: StepLimits;
-  systemPrompt: string;
   subAgents: SubAgentHost;
   /** Runs a model call in the models lane. */
   inModelLane<T>(fn: () => Promise<T>): Promise<T>;
@@ -191,9 +198,10 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
   const now = deps.clock.now();
 
-  if (agent.step_count >= deps.limits.maxSteps) {
+  const box = deps.toolboxes.of(agent);
+  if (agent.step_count >= box.maxSteps) {
     await changeStatus(deps, agent, 'fail', {
-      status_message: `Failed: step limit reached (${deps.limits.maxSteps} model turns)`,
+      status_message: `Failed: step limit reached (${box.maxSteps} model turns)`,
     });
     return STOP;
   }
@@ -259,7 +267,8 @@ async function runModelTurn(
     });
     return STOP;
   }
-  const tools = deps.tools.specs();
+  const box = deps.toolboxes.of(agent);
+  const tools = box.specs;
   // Turns are stored as the JSON of their content: their sizes come free, without serialising again.
   let chars = 0;
   let bytes = 0;
@@ -271,12 +280,12 @@ async function runModelTurn(
   const sent = fitContext(
     all,
     deps.model.contextWindow?.(agent.model) ?? DEFAULT_CONTEXT_WINDOW,
-    fixedPromptTokens(deps.systemPrompt, tools),
+    fixedPromptTokens(box.system, tools),
     chars,
   );
   const request: ModelRequest = {
     model: agent.model,
-    system: deps.systemPrompt,
+    system: box.system,
     messages: sent,
     tools,
     maxTokens: deps.limits.maxOutputTokens,
@@ -373,7 +382,7 @@ async function runModelTurn(
     name: u.name,
     input: JSON.stringify(u.input ?? {}),
     status: 'pending',
-    idempotent: deps.tools.get(u.name)?.idempotent ?? true,
+    idempotent: box.get(u.name)?.idempotent ?? true,
     result: null,
     is_error: false,
     updated_at: now,
@@ -392,7 +401,9 @@ async function runModelTurn(
       created_at: now,
     },
   };
-  const done = toolUses.length === 0;
+  // A child with a result schema is done only when it submits its result: a plain answer gets it a reminder.
+  const remind = toolUses.length === 0 && box.needsResult;
+  const done = toolUses.length === 0 && !remind;
   const settlements = [...(pending?.settlements ?? []), settlement];
   const assistantTurn: TurnRow = {
     agent_id: agent.agent_id,
@@ -401,9 +412,20 @@ async function runModelTurn(
     content: JSON.stringify(content),
     created_at: now,
   };
+  const reminderTurn: TurnRow[] = remind
+    ? [
+        {
+          agent_id: agent.agent_id,
+          idx: idx + 1,
+          role: 'user',
+          content: JSON.stringify([{ type: 'text', text: SUBMIT_REMINDER }]),
+          created_at: now,
+        },
+      ]
+    : [];
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
-    turns: [...(pending ? [pending.turn] : []), assistantTurn],
+    turns: [...(pending ? [pending.turn] : []), assistantTurn, ...reminderTurn],
     messages,
     tool_calls: [...(pending?.toolCalls ?? []), ...toolCalls],
     settlements,
@@ -411,7 +433,7 @@ async function runModelTurn(
       ...(pending ? reportedPatch(pending.reported) : {}),
       token_count_delta: tokens.input + tokens.output,
       step_count_delta: 1,
-      ...(done ? {} : { status_message: describeToolCalls(deps, toolUses) }),
+      ...(done ? {} : { status_message: remind ? 'Thinking' : describeToolCalls(box, toolUses) }),
       updated_at: now,
     },
     status: done
@@ -421,6 +443,7 @@ async function runModelTurn(
   afterCommit(deps, agent, result, messages, settlements);
   if (!result.agent) return STOP;
   if (done) return STOP;
+  if (remind) return continueWith(control, result.agent);
   control.savedToolCalls = { turnIdx: idx, rows: toolCalls, uses: toolUses, turns: [...turns, assistantTurn] };
   return continueWith(control, result.agent);
 }
@@ -440,6 +463,7 @@ async function runToolCalls(
   const records = new Map(
     (saved ?? (await deps.storage.listToolCalls(agent.agent_id, turnIdx))).map((r) => [r.tool_use_id, r]),
   );
+  const box = deps.toolboxes.of(agent);
   const now = () => isoTime(deps.clock.now());
   const results = new Map<string, ToolOutcome>();
   const toRun: Array<{ use: ToolUseBlock; tool: Tool | undefined; record: ToolCallRow }> = [];
@@ -452,7 +476,7 @@ async function runToolCalls(
       name: use.name,
       input: JSON.stringify(use.input ?? {}),
       status: 'pending',
-      idempotent: deps.tools.get(use.name)?.idempotent ?? true,
+      idempotent: box.get(use.name)?.idempotent ?? true,
       result: null,
       is_error: false,
       updated_at: now(),
@@ -462,7 +486,7 @@ async function runToolCalls(
     } else if (record.status === 'started' && !record.idempotent) {
       results.set(use.id, { content: UNKNOWN_OUTCOME, isError: true });
     } else {
-      toRun.push({ use, tool: deps.tools.get(use.name), record });
+      toRun.push({ use, tool: box.get(use.name), record });
     }
   }
 
@@ -577,7 +601,16 @@ async function runToolCalls(
   // Calls that report progress (update_plan) are saved at once too, so the caller sees it while the model thinks.
   const rerunnable = toRun.every((c) => c.record.idempotent);
   const quiet = reported.message === undefined && reported.progress === undefined && reported.plan === undefined;
-  if (rerunnable && quiet && agent.status === 'ACTIVE' && !control.model.signal.aborted && withinLimits(deps, agent)) {
+  // A submitted result finishes the agent: its calls' results and the answer commit with the COMPLETED status.
+  const completion = toolUses.map((u) => results.get(u.id)?.completion).find((c) => c !== undefined);
+  if (completion) return completeWithResult(deps, agent, pending, completion.result);
+  if (
+    rerunnable &&
+    quiet &&
+    agent.status === 'ACTIVE' &&
+    !control.model.signal.aborted &&
+    withinLimits(deps, agent, box)
+  ) {
     // The log as this driver left it when it saved the turn with these calls; anything else reads it back.
     const turns = savedByThisDriver?.turns ?? (await deps.storage.listTurns(agent.agent_id));
     if (turns.length === turnIdx + 1) {
@@ -604,6 +637,34 @@ interface PendingResults {
   reported: ProgressReport;
 }
 
+/** A child's valid `submit_result`: the step's results, the result as its answer, and COMPLETED, in one commit. */
+async function completeWithResult(
+  deps: StepDeps,
+  agent: AgentRow,
+  pending: PendingResults,
+  resultValue: unknown,
+): Promise<StepOutcome> {
+  const at = pending.turn.created_at;
+  const message: MessageRow = {
+    message_id: randomUUID(),
+    agent_id: agent.agent_id,
+    role: 'ASSISTANT',
+    text: JSON.stringify(resultValue),
+    timestamp: at,
+  };
+  const result = await deps.storage.commitStep({
+    agent_id: agent.agent_id,
+    turns: [pending.turn],
+    messages: [message],
+    tool_calls: pending.toolCalls,
+    settlements: pending.settlements,
+    patch: { ...reportedPatch(pending.reported), updated_at: at },
+    status: statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' }),
+  });
+  afterCommit(deps, agent, result, [message], pending.settlements);
+  return STOP;
+}
+
 async function commitToolResults(deps: StepDeps, agent: AgentRow, pending: PendingResults): Promise<StepCommitResult> {
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
@@ -617,8 +678,8 @@ async function commitToolResults(deps: StepDeps, agent: AgentRow, pending: Pendi
 }
 
 /** Whether the agent may take another model turn (the same limits runStep checks). */
-function withinLimits(deps: StepDeps, agent: AgentRow): boolean {
-  return agent.step_count < deps.limits.maxSteps && activeMs(agent, deps.clock.now()) <= deps.limits.maxWallClockMs;
+function withinLimits(deps: StepDeps, agent: AgentRow, box: Toolbox): boolean {
+  return agent.step_count < box.maxSteps && activeMs(agent, deps.clock.now()) <= deps.limits.maxWallClockMs;
 }
 
 /** The agent fields a step's tool calls asked to change through `reportProgress`. */
@@ -637,6 +698,8 @@ interface ToolOutcome {
   isError: boolean;
   /** Set when the call suspended to wait for its sub-agents: it has no result yet. */
   suspended?: string;
+  /** Set when the call finished its agent with a result (submit_result). */
+  completion?: ToolCompletion;
   /** Set when the tool threw rather than returned. */
   threw?: boolean;
 }
@@ -654,24 +717,11 @@ async function runOneTool(
   if (!parsed.success) {
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
   }
-  let agent: ReturnType<typeof toStatusForm> | undefined;
-  const ctx: ToolContext = {
-    get agent() {
-      agent ??= toStatusForm(row);
-      return agent;
-    },
-    toolCallId: use.id,
-    get signal() {
-      return control.toolsSignal;
-    },
-    reportProgress: report,
-    spawn: (tasks) => deps.subAgents.spawn(row, use.id, tasks),
-    suspend: (message) => new ToolSuspension(message),
-    subAgentResults: (spawnId, page) => deps.subAgents.results(row.agent_id, spawnId, page.offset, page.limit),
-  };
+  const ctx = createToolContext(deps, row, use, control, report);
   try {
     const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
     if (output instanceof ToolSuspension) return { content: '', isError: false, suspended: output.statusMessage };
+    if (output instanceof ToolCompletion) return { content: 'Result submitted.', isError: false, completion: output };
     return { content: clip(renderToolOutput(output), deps.limits.maxToolResultChars), isError: false };
   } catch (err) {
     const message = err instanceof Error ? err.message : String(err);
@@ -679,9 +729,9 @@ async function runOneTool(
   }
 }
 
-function describeToolCalls(deps: StepDeps, uses: ToolUseBlock[]): string {
+function describeToolCalls(box: Toolbox, uses: ToolUseBlock[]): string {
   const first = uses[0]!;
-  const tool = deps.tools.get(first.name);
+  const tool = box.get(first.name);
   let text = `Calling ${first.name}`;
   if (tool?.describe) {
     const parsed = tool.input.safeParse(first.input);

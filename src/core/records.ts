@@ -2,7 +2,7 @@
  * @module core/records
  * Storage rows to the public record forms of DESIGN §2. Wire shape = in-process shape.
  */
-import type { AgentRow, MessageRow, StorageAdapter } from '../storage/adapter.js';
+import type { AgentRow, ArtifactRow, MessageRow, StorageAdapter } from '../storage/adapter.js';
 import type { AgentStatus } from './status.js';
 import {
   microsToCredits,
@@ -12,6 +12,7 @@ import {
   type AgentWithMessages,
   type Message,
   type SubAgentCounts,
+  type ArtifactInfo,
 } from './schemas.js';
 
 export function toCreatedForm(row: AgentRow): AgentCreated {
@@ -25,11 +26,16 @@ export function toCreatedForm(row: AgentRow): AgentCreated {
   };
 }
 
-/**
- * The status form. `subAgents`, when given, are the agent's children counted by status (only `get` answers carry
- * them: counting costs a query).
- */
-export function toStatusForm(row: AgentRow, subAgents?: SubAgentCounts): Agent {
+/** What only `get` answers carry: each costs a query, which events and lists do without. */
+export interface StatusExtras {
+  /** The agent's children counted by status (agents that spawned). */
+  subAgents?: SubAgentCounts | undefined;
+  /** What its tools kept (agents that have any). */
+  artifacts?: ArtifactInfo[] | undefined;
+}
+
+/** The status form, with the extras of a `get` answer when given. */
+export function toStatusForm(row: AgentRow, extras?: StatusExtras): Agent {
   // Spelled out rather than spread from toCreatedForm: this is built for every poll, and a literal is several times
   // cheaper than a spread.
   const agent: Agent = {
@@ -48,7 +54,8 @@ export function toStatusForm(row: AgentRow, subAgents?: SubAgentCounts): Agent {
     sub_agent_count: row.sub_agent_count,
     spawn_index: spawnIndexOf(row.spawn_key),
   };
-  if (subAgents) agent.sub_agents = subAgents;
+  if (extras?.subAgents) agent.sub_agents = extras.subAgents;
+  if (extras?.artifacts?.length) agent.artifacts = extras.artifacts;
   return agent;
 }
 
@@ -81,19 +88,31 @@ export function toMessage(row: MessageRow): Message {
 }
 
 /** What `get` answers: the agent in status form and its messages. */
-export function toAgentWithMessages(
-  row: AgentRow,
-  messages: MessageRow[],
-  subAgents?: SubAgentCounts,
-): AgentWithMessages {
-  return { agent: toStatusForm(row, subAgents), messages: messages.map(toMessage) };
+export function toAgentWithMessages(row: AgentRow, messages: MessageRow[], extras?: StatusExtras): AgentWithMessages {
+  return { agent: toStatusForm(row, extras), messages: messages.map(toMessage) };
 }
 
-/** An agent's children counted by status, or undefined for an agent that never spawned. */
-export async function subAgentCounts(
-  storage: Pick<StorageAdapter, 'countChildrenByStatus'>,
+/** The extras of a `get` answer, read from storage. */
+export async function statusExtras(
+  storage: Pick<StorageAdapter, 'countChildrenByStatus' | 'listArtifacts'>,
   row: AgentRow,
-): Promise<SubAgentCounts | undefined> {
-  if (row.sub_agent_count === 0) return undefined;
-  return toSubAgentCounts(await storage.countChildrenByStatus(row.agent_id, ''));
+): Promise<StatusExtras> {
+  const [children, artifacts] = await Promise.all([
+    row.sub_agent_count === 0 ? undefined : storage.countChildrenByStatus(row.agent_id, ''),
+    storage.listArtifacts(row.agent_id),
+  ]);
+  return {
+    subAgents: children && toSubAgentCounts(children),
+    artifacts: artifacts.map(toArtifactInfo),
+  };
+}
+
+export function toArtifactInfo(row: ArtifactRow): ArtifactInfo {
+  return {
+    artifact_id: row.artifact_id,
+    name: row.name,
+    mime_type: row.mime_type,
+    size: row.size,
+    created_at: row.created_at,
+  };
 }

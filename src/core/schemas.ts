@@ -37,6 +37,18 @@ export const SubAgentCountsSchema = z
   .meta({ id: 'SubAgentCounts' });
 export type SubAgentCounts = z.infer<typeof SubAgentCountsSchema>;
 
+/** An artifact a tool kept with an agent (its bytes: `GET /api/agents/{id}/artifacts/{artifact_id}`). */
+export const ArtifactInfoSchema = z
+  .object({
+    artifact_id: z.uuid(),
+    name: z.string(),
+    mime_type: z.string(),
+    size: z.number().int().min(0).describe('bytes'),
+    created_at: Timestamp,
+  })
+  .meta({ id: 'ArtifactInfo' });
+export type ArtifactInfo = z.infer<typeof ArtifactInfoSchema>;
+
 /** Agent, status form: the creation form plus what changes while it runs. */
 export const AgentSchema = AgentCreatedSchema.extend({
   status_message: z.string(),
@@ -55,6 +67,10 @@ export const AgentSchema = AgentCreatedSchema.extend({
   sub_agents: SubAgentCountsSchema.optional().describe(
     'beyond the interface: direct children counted by status (in answers of get, for agents that have children)',
   ),
+  artifacts: z
+    .array(ArtifactInfoSchema)
+    .optional()
+    .describe('beyond the interface: what its tools kept (in answers of get, for agents that have any)'),
 }).meta({ id: 'Agent' });
 export type Agent = z.infer<typeof AgentSchema>;
 

@@ -13,7 +13,14 @@ import { randomUUID } from 'node:crypto';
 import { newAgentId } from './ids.js';
 import { z } from 'zod';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
-import { defineTool, type SpawnedSubAgents, type Tool } from '../tools/define-tool.js';
+import {
+  defineTool,
+  type ChildTask,
+  type SpawnedSubAgents,
+  type SubAgentTask,
+  type Tool,
+} from '../tools/define-tool.js';
+import type { ChildSpec } from '../storage/adapter.js';
 import { isoTime, type Clock } from './clock.js';
 import type { RuntimeEvents } from './events.js';
 import { changeStatus } from './loop.js';
@@ -31,10 +38,8 @@ export const SPAWN_CHUNK = 1_000;
 const FIRST_RESULTS = 10;
 const MAX_RESULT_CHARS = 2_000;
 
-export interface SpawnTask {
-  goal: string;
-  model?: string | undefined;
-}
+/** A plain sub-agent's task, or a child with its own instructions, tools and result schema. */
+export type SpawnTask = SubAgentTask | ChildTask;
 
 export interface SubAgentResult {
   index: number;
@@ -42,6 +47,8 @@ export interface SubAgentResult {
   status: AgentStatus;
   /** The child's last ASSISTANT message (its answer), clipped. */
   result: string | null;
+  /** For a child with a result schema that completed: the result it submitted, whole. */
+  data?: unknown;
 }
 
 /** What the loop needs from the sub-agent machinery, as seen by a tool call. */
@@ -73,6 +80,8 @@ export interface SubAgentOptions {
   models: readonly string[];
   /** Depth of the deepest agent that may still spawn (a root agent is depth 0). */
   maxDepth: number;
+  /** The spec stored on a child with its own tools (checked against the runtime's tool catalog). */
+  specOf(task: ChildTask): ChildSpec;
   kick(agentId: string): void;
   onError(error: unknown, agentId: string): void;
 }
@@ -140,6 +149,13 @@ export class SubAgentCoordinator implements SubAgentHost {
   ): Promise<void> {
     const now = isoTime(this.clock.now());
     const rows: AgentRow[] = [];
+    // Children of one call mostly share a spec: serialised once per distinct task shape.
+    const specs = new Map<ChildTask, string>();
+    const specText = (task: ChildTask) => {
+      let text = specs.get(task);
+      if (text === undefined) specs.set(task, (text = JSON.stringify(this.options.specOf(task))));
+      return text;
+    };
     for (let i = from; i < to; i++) {
       const task = tasks[i]!;
       rows.push({
@@ -165,6 +181,7 @@ export class SubAgentCoordinator implements SubAgentHost {
         active_ms: 0,
         active_since: null,
         plan: null,
+        spec: isChildTask(task) ? specText(task) : null,
         created_at: now,
         updated_at: now,
       });
@@ -213,12 +230,15 @@ export class SubAgentCoordinator implements SubAgentHost {
       page.map(async (child, i) => {
         const messages = await this.storage.listMessages(child.agent_id);
         const answer = messages.findLast((m) => m.role === 'ASSISTANT');
-        return {
+        const result: SubAgentResult = {
           index: offset + i,
           agent_id: child.agent_id,
           status: child.status,
           result: answer ? clip(answer.text, MAX_RESULT_CHARS) : null,
         };
+        // A child with a spec completes only through submit_result, whose validated input is its last message.
+        if (child.spec !== null && child.status === 'COMPLETED' && answer) result.data = JSON.parse(answer.text);
+        return result;
       }),
     );
     return { total, results };
@@ -415,6 +435,10 @@ const CHILD_OUTCOME_WORDS: ReadonlyArray<[AgentStatus, string]> = [
   ['OUT_OF_CREDITS', 'out of credits'],
   ['PAUSED', 'paused'],
 ];
+
+function isChildTask(task: SpawnTask): task is ChildTask {
+  return 'instructions' in task;
+}
 
 function clip(text: string, max: number): string {
   return text.length <= max ? text : `${text.slice(0, max)} [… ${text.length - max} more characters]`;

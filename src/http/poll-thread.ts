@@ -10,7 +10,7 @@ import type { AddressInfo } from 'node:net';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Accounts } from '../core/accounts.js';
 import { systemClock } from '../core/clock.js';
-import { subAgentCounts, toAgentWithMessages } from '../core/records.js';
+import { statusExtras, toAgentWithMessages } from '../core/records.js';
 import { notFound } from '../errors.js';
 import { sqliteStorage } from '../storage/sqlite/index.js';
 import { headerOf, plainPollPath, writePlain } from './node-handler.js';
@@ -87,7 +87,7 @@ const source = keptUntilChange(
       const row = await storage.getAgent(agentId);
       if (!row || row.account_id !== accountId) throw notFound('Agent', agentId);
       return JSON.stringify(
-        toAgentWithMessages(row, await storage.listMessages(agentId), await subAgentCounts(storage, row)),
+        toAgentWithMessages(row, await storage.listMessages(agentId), await statusExtras(storage, row)),
       );
     },
   },

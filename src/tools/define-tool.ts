@@ -19,21 +19,87 @@ export interface ToolContext {
   /**
    * Starts sub-agents for this call, one per task, in one transaction — or, when this call already started them
    * (a re-run after a wake-up or a crash), returns those: children are keyed by the tool call, never spawned twice.
+   * A task with `tools`, `instructions` and `result` starts a child that works only with those tools and finishes
+   * only by submitting a result that matches `result` (see {@link ChildTask}).
    */
-  spawn(tasks: Array<{ goal: string; model?: string | undefined }>): Promise<SpawnedSubAgents>;
+  spawn(tasks: Array<SubAgentTask | ChildTask>): Promise<SpawnedSubAgents>;
   /**
    * Returns a value that suspends this call: the agent gives up its run slot and the call runs again when the
    * sub-agents it spawned are all done. Only meaningful after `spawn()`.
    */
   suspend(statusMessage: string): ToolSuspension;
-  /** Results (last answers) of the sub-agents spawned by the call `spawnId`, a page at a time. */
+  /**
+   * Results of the sub-agents spawned by the call `spawnId`, a page at a time: each child's last answer, and for a
+   * child with a result schema the validated object it submitted (`data`).
+   */
   subAgentResults(
     spawnId: string,
     page: { offset: number; limit: number },
   ): Promise<{
     total: number;
-    results: Array<{ index: number; agent_id: string; status: string; result: string | null }>;
+    results: Array<{ index: number; agent_id: string; status: string; result: string | null; data?: unknown }>;
   }>;
+  /**
+   * fetch() through the runtime's guard: http(s) only, no private, loopback or metadata addresses (unless allowed),
+   * redirects re-checked, size and time caps. The only way a built-in tool reaches the network.
+   */
+  fetch(input: string | URL, init?: RequestInit & { maxBytes?: number; timeoutMs?: number }): Promise<Response>;
+  /**
+   * Reads a web page through the guarded fetch: its title, main content as Markdown and links. The page is recorded
+   * for this call, so citations can be checked against its text.
+   */
+  readPage(url: string, options?: { maxChars?: number }): Promise<PageContent>;
+  /** This call's durable JSON state: set() is on disk when it resolves, so a re-run after a crash resumes there. */
+  state: {
+    get<T = unknown>(): Promise<T | undefined>;
+    set(value: unknown): Promise<void>;
+  };
+  /** Bytes kept with the agent (listed in its status form, served over HTTP), deleted with it. */
+  artifacts: {
+    put(artifact: { name: string; mime_type: string; data: Uint8Array | string }): Promise<{
+      artifact_id: string;
+      size: number;
+    }>;
+  };
+}
+
+/** A plain sub-agent: the runtime's own prompt and tools. */
+export interface SubAgentTask {
+  goal: string;
+  model?: string | undefined;
+}
+
+/** A child with a job of its own: its prompt, its tools, and the result it must submit. */
+export interface ChildTask {
+  /** The child's first USER message. */
+  goal: string;
+  model?: string | undefined;
+  /** Its system prompt. */
+  instructions: string;
+  /**
+   * The tools it may use, by value or by name. Each must be known to the runtime: passed to `AgentRuntime.open({
+   * tools })`, built in, or listed in the spawning tool's `childTools` (a child resumed after a restart finds its tools
+   * by name). `submit_result` is added.
+   */
+  tools: Array<Tool<never> | string>;
+  /** The input schema of its `submit_result`: a z.object(...) of plain data (it is stored as JSON Schema). */
+  result: z.ZodType;
+  /** Model turns it may take at most (below the runtime's limit). */
+  maxSteps?: number;
+}
+
+/** A page as `ctx.readPage` answers it (the `read_page` tool's output, plus the text citations are checked against). */
+export interface PageContent {
+  url: string;
+  final_url: string;
+  title: string;
+  /** Main content as Markdown, cut at `max_chars`. */
+  content: string;
+  links: Array<{ text: string; url: string }>;
+  truncated: boolean;
+  content_type: string;
+  /** Plain text of the whole main content. */
+  text: string;
 }
 
 export interface ProgressReport {
@@ -52,6 +118,14 @@ export interface SpawnedSubAgents {
   counts: Partial<Record<AgentStatus, number>>;
   /** True when this call had spawned them before (a re-run after a wake-up or a crash). */
   reattached: boolean;
+}
+
+/**
+ * Returned by a call that finishes its agent with a result: a child's `submit_result`. The agent COMPLETES with the
+ * result as its answer once the step commits.
+ */
+export class ToolCompletion {
+  constructor(readonly result: unknown) {}
 }
 
 /** Marks a tool call as waiting for its sub-agents; see {@link ToolContext.suspend}. */
@@ -78,9 +152,17 @@ export interface ToolDefinition<Input> {
   idempotent: boolean;
   /** Scheduler lane; calls of one lane share its concurrency cap. @default 'tools' */
   lane?: string;
+  /**
+   * Tools this tool's children use that agents are not offered themselves (a browser child's `browser_click`): they
+   * join the runtime's catalog, so a child finds them by name, also after a restart.
+   */
+  childTools?: Tool<never>[];
   /** The `status_message` while the call runs, e.g. `Searching: ${input.query}`. */
   describe?(input: Input): string;
-  run(input: Input, ctx: ToolContext): Promise<ToolOutput | ToolSuspension> | ToolOutput | ToolSuspension;
+  run(
+    input: Input,
+    ctx: ToolContext,
+  ): Promise<ToolOutput | ToolSuspension | ToolCompletion> | ToolOutput | ToolSuspension | ToolCompletion;
 }
 
 /** A tool ready to register: the definition with its JSON schema computed once. */
@@ -97,6 +179,7 @@ const ToolDefinitionSchema = z.object({
   price: z.number().min(0).finite().optional(),
   idempotent: z.boolean(),
   lane: z.string().min(1).max(64).optional(),
+  childTools: z.array(z.custom<Tool>((v) => typeof (v as Tool)?.run === 'function')).optional(),
   describe: z.function().optional(),
   run: z.function(),
 });

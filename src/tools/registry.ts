@@ -26,6 +26,11 @@ export class ToolRegistry {
     return this.byName.get(name);
   }
 
+  /** The tools, in the order they were registered. */
+  all(): Tool[] {
+    return [...this.byName.values()];
+  }
+
   /** The tools as the model sees them (computed once). */
   specs(): ModelToolSpec[] {
     this.specsCache ??= [...this.byName.values()].map((t) => ({

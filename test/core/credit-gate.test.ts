@@ -121,6 +121,7 @@ describe('CreditGate', () => {
           active_ms: 0,
           active_since: null,
           plan: null,
+          spec: null,
           created_at: new Date(0).toISOString(),
           updated_at: new Date(0).toISOString(),
         },

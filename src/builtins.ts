@@ -1,0 +1,117 @@
+/**
+ * @module builtins
+ * The composition root of the built-in tools: it builds the guarded fetch, page reading and the web_search backend
+ * from `AgentRuntime.open({ builtinTools })` and the environment (DESIGN §7), and hands them to the core as a
+ * {@link ToolPlatform}. The core never imports a backend; this module is the one place that does.
+ */
+import { z } from 'zod';
+import { parseArgs } from './core/validate.js';
+import { AgentryError } from './errors.js';
+import { readPageTool } from './tools/builtin/read-page.js';
+import { webSearchTool } from './tools/builtin/web-search.js';
+import type { BuiltinToolsOptions, ToolPlatform, ToolStatus } from './tools/platform.js';
+import { createGuardedFetch } from './web/guarded-fetch.js';
+import { readPage } from './web/page-reader.js';
+import { searchProviderFromEnv, searchProviderSetupHint } from './web/search/from-env.js';
+
+const OptionsSchema = z
+  .object({
+    only: z.array(z.string().min(1)).optional(),
+    search: z
+      .custom<NonNullable<BuiltinToolsOptions['search']>>(
+        (v) => typeof (v as { search?: unknown })?.search === 'function',
+        'must be a SearchProvider',
+      )
+      .optional(),
+    fetch: z
+      .object({
+        allow: z.array(z.string()).optional(),
+        maxBytes: z.number().int().positive().optional(),
+        timeoutMs: z.number().int().positive().optional(),
+        lookup: z.function().optional(),
+      })
+      .strict()
+      .optional(),
+    env: z.record(z.string(), z.string().optional()).optional(),
+  })
+  .strict();
+
+/** Base URLs the operator configured for search backends: trusted, so reachable even on a private address. */
+const SEARCH_URL_VARIABLES = [
+  'SEARXNG_URL',
+  'AGENTRY_BRAVE_BASE_URL',
+  'AGENTRY_TAVILY_BASE_URL',
+  'AGENTRY_EXA_BASE_URL',
+];
+
+function configuredHosts(env: NodeJS.ProcessEnv): string[] {
+  const hosts: string[] = [];
+  for (const name of SEARCH_URL_VARIABLES) {
+    const value = env[name]?.trim();
+    if (!value) continue;
+    try {
+      hosts.push(new URL(value).hostname.replace(/^\[|\]$/g, ''));
+    } catch {
+      // searchProviderFromEnv names the malformed variable
+    }
+  }
+  return hosts;
+}
+
+/** Builds the built-in tools and their services. */
+export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatform {
+  const o = parseArgs(OptionsSchema, options, 'builtinTools options') as BuiltinToolsOptions;
+  const env = o.env ?? process.env;
+  const fetchOptions = {
+    env,
+    ...(o.fetch?.maxBytes !== undefined ? { maxBytes: o.fetch.maxBytes } : {}),
+    ...(o.fetch?.timeoutMs !== undefined ? { timeoutMs: o.fetch.timeoutMs } : {}),
+    ...(o.fetch?.lookup !== undefined ? { lookup: o.fetch.lookup } : {}),
+  };
+  const fetch = createGuardedFetch({ ...fetchOptions, allow: o.fetch?.allow ?? [] });
+  // The search backend's own requests go to a host the operator chose (SearXNG often runs on localhost): its host is
+  // allowed for them, and only for them.
+  const searchFetch = createGuardedFetch({
+    ...fetchOptions,
+    allow: [...(o.fetch?.allow ?? []), ...configuredHosts(env)],
+  });
+  const search = o.search ?? searchProviderFromEnv(env, searchFetch);
+  const tools = [webSearchTool({ provider: search, missing: searchProviderSetupHint() }), readPageTool()];
+  const names = tools.map((t) => t.name);
+  for (const name of o.only ?? []) {
+    if (!names.includes(name)) {
+      throw new AgentryError(
+        'invalid_request',
+        `builtinTools.only: there is no built-in tool ${JSON.stringify(name)}; the built-in tools are ${names.join(', ')}`,
+      );
+    }
+  }
+  const offered = new Set(o.only ?? names);
+  const statuses: ToolStatus[] = [
+    {
+      name: 'web_search',
+      source: 'builtin',
+      ready: search !== null,
+      detail: search ? `provider ${search.name}` : `not configured: ${searchProviderSetupHint()}`,
+      offered: offered.has('web_search'),
+    },
+    {
+      name: 'read_page',
+      source: 'builtin',
+      ready: true,
+      detail: 'guarded fetch (public addresses only unless AGENTRY_FETCH_ALLOW opens more)',
+      offered: offered.has('read_page'),
+    },
+  ];
+  return {
+    fetch,
+    readPage: (url, { maxChars, signal }) =>
+      readPage(fetch, url, { ...(maxChars !== undefined ? { maxChars } : {}), ...(signal ? { signal } : {}) }),
+    tools,
+    offered,
+    status: () => statuses,
+    async close() {
+      await Promise.all([fetch.close(), searchFetch.close()]);
+    },
+  };
+}

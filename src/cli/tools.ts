@@ -1,0 +1,43 @@
+/**
+ * @module cli/tools
+ * `agentry tools`: every tool an agent can use, whether it is ready, and what backs it or what to set. Configuration
+ * comes from the environment (DESIGN §7), as for `agentry run` and `agentry serve`.
+ */
+import { AgentRuntime, anthropicProvider, memoryStorage, type ToolStatus } from '../index.js';
+import { COMMON_OPTIONS, parseCommandArgs, positionals } from './common.js';
+
+export const usage = `Usage: agentry tools [--json]
+
+  Lists each tool agents can use — the runtime's own, the built-in tools and their backends — ready or not, and
+  why. Built-in tools are configured from the environment: BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY or
+  SEARXNG_URL for web_search; AGENTRY_FETCH_ALLOW for the addresses read_page may reach although private.`;
+
+export async function run(args: string[]): Promise<number> {
+  const { values, positionals: rest } = parseCommandArgs(args, { ...COMMON_OPTIONS, json: { type: 'boolean' } });
+  positionals(rest, [], usage);
+  // Nothing runs: a runtime in memory, with no scheduler, only to ask which tools it would offer.
+  const runtime = await AgentRuntime.open({
+    storage: memoryStorage(),
+    model: anthropicProvider(),
+    scheduler: 'manual',
+  });
+  try {
+    const tools = runtime.toolStatus();
+    if (values.json) console.log(JSON.stringify(tools, null, 2));
+    else console.log(formatToolTable(tools));
+    return 0;
+  } finally {
+    await runtime.close();
+  }
+}
+
+export function formatToolTable(tools: ToolStatus[]): string {
+  const width = Math.max(...tools.map((t) => t.name.length));
+  return tools
+    .map((t) => {
+      const state = t.ready ? 'ready    ' : 'not ready';
+      const where = t.offered ? t.source : `${t.source}, not offered`;
+      return `${t.name.padEnd(width)}  ${state}  ${`(${where})`.padEnd(24)} ${t.detail}`.trimEnd();
+    })
+    .join('\n');
+}

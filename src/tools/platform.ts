@@ -1,0 +1,72 @@
+/**
+ * @module tools/platform
+ * What tools need from outside the core: the guarded fetch, page reading, and the built-in tools themselves with
+ * their readiness. Core imports no concrete tool or backend, so the package's entry point (`src/builtins.ts`, wired
+ * in `src/index.ts`) provides them through {@link provideToolPlatform}; a runtime opened without it has no built-in
+ * tools, and `ctx.fetch` / `ctx.readPage` fail with a message that says so.
+ */
+import type { SearchProvider } from '../web/search-provider.js';
+import type { PageContent, Tool, ToolContext } from './define-tool.js';
+
+/** Whether a tool can work, and if not, what to set. `agentry tools` and `runtime.toolStatus()` show it. */
+export interface ToolStatus {
+  name: string;
+  /** `builtin`, `custom` (passed to the runtime), or `runtime` (update_plan, spawn_sub_agents, …). */
+  source: 'builtin' | 'custom' | 'runtime';
+  ready: boolean;
+  /** What backs it when ready (`brave`), or what to set when not. */
+  detail: string;
+  /** Offered to agents (false: only children of another tool use it, or `builtinTools.only` left it out). */
+  offered: boolean;
+}
+
+/** Options of the built-in tools (`AgentRuntime.open({ builtinTools })`); environment variables are the fallback. */
+export interface BuiltinToolsOptions {
+  /**
+   * The built-in tools agents are offered, by name. @default every built-in tool (one whose backend is missing is
+   * still offered, and its calls fail with a message naming what to set)
+   */
+  only?: string[];
+  /** The web_search backend. @default the first of BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY, SEARXNG_URL set */
+  search?: SearchProvider;
+  /** The guarded fetch every built-in tool reaches the network through. */
+  fetch?: {
+    /** Hosts or CIDRs opened although private (e.g. `127.0.0.1/32` in tests). Added to `AGENTRY_FETCH_ALLOW`. */
+    allow?: string[];
+    /** Largest body, decompressed. @default 5 MB */
+    maxBytes?: number;
+    /** Whole request, body included. @default 30 s */
+    timeoutMs?: number;
+    /** Name resolution (tests make a name resolve to a chosen address). @default dns.lookup */
+    lookup?: (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
+  };
+  /** Where configuration falls back to. @default process.env */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** The built-in tools and the services of `ToolContext` that reach outside the process. */
+export interface ToolPlatform {
+  fetch: ToolContext['fetch'];
+  readPage(url: string, options: { maxChars?: number; signal?: AbortSignal }): Promise<PageContent>;
+  /** The built-in tools, in the order they are offered. */
+  tools: Tool[];
+  /** Names of built-in tools agents are offered (the rest stay in the catalog for children). */
+  offered: ReadonlySet<string>;
+  /** Readiness of each built-in tool. */
+  status(): ToolStatus[];
+  close(): Promise<void>;
+}
+
+export type ToolPlatformFactory = (options: BuiltinToolsOptions) => ToolPlatform;
+
+let factory: ToolPlatformFactory | undefined;
+
+/** Called once by the package's entry point. */
+export function provideToolPlatform(f: ToolPlatformFactory): void {
+  factory = f;
+}
+
+/** The platform for a runtime, or null when the entry point did not provide one (core used on its own). */
+export function createToolPlatform(options: BuiltinToolsOptions): ToolPlatform | null {
+  return factory ? factory(options) : null;
+}
