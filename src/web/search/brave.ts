@@ -33,26 +33,30 @@
 import { z } from 'zod';
 import { parseArgs } from '../../core/validate.js';
 import {
-  apiKeySchema,
-  baseUrlSchema,
-  endpointUrl,
-  fetchJson,
-  filterResults,
-  parseItems,
-  prepareQuery,
-  recencyCutoff,
-  resolveHttp,
-  searchClientOptionsShape,
-  searchResult,
   SearchProviderError,
-  utcDay,
-  type FailureClass,
-  type PreparedQuery,
   type SearchClientOptions,
   type SearchProvider,
   type SearchQuery,
   type SearchResult,
 } from '../search-provider.js';
+import {
+  apiKeySchema,
+  baseUrlSchema,
+  endpointUrl,
+  fetchJson,
+  resolveHttp,
+  searchClientOptionsShape,
+  type FailureClass,
+} from './http.js';
+import {
+  filterResults,
+  parseItems,
+  prepareQuery,
+  recencyCutoff,
+  searchResult,
+  utcDay,
+  type PreparedQuery,
+} from './results.js';
 
 /** Where the Brave Search API lives. */
 export const BRAVE_BASE_URL = 'https://api.search.brave.com';

@@ -24,24 +24,14 @@
 import { z } from 'zod';
 import { parseArgs } from '../../core/validate.js';
 import {
-  apiKeySchema,
-  baseUrlSchema,
-  endpointUrl,
-  fetchJson,
-  filterResults,
-  MAX_SNIPPET_CHARS,
-  parseItems,
-  prepareQuery,
-  recencyCutoff,
-  resolveHttp,
-  searchClientOptionsShape,
-  searchResult,
   SearchProviderError,
   type SearchClientOptions,
   type SearchProvider,
   type SearchQuery,
   type SearchResult,
 } from '../search-provider.js';
+import { apiKeySchema, baseUrlSchema, endpointUrl, fetchJson, resolveHttp, searchClientOptionsShape } from './http.js';
+import { filterResults, MAX_SNIPPET_CHARS, parseItems, prepareQuery, recencyCutoff, searchResult } from './results.js';
 
 /** Where the Exa API lives. */
 export const EXA_BASE_URL = 'https://api.exa.ai';

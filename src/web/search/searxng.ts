@@ -27,22 +27,21 @@
 import { z } from 'zod';
 import { parseArgs } from '../../core/validate.js';
 import {
-  baseUrlSchema,
-  endpointUrl,
-  fetchJson,
-  filterResults,
-  parseItems,
-  prepareQuery,
-  resolveHttp,
-  searchClientOptionsShape,
-  searchResult,
   SearchProviderError,
-  type FailureClass,
   type SearchClientOptions,
   type SearchProvider,
   type SearchQuery,
   type SearchResult,
 } from '../search-provider.js';
+import {
+  baseUrlSchema,
+  endpointUrl,
+  fetchJson,
+  resolveHttp,
+  searchClientOptionsShape,
+  type FailureClass,
+} from './http.js';
+import { filterResults, parseItems, prepareQuery, searchResult } from './results.js';
 
 /** Options of {@link searxngSearch}. */
 export interface SearxngSearchOptions extends SearchClientOptions {

@@ -28,25 +28,22 @@
 import { z } from 'zod';
 import { parseArgs } from '../../core/validate.js';
 import {
-  apiKeySchema,
-  baseUrlSchema,
-  endpointUrl,
-  fetchJson,
-  filterResults,
-  parseItems,
-  prepareQuery,
-  recencyCutoff,
-  resolveHttp,
-  searchClientOptionsShape,
-  searchResult,
   SearchProviderError,
-  utcDay,
-  type FailureClass,
   type SearchClientOptions,
   type SearchProvider,
   type SearchQuery,
   type SearchResult,
 } from '../search-provider.js';
+import {
+  apiKeySchema,
+  baseUrlSchema,
+  endpointUrl,
+  fetchJson,
+  resolveHttp,
+  searchClientOptionsShape,
+  type FailureClass,
+} from './http.js';
+import { filterResults, parseItems, prepareQuery, recencyCutoff, searchResult, utcDay } from './results.js';
 
 /** Where the Tavily API lives. */
 export const TAVILY_BASE_URL = 'https://api.tavily.com';

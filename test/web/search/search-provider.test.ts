@@ -1,16 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { AgentryError } from '../../../src/errors.js';
+import { SearchProviderError } from '../../../src/web/search-provider.js';
+import { endpointUrl, parseRetryAfter } from '../../../src/web/search/http.js';
 import {
   decodeEntities,
-  endpointUrl,
   hostnameMatches,
   isoDate,
   normaliseDomain,
-  parseRetryAfter,
   plainText,
   recencyCutoff,
-  SearchProviderError,
-} from '../../../src/web/search-provider.js';
+} from '../../../src/web/search/results.js';
 
 describe('search-provider helpers', () => {
   it('plainText strips tags, decodes entities, collapses whitespace and cuts long text at a word', () => {
