@@ -11,7 +11,7 @@ import { readPageTool } from './tools/builtin/read-page.js';
 import { webSearchTool } from './tools/builtin/web-search.js';
 import type { BuiltinToolsOptions, ToolPlatform, ToolStatus } from './tools/platform.js';
 import { createGuardedFetch } from './web/guarded-fetch.js';
-import { readPage } from './web/page-reader.js';
+import { DEFAULT_MAX_BYTES, readPage } from './web/page-reader.js';
 import { searchProviderFromEnv, searchProviderSetupHint } from './web/search/from-env.js';
 
 const OptionsSchema = z
@@ -105,8 +105,14 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
   ];
   return {
     fetch,
+    // The page reader cuts a long body itself and keeps what it read (`truncated: true`); the guard's own cap would
+    // fail the whole read instead, so the reader's is the one that applies here.
     readPage: (url, { maxChars, signal }) =>
-      readPage(fetch, url, { ...(maxChars !== undefined ? { maxChars } : {}), ...(signal ? { signal } : {}) }),
+      readPage((u, init) => fetch(u, { ...init, maxBytes: Number.MAX_SAFE_INTEGER }), url, {
+        maxBytes: o.fetch?.maxBytes ?? DEFAULT_MAX_BYTES,
+        ...(maxChars !== undefined ? { maxChars } : {}),
+        ...(signal ? { signal } : {}),
+      }),
     tools,
     offered,
     status: () => statuses,

@@ -1,5 +1,6 @@
 /**
- * The examples a newcomer runs: the embedded example and `npm run demo`, as programs, to COMPLETED.
+ * The examples a newcomer runs: the embedded example, the web research example and `npm run demo`, as programs, to
+ * COMPLETED.
  * (The HTTP examples are run by test/http/examples.test.ts.)
  */
 import { execFile } from 'node:child_process';
@@ -19,6 +20,21 @@ describe('examples', () => {
     expect(stdout).toContain('[USER] How much bigger is Paris than Lyon?');
     expect(stdout).toMatch(/\[ASSISTANT\] Paris \(2,102,650\)/);
     expect(stdout).toMatch(/1\.365 credits spent/);
+  });
+
+  it('examples/web-research.ts searches, reads the top result with read_page and answers quoting it, offline', async () => {
+    const { stdout } = await tsx('examples/web-research.ts');
+    expect(stdout).toMatch(/web_search +ready +provider searxng/);
+    expect(stdout).toMatch(/read_page +ready/);
+    expect(stdout).toContain('[USER] How do durable agent runtimes survive a restart?');
+    expect(stdout).toMatch(/\[ASSISTANT\] → web_search \{"query":"How do durable agent runtimes survive a restart\?"/);
+    expect(stdout).toMatch(/\[ASSISTANT\] → read_page \{"url":"http:\/\/127\.0\.0\.1:\d+\/articles\/durable-agents"/);
+    expect(stdout).toMatch(
+      /\[ASSISTANT\] According to "Durable agents: checkpoint every step" \(http:\/\/127\.0\.0\.1:\d+\/articles\/durable-agents\): "A durable agent runtime commits every step/,
+    );
+    expect(stdout).toMatch(/pages read:\n {2}http:\/\/127\.0\.0\.1:\d+\/articles\/durable-agents {2}"Durable agents/);
+    expect(stdout).toContain('status: COMPLETED');
+    expect(stdout).toContain('1.24 credits spent');
   });
 
   it('npm run demo (examples/demo.ts) plans, fans out to sub-agents and ends COMPLETED, offline', async () => {

@@ -211,7 +211,7 @@ export class AgentRuntime {
       onError: (error, agentId) => this.reportError(error, agentId),
     });
     const runtimeTools = [createPlanTool(), ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : [])];
-    const builtins = platform?.tools ?? [];
+    const builtins = options.builtinTools === false ? [] : (platform?.tools ?? []);
     this.registry = new ToolRegistry([
       ...runtimeTools,
       ...builtins.filter((t) => platform!.offered.has(t.name)),
@@ -231,7 +231,7 @@ export class AgentRuntime {
         detail: '',
         offered: true,
       })),
-      ...(platform?.status() ?? []),
+      ...(options.builtinTools === false ? [] : (platform?.status() ?? [])),
       ...options.tools.map((t) => ({
         name: t.name,
         source: 'custom' as const,
@@ -301,22 +301,28 @@ export class AgentRuntime {
         `defaultModel ${JSON.stringify(o.defaultModel)} is not served by the model provider`,
       );
     }
-    await storage.init();
-    if (o.scheduler === 'auto') {
+    // Options are checked before anything is opened: a bad builtinTools option leaves no storage open or locked.
+    // With `builtinTools: false` custom tools still get the guarded fetch; only the built-in tools are left out.
+    const platform = createToolPlatform(o.builtinTools === false ? { only: [] } : (o.builtinTools ?? {}));
+    let runtime: AgentRuntime;
+    try {
+      await storage.init();
+      if (o.scheduler === 'auto') {
+        try {
+          await storage.acquireRunnerLock?.();
+        } catch (err) {
+          await storage.close();
+          throw err;
+        }
+      }
       try {
-        await storage.acquireRunnerLock?.();
+        runtime = new AgentRuntime(storage, model, clock, o, prices, platform);
       } catch (err) {
         await storage.close();
         throw err;
       }
-    }
-    const platform = o.builtinTools === false ? null : createToolPlatform(o.builtinTools ?? {});
-    let runtime: AgentRuntime;
-    try {
-      runtime = new AgentRuntime(storage, model, clock, o, prices, platform);
     } catch (err) {
       await platform?.close();
-      await storage.close();
       throw err;
     }
     await runtime.ensureDefaultAccount();

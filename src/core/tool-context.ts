@@ -8,13 +8,14 @@ import { createHash, randomUUID } from 'node:crypto';
 import { AgentryError } from '../errors.js';
 import type { ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
-import { ToolSuspension, type ToolContext } from '../tools/define-tool.js';
+import { ToolSuspension, type PageRead, type ToolContext } from '../tools/define-tool.js';
 import { isoTime } from './clock.js';
 import type { RunControl, StepDeps } from './loop.js';
 import { toStatusForm } from './records.js';
 
 const NO_PLATFORM =
-  'this runtime has no network tools: open it through the package entry point (import { AgentRuntime } from "agentry")';
+  'this runtime has no network access for tools: it was opened from the core module, not the package entry point ' +
+  '(import { AgentRuntime } from "agentry")';
 
 export function createToolContext(
   deps: StepDeps,
@@ -38,8 +39,31 @@ export function createToolContext(
       return control.toolsSignal;
     },
     reportProgress: report,
-    spawn: (tasks) => deps.subAgents.spawn(row, use.id, tasks),
-    suspend: (message) => new ToolSuspension(message),
+    spawn: (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
+    suspend: (message, spawnId) => new ToolSuspension(message, spawnId),
+    async pagesRead() {
+      // The call's own reads and those of every child it spawned, in any group (their spawn keys start with its id).
+      const children = await deps.storage.findAgentsBySpawnKey(row.agent_id, use.id);
+      const reads = await deps.storage.listPageReads([row.agent_id, ...children.map((c) => c.agent_id)]);
+      const texts = new Map<string, string | null>();
+      const pages: PageRead[] = [];
+      for (const read of reads) {
+        if (read.agent_id === row.agent_id && read.tool_use_id !== use.id) continue; // another call of the agent
+        if (!texts.has(read.content_sha256))
+          texts.set(read.content_sha256, await deps.storage.getPageText(read.content_sha256));
+        const text = texts.get(read.content_sha256);
+        if (text == null) continue;
+        pages.push({
+          url: read.url,
+          final_url: read.final_url,
+          title: read.title,
+          content_sha256: read.content_sha256,
+          retrieved_at: read.retrieved_at,
+          text,
+        });
+      }
+      return pages;
+    },
     subAgentResults: (spawnId, page) => deps.subAgents.results(row.agent_id, spawnId, page.offset, page.limit),
     fetch: (input, init) => platform().fetch(input, { signal: control.toolsSignal, ...init }),
     async readPage(url, options = {}) {
@@ -91,4 +115,9 @@ export function createToolContext(
       },
     },
   };
+}
+
+/** The spawn id of a call's children: the call's id, or `<call id>/<group>` for a named wave of them. */
+function spawnGroupId(toolCallId: string, group?: string): string {
+  return group === undefined ? toolCallId : `${toolCallId}/${group}`;
 }
