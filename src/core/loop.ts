@@ -574,7 +574,9 @@ async function runToolCalls(
     // A hold no settlement consumed is released: the waiting calls reserve again when they re-run.
     if (total > 0 && settlements.length === 0) await deps.credits.release(reservationId);
     afterCommit(deps, agent, result, [], settlements);
-    if (result.agent) for (const id of waiting) deps.subAgents.waitFor(agent.agent_id, id);
+    if (result.agent) {
+      for (const id of waiting) deps.subAgents.waitFor(agent.agent_id, results.get(id)!.waitsFor ?? id);
+    }
     return STOP;
   }
 
@@ -698,6 +700,8 @@ interface ToolOutcome {
   isError: boolean;
   /** Set when the call suspended to wait for its sub-agents: it has no result yet. */
   suspended?: string;
+  /** The spawn group it waits for, when not the call's own. */
+  waitsFor?: string | undefined;
   /** Set when the call finished its agent with a result (submit_result). */
   completion?: ToolCompletion;
   /** Set when the tool threw rather than returned. */
@@ -720,7 +724,9 @@ async function runOneTool(
   const ctx = createToolContext(deps, row, use, control, report);
   try {
     const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
-    if (output instanceof ToolSuspension) return { content: '', isError: false, suspended: output.statusMessage };
+    if (output instanceof ToolSuspension) {
+      return { content: '', isError: false, suspended: output.statusMessage, waitsFor: output.spawnId };
+    }
     if (output instanceof ToolCompletion) return { content: 'Result submitted.', isError: false, completion: output };
     return { content: clip(renderToolOutput(output), deps.limits.maxToolResultChars), isError: false };
   } catch (err) {

@@ -22,12 +22,13 @@ export interface ToolContext {
    * A task with `tools`, `instructions` and `result` starts a child that works only with those tools and finishes
    * only by submitting a result that matches `result` (see {@link ChildTask}).
    */
-  spawn(tasks: Array<SubAgentTask | ChildTask>): Promise<SpawnedSubAgents>;
+  spawn(tasks: Array<SubAgentTask | ChildTask>, options?: SpawnOptions): Promise<SpawnedSubAgents>;
   /**
    * Returns a value that suspends this call: the agent gives up its run slot and the call runs again when the
-   * sub-agents it spawned are all done. Only meaningful after `spawn()`.
+   * sub-agents it spawned (in the group `spawnId`, by default the call's own) are all done. Only meaningful after
+   * `spawn()`.
    */
-  suspend(statusMessage: string): ToolSuspension;
+  suspend(statusMessage: string, spawnId?: string): ToolSuspension;
   /**
    * Results of the sub-agents spawned by the call `spawnId`, a page at a time: each child's last answer, and for a
    * child with a result schema the validated object it submitted (`data`).
@@ -49,6 +50,11 @@ export interface ToolContext {
    * for this call, so citations can be checked against its text.
    */
   readPage(url: string, options?: { maxChars?: number }): Promise<PageContent>;
+  /**
+   * Pages read (with `read_page` / `ctx.readPage`) by this call and by every child it spawned, with their texts: what
+   * the citation check (tools/citations.ts) accepts citations from.
+   */
+  pagesRead(): Promise<PageRead[]>;
   /** This call's durable JSON state: set() is on disk when it resolves, so a re-run after a crash resumes there. */
   state: {
     get<T = unknown>(): Promise<T | undefined>;
@@ -61,6 +67,25 @@ export interface ToolContext {
       size: number;
     }>;
   };
+}
+
+/** Options of {@link ToolContext.spawn}. */
+export interface SpawnOptions {
+  /**
+   * Children of one call in separate waves (a planner, then researchers, then a writer) each need a group of their
+   * own: the group names them durably, so a re-run after a crash re-attaches to each wave. @default the call's own
+   */
+  group?: string;
+}
+
+/** A page a call or its children read, with its text. */
+export interface PageRead {
+  url: string;
+  final_url: string;
+  title: string;
+  content_sha256: string;
+  retrieved_at: string;
+  text: string;
 }
 
 /** A plain sub-agent: the runtime's own prompt and tools. */
@@ -130,7 +155,11 @@ export class ToolCompletion {
 
 /** Marks a tool call as waiting for its sub-agents; see {@link ToolContext.suspend}. */
 export class ToolSuspension {
-  constructor(readonly statusMessage: string) {}
+  constructor(
+    readonly statusMessage: string,
+    /** The spawn group whose children it waits for; the call's own when undefined. */
+    readonly spawnId?: string,
+  ) {}
 }
 
 /** Whatever a tool returns is shown to the model: strings as they are, anything else as JSON. */
