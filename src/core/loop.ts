@@ -561,9 +561,14 @@ async function runToolCalls(
     }));
 
   if (unfinished.size > 0) {
+    // A call that must never run twice was marked started; one that suspended did not finish, and runs again when its
+    // children are done: it is pending again, so that re-run is not taken for a crash.
+    const suspendedAgain = toRun
+      .filter((c) => waiting.has(c.use.id) && !c.record.idempotent)
+      .map((c): ToolCallRow => ({ ...c.record, status: 'pending', updated_at: at }));
     const result = await deps.storage.commitStep({
       agent_id: agent.agent_id,
-      tool_calls: finished,
+      tool_calls: [...finished, ...suspendedAgain],
       settlements,
       patch: {
         ...reportedPatch(reported),

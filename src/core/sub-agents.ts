@@ -314,7 +314,8 @@ export class SubAgentCoordinator implements SubAgentHost {
     // Only children that finished for good move the bar: one out of credits or paused will run again.
     const done = n('COMPLETED') + n('FAILED');
     const progress = progressWhileWaiting(parent.plan, total === 0 ? 0 : done / total);
-    if (parent.status_message === message && parent.progress === progress) return;
+    // A paused parent keeps saying it is paused.
+    if (parent.status !== 'ACTIVE' || (parent.status_message === message && parent.progress === progress)) return;
     const result = await this.storage.commitStep({
       agent_id: parentId,
       patch: { status_message: message, progress, updated_at: isoTime(this.clock.now()) },

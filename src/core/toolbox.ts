@@ -61,7 +61,7 @@ export class Toolboxes {
     for (const [i, t] of task.tools.entries()) {
       const name = tools[i]!;
       const known = this.catalog.get(name);
-      if (!known || (typeof t !== 'string' && known !== (t as unknown))) {
+      if (!known || (typeof t !== 'string' && known !== t)) {
         throw new AgentryError(
           'invalid_request',
           `A child's tool ${JSON.stringify(name)} is not known to the runtime: pass it to AgentRuntime.open({ tools }) ` +
@@ -69,10 +69,15 @@ export class Toolboxes {
         );
       }
     }
-    const { $schema: _ignored, ...resultSchema } = z.toJSONSchema(task.result, { io: 'input' }) as Record<
-      string,
-      unknown
-    >;
+    const { $schema: _ignored, ...resultSchema } = z.toJSONSchema(task.result, {
+      io: 'input',
+      // A plain z.object strips unknown keys; as JSON Schema it would let them through into `data`.
+      override: (ctx) => {
+        if (ctx.zodSchema._zod.def.type === 'object' && ctx.jsonSchema.additionalProperties === undefined) {
+          ctx.jsonSchema.additionalProperties = false;
+        }
+      },
+    }) as Record<string, unknown>;
     if (resultSchema.type !== 'object') {
       throw new AgentryError('invalid_request', "A child's result schema must be a z.object(...)");
     }

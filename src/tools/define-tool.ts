@@ -106,7 +106,7 @@ export interface ChildTask {
    * tools })`, built in, or listed in the spawning tool's `childTools` (a child resumed after a restart finds its tools
    * by name). `submit_result` is added.
    */
-  tools: Array<Tool<never> | string>;
+  tools: Array<Tool | string>;
   /** The input schema of its `submit_result`: a z.object(...) of plain data (it is stored as JSON Schema). */
   result: z.ZodType;
   /** Model turns it may take at most (below the runtime's limit). */
@@ -185,7 +185,7 @@ export interface ToolDefinition<Input> {
    * Tools this tool's children use that agents are not offered themselves (a browser child's `browser_click`): they
    * join the runtime's catalog, so a child finds them by name, also after a restart.
    */
-  childTools?: Tool<never>[];
+  childTools?: Tool[];
   /** The `status_message` while the call runs, e.g. `Searching: ${input.query}`. */
   describe?(input: Input): string;
   run(
