@@ -16,7 +16,10 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   keys: { summary: 'create, list or delete API keys', load: () => import('./keys.js') },
   credits: { summary: 'add credits or show the balance', load: () => import('./credits.js') },
   subscription: { summary: 'activate or deactivate the subscription', load: () => import('./subscription.js') },
-  agents: { summary: 'list, show, pause, resume or delete agents', load: () => import('./agents.js') },
+  agents: {
+    summary: 'list, show, pause, resume or delete agents; download their artifacts',
+    load: () => import('./agents.js'),
+  },
   tools: { summary: 'list the tools agents can use, ready or not, and why', load: () => import('./tools.js') },
 };
 

@@ -21,6 +21,7 @@ export type {
   AgentStatus,
   AgentSummary,
   AgentWithMessages,
+  ArtifactInfo,
   Message,
 } from '../core/schemas.js';
 
@@ -70,6 +71,15 @@ export interface WaitOptions extends RequestOptions {
   maxIntervalMs?: number;
   /** Statuses that end the wait. @default ['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS'] */
   until?: readonly AgentStatus[];
+}
+
+/** An artifact's bytes, as {@link AgentryClient.getArtifact} downloads them. */
+export interface ArtifactDownload {
+  /** The name the tool gave it, from `Content-Disposition`; null when the answer named none. */
+  name: string | null;
+  /** Its media type (`Content-Type`); `application/octet-stream` when the tool's was not a well-formed one. */
+  mime_type: string;
+  data: Uint8Array;
 }
 
 /** One Server-Sent Event of GET /api/agents/{id}/events. */
@@ -182,6 +192,43 @@ export class AgentryClient {
   }
 
   /**
+   * Downloads an artifact one of the agent's tools kept (they are listed in `agent.artifacts` of {@link get}).
+   * An unknown artifact, or an agent that is not the key's, is `not_found`.
+   *
+   * @example
+   * import { writeFile } from 'node:fs/promises';
+   *
+   * const { agent } = await client.get(agentId);
+   * for (const { artifact_id } of agent.artifacts ?? []) {
+   *   const { name, mime_type, data } = await client.getArtifact(agentId, artifact_id);
+   *   console.log(`${name} (${mime_type}, ${data.byteLength} bytes)`);
+   *   await writeFile(`./${artifact_id}`, data); // `name` comes from a tool: sanitise it before using it as a path
+   * }
+   */
+  async getArtifact(agentId: string, artifactId: string, options: RequestOptions = {}): Promise<ArtifactDownload> {
+    const response = await this.send('GET', `${agentPath(agentId)}/artifacts/${encodeURIComponent(artifactId)}`, {
+      signal: options.signal,
+    });
+    if (!response.ok) throw await errorOf(response);
+    let data: Uint8Array;
+    try {
+      data = new Uint8Array(await response.arrayBuffer());
+    } catch (error) {
+      if (options.signal?.aborted) throw error;
+      throw new AgentryClientError('network_error', `The answer from ${this.baseUrl} was cut short`, {
+        status: response.status,
+        request_id: response.headers.get('x-request-id'),
+        cause: error,
+      });
+    }
+    return {
+      name: fileNameOf(response.headers.get('content-disposition')),
+      mime_type: response.headers.get('content-type') ?? 'application/octet-stream',
+      data,
+    };
+  }
+
+  /**
    * Polls until the agent's status is one of `until` (by default any status it will not leave on its own), waiting
    * `intervalMs` first and 1.5 times longer after each poll, up to `maxIntervalMs`. Rate-limited polls wait for
    * `Retry-After` and go on; other errors (a deleted agent is `not_found`) and aborts end the wait.
@@ -280,6 +327,33 @@ export class AgentryClient {
 
 function agentPath(agentId: string): string {
   return `/api/agents/${encodeURIComponent(agentId)}`;
+}
+
+/**
+ * The file name of a `Content-Disposition` header: `filename*` (RFC 8187, UTF-8) when present and decodable, else
+ * `filename` (quoted or a token), else null.
+ */
+function fileNameOf(header: string | null): string | null {
+  if (header === null) return null;
+  let plain: string | null = null;
+  // Parameters: name=token or name="quoted \"string\"", separated by semicolons.
+  const param = /;\s*([!#$%&'*+.^_`|~0-9A-Za-z-]+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;\s]*))/g;
+  for (const [, rawName, quoted, token] of header.matchAll(param)) {
+    const name = rawName!.toLowerCase();
+    if (name === 'filename*') {
+      const extended = /^utf-8'[^']*'(.*)$/i.exec(token ?? quoted ?? '');
+      if (extended) {
+        try {
+          return decodeURIComponent(extended[1]!);
+        } catch {
+          // not decodable: fall back to `filename`
+        }
+      }
+    } else if (name === 'filename' && plain === null) {
+      plain = quoted === undefined ? (token ?? '') : quoted.replace(/\\(.)/g, '$1');
+    }
+  }
+  return plain;
 }
 
 async function errorOf(response: Response): Promise<AgentryClientError> {

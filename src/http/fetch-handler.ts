@@ -14,6 +14,7 @@ import { isoTime } from '../core/clock.js';
 import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
 import { parseArgs } from '../core/validate.js';
 import { AgentryError } from '../errors.js';
+import { artifactIdOf, artifactResponse } from './artifacts.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
@@ -36,7 +37,7 @@ export const DEFAULT_RATE_LIMIT: RateLimitOptions = Object.freeze({ capacity: 12
 export const DEFAULT_BODY_LIMIT_BYTES = 1024 * 1024;
 
 const CORS_ALLOWED_HEADERS = 'content-type, x-api-key, idempotency-key, x-request-id, last-event-id';
-const CORS_EXPOSED_HEADERS = 'x-request-id, retry-after, allow, idempotent-replayed';
+const CORS_EXPOSED_HEADERS = 'x-request-id, retry-after, allow, idempotent-replayed, content-disposition, etag';
 
 const FetchHandlerOptionsSchema = z
   .object({
@@ -137,12 +138,14 @@ export interface FetchHandler {
   plainGet(pathname: string, header: (name: string) => string | null): Promise<PlainResponse | null>;
 }
 
-type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'openapi';
+type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'artifact' | 'openapi';
 
 interface RouteMatch {
   methods: Readonly<Record<string, RouteName>>;
   /** The raw id path segment, for routes under /api/agents/{id}. */
   idSegment?: string;
+  /** The raw artifact id path segment, for /api/agents/{id}/artifacts/{artifact_id}. */
+  artifactSegment?: string;
   /** A path in agentry's namespace that names no route. */
   unknown?: true;
 }
@@ -191,6 +194,7 @@ const EmptyBodySchema = z.object({}).strict();
  * | POST /api/agents/{id}/pause, /resume | 200, `{agent}` |
  * | DELETE /api/agents/{id} | 200, `{agent_id, deleted: true}` |
  * | GET /api/agents/{id}/events | 200, Server-Sent Events |
+ * | GET, HEAD /api/agents/{id}/artifacts/{artifact_id} | 200, the artifact's bytes as a download |
  * | GET /api/openapi.json | 200, OpenAPI 3.1 (no API key needed) |
  *
  * Every other route needs an `x-api-key` of an account with an active subscription, and sees only that account's
@@ -232,6 +236,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (parts.length > 0 && parts[parts.length - 1] === '') parts.pop(); // one trailing slash is forgiven
     const [id, action, ...extra] = parts;
     if (id === undefined) return { methods: { GET: 'list', POST: 'create' } };
+    if (action === 'artifacts' && extra.length === 1 && id !== '' && extra[0] !== '') {
+      return { methods: { GET: 'artifact', HEAD: 'artifact' }, idSegment: id, artifactSegment: extra[0]! };
+    }
     if (extra.length > 0 || id === '') return { methods: {}, unknown: true };
     if (action === undefined) return { methods: { GET: 'get', DELETE: 'delete' }, idSegment: id };
     if (action === 'pause') return { methods: { POST: 'pause' }, idSegment: id };
@@ -321,6 +328,17 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
         if (body !== undefined) parseArgs(EmptyBodySchema, body, `${name} body`);
         const agent = name === 'pause' ? await runtime.pause(id, scope) : await runtime.resume(id, scope);
         return jsonResponse(200, { agent });
+      }
+      case 'artifact': {
+        const { artifact, data } = await runtime.getArtifact(
+          agentIdOf(found.idSegment!),
+          artifactIdOf(found.artifactSegment!),
+          scope,
+        );
+        return artifactResponse(artifact, data, {
+          method: request.method,
+          ifNoneMatch: request.headers.get('if-none-match'),
+        });
       }
       case 'events':
         return agentEventStream(

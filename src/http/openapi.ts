@@ -124,6 +124,13 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
     description: "The agent id (UUID). An unknown id, a malformed one and another account's agent are all 404.",
     schema: { type: 'string', format: 'uuid' },
   };
+  const artifactIdParam = {
+    name: 'artifact_id',
+    in: 'path',
+    required: true,
+    description: 'The artifact id (UUID), from `agent.artifacts`. An unknown or malformed id is 404.',
+    schema: { type: 'string', format: 'uuid' },
+  };
   const agentEnvelope = {
     type: 'object',
     properties: { agent: ref('Agent') },
@@ -156,7 +163,8 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
       version: options.version ?? '0.1.0',
       license: options.license ?? { name: 'MIT', identifier: 'MIT' },
       description:
-        'Create autonomous agents, poll their status and transcript, pause, resume or delete them. Every route but ' +
+        'Create autonomous agents, poll their status and transcript, download what their tools kept, pause, resume ' +
+        'or delete them. Every route but ' +
         'this document needs an `x-api-key` header. Errors have the shape `{"error": {"code", "message", "request_id"}}`; ' +
         'every response carries `x-request-id`.',
     },
@@ -258,6 +266,34 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
           parameters: [idParam, { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } }],
           responses: {
             '200': { description: 'An event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+            ...errorResponses('not_found', ...COMMON_ERRORS),
+          },
+        },
+      },
+      [`${base}/api/agents/{id}/artifacts/{artifact_id}`]: {
+        get: {
+          operationId: 'getArtifact',
+          summary: "Download an artifact one of the agent's tools kept",
+          description:
+            "The bytes, as an attachment: `Content-Type` is the artifact's media type (`application/octet-stream` when " +
+            'it is not a well-formed one), `Content-Disposition` carries its name (`filename*` for non-ASCII names). ' +
+            "The agent's artifacts are listed in its status form (`agent.artifacts` of GET /api/agents/{id}). " +
+            'An artifact never changes: send its `ETag` back in `If-None-Match` for a 304. HEAD answers the same ' +
+            'headers without the bytes.',
+          parameters: [idParam, artifactIdParam],
+          responses: {
+            '200': {
+              description: "The artifact's bytes",
+              headers: {
+                'Content-Disposition': {
+                  description: 'attachment; filename="…"; filename*=UTF-8\'\'…',
+                  schema: { type: 'string' },
+                },
+                ETag: { description: 'The artifact id, quoted', schema: { type: 'string' } },
+              },
+              content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } },
+            },
+            '304': { description: 'Not modified: `If-None-Match` named this artifact' },
             ...errorResponses('not_found', ...COMMON_ERRORS),
           },
         },

@@ -112,6 +112,16 @@ export async function startServer(runtime: AgentRuntime, options: ServerOptions 
   };
 }
 
+/**
+ * The Content-Length a relayed response is sent with: that of its body, except for a HEAD (no body; the length the GET
+ * would have, when the router declared it) and for 204 and 304, which have none.
+ */
+function contentLengthOf(method: string, response: Response, body: Uint8Array): string | null {
+  if (response.status === 204 || response.status === 304) return null;
+  if (method.toUpperCase() === 'HEAD') return response.headers.get('content-length') ?? String(body.byteLength);
+  return String(body.byteLength);
+}
+
 function urlOf(address: string, family: string, port: number): string {
   return `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
 }
@@ -142,14 +152,18 @@ async function startWithPollThread(
       );
       const response = built instanceof Refusal ? refusalResponse(built) : await fetchHandler(built.request);
       const headers: Array<[string, string]> = [];
+      // Content-Length is set below, once: a response that declares one (an artifact) would otherwise send it twice,
+      // which clients refuse.
       response.headers.forEach((value, name) => {
-        if (name !== 'set-cookie') headers.push([name, value]);
+        if (name !== 'set-cookie' && name !== 'content-length') headers.push([name, value]);
       });
       for (const cookie of response.headers.getSetCookie()) headers.push(['set-cookie', cookie]);
       const stream = (response.headers.get('content-type') ?? '').startsWith('text/event-stream');
       if (!stream || response.body === null) {
+        // Bytes, never text, so that binary bodies (artifacts) cross to the server's thread unchanged.
         const body = new Uint8Array(await response.arrayBuffer());
-        headers.push(['content-length', String(body.byteLength)]);
+        const length = contentLengthOf(m.method, response, body);
+        if (length !== null) headers.push(['content-length', length]);
         send({ kind: 'head', id: m.id, status: response.status, headers, stream: false });
         send({ kind: 'end', id: m.id, data: body }, [body.buffer as ArrayBuffer]);
         return;
