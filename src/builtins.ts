@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { parseArgs } from './core/validate.js';
 import { AgentryError } from './errors.js';
+import { deepResearchTool } from './tools/builtin/deep-research/index.js';
 import { readPageTool } from './tools/builtin/read-page.js';
 import { webSearchTool } from './tools/builtin/web-search.js';
 import type { BuiltinToolsOptions, ToolPlatform, ToolStatus } from './tools/platform.js';
@@ -76,7 +77,11 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     allow: [...(o.fetch?.allow ?? []), ...configuredHosts(env)],
   });
   const search = o.search ?? searchProviderFromEnv(env, searchFetch);
-  const tools = [webSearchTool({ provider: search, missing: searchProviderSetupHint() }), readPageTool()];
+  const tools = [
+    webSearchTool({ provider: search, missing: searchProviderSetupHint() }),
+    readPageTool(),
+    deepResearchTool({ missing: search ? null : searchProviderSetupHint() }),
+  ];
   const names = tools.map((t) => t.name);
   for (const name of o.only ?? []) {
     if (!names.includes(name)) {
@@ -101,6 +106,15 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
       ready: true,
       detail: 'guarded fetch (public addresses only unless AGENTRY_FETCH_ALLOW opens more)',
       offered: offered.has('read_page'),
+    },
+    {
+      name: 'deep_research',
+      source: 'builtin',
+      ready: search !== null,
+      detail: search
+        ? `research children with web_search (${search.name}) and read_page`
+        : `its research children need web_search: ${searchProviderSetupHint()}`,
+      offered: offered.has('deep_research'),
     },
   ];
   return {

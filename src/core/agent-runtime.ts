@@ -595,6 +595,16 @@ export class AgentRuntime {
     return { artifact: toArtifactInfo(found.row), data: found.data };
   }
 
+  /**
+   * The text of a page a tool read, by the SHA-256 a checked citation carries (`content_sha256`), or null. With the
+   * citation's `span`, anyone can check again, offline, that the excerpt is on the page as it was read.
+   */
+  async pageSnapshot(contentSha256: string): Promise<string | null> {
+    this.assertOpen();
+    const sha = parseArgs(z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'), contentSha256, 'content_sha256');
+    return this.storage.getPageText(sha);
+  }
+
   /** Resolves when no agent is stepping or waiting for a run slot in this process. */
   whenIdle(): Promise<void> {
     return this.scheduler.whenIdle();

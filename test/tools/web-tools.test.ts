@@ -539,6 +539,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
     expect(status.map((s) => [s.name, s.offered])).toEqual([
       ['web_search', false],
       ['read_page', true],
+      ['deep_research', false],
     ]);
   });
 
@@ -561,7 +562,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
     await expect(open).rejects.toMatchObject({
       name: 'AgentryError',
       code: 'invalid_request',
-      message: 'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page',
+      message: 'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research',
     });
   });
 });

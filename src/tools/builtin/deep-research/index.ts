@@ -1,0 +1,227 @@
+/**
+ * @module tools/builtin/deep-research
+ * `deep_research` (DESIGN §7): research children search and read the web and submit a cited Markdown report; the
+ * runtime then keeps only the citations whose excerpt is on a page a child of this call read, and removes the [n]
+ * markers of the others from the report.
+ *
+ * `quick` and `standard` run one researcher. `deep` runs in three waves, each a spawn group of its own, with the phase
+ * kept in the call's durable state so that a crash resumes at its phase: a planner splits the topic into
+ * sub-questions, one researcher per sub-question works in parallel, and a writer merges their *checked* findings into
+ * the report.
+ */
+import { z } from 'zod';
+import { AgentryError } from '../../../errors.js';
+import { defineTool, type ChildTask, type Tool, type ToolContext, type ToolSuspension } from '../../define-tool.js';
+import { CitationChecker } from '../../citations.js';
+import {
+  PLANNER_INSTRUCTIONS,
+  WRITER_INSTRUCTIONS,
+  planGoal,
+  researchGoal,
+  researcherInstructions,
+  writeGoal,
+} from './prompts.js';
+
+export const DEEP_RESEARCH_TOOL_NAME = 'deep_research';
+
+/** What each depth may spend. Steps are enforced (the child's step limit); searches and pages are asked for. */
+export const DEPTHS = {
+  quick: { researchers: 'one', steps: 12, searches: 3, pages: 4 },
+  standard: { researchers: 'one', steps: 30, searches: 6, pages: 10 },
+  deep: { researchers: 'one per sub-question (2-6)', steps: 30, searches: 6, pages: 10 },
+} as const;
+type Depth = keyof typeof DEPTHS;
+
+const PLANNER_STEPS = 8;
+const WRITER_STEPS = 6;
+
+const Citation = z.object({
+  n: z.number().int().min(1),
+  url: z.string(),
+  title: z.string().optional(),
+  excerpt: z.string(),
+});
+const Report = z.object({ report: z.string().min(1), citations: z.array(Citation).max(200) });
+const Plan = z.object({ sub_questions: z.array(z.string().min(1)).min(1).max(6) });
+type Report = z.infer<typeof Report>;
+
+const Input = z.object({
+  topic: z.string().trim().min(3).max(2_000).describe('What to research'),
+  depth: z
+    .enum(['quick', 'standard', 'deep'])
+    .default('standard')
+    .describe('quick: one researcher, ~3 searches; standard: one researcher, ~6 searches; deep: parallel researchers'),
+  max_sources: z.number().int().min(1).max(50).optional().describe('Pages to read at most, per researcher'),
+});
+
+/** Where a call is, kept in its durable state. */
+type Phase =
+  | { phase: 'plan' }
+  | { phase: 'research'; questions: string[] }
+  | { phase: 'write'; findings: Array<{ question: string } & Report> };
+
+export type CheckedReport = {
+  report: string;
+  /** Each with the SHA-256 of the page text it was found in and its span there: `runtime.pageSnapshot(sha)`. */
+  citations: Array<{
+    n: number;
+    url: string;
+    title: string;
+    excerpt: string;
+    retrieved_at: string;
+    content_sha256: string;
+    span: { start: number; end: number };
+  }>;
+  dropped_citations: number;
+  sources_read: number;
+};
+
+/**
+ * The deep_research tool. Its children use web_search and read_page, which must be in the runtime (they are built
+ * in).
+ *
+ * @example
+ * const runtime = await AgentRuntime.open(); // deep_research is built in; web_search needs a search provider
+ */
+export function deepResearchTool(
+  options: {
+    price?: number;
+    /** What to set, when the children's web_search has no backend: each call then fails at once with it. */
+    missing?: string | null;
+  } = {},
+): Tool<z.input<typeof Input>> {
+  return defineTool({
+    name: DEEP_RESEARCH_TOOL_NAME,
+    description:
+      'Research a topic on the web with research sub-agents and get a Markdown report whose every citation was ' +
+      'checked against a page that was actually read (unverifiable citations are removed). Slower and costlier than ' +
+      'web_search; use it for questions that need several sources.',
+    input: Input,
+    price: options.price ?? 1,
+    // Re-running re-attaches to the children each wave spawned, and the phase is in the call's durable state.
+    idempotent: true,
+    describe: ({ topic }) => `Researching: ${topic}`,
+    async run(raw, ctx) {
+      if (options.missing)
+        throw new AgentryError('not_configured', `deep_research needs web_search: ${options.missing}`);
+      const input = Input.parse(raw);
+      const depth: Depth = input.depth;
+      let phase =
+        (await ctx.state.get<Phase>()) ??
+        (depth === 'deep' ? { phase: 'plan' } : { phase: 'research', questions: [input.topic] });
+
+      if (phase.phase === 'plan') {
+        const wave = await runWave(ctx, 'plan', [
+          {
+            goal: planGoal(input.topic),
+            instructions: PLANNER_INSTRUCTIONS,
+            tools: ['web_search'],
+            result: Plan,
+            maxSteps: PLANNER_STEPS,
+          },
+        ]);
+        if ('suspend' in wave) return wave.suspend(`Planning research: ${input.topic}`);
+        const plan = Plan.safeParse(wave.data[0]);
+        phase = { phase: 'research', questions: plan.success ? plan.data.sub_questions : [input.topic] };
+        await ctx.state.set(phase);
+      }
+
+      const budget = {
+        searches: DEPTHS[depth].searches,
+        pages: input.max_sources ?? DEPTHS[depth].pages,
+      };
+      if (phase.phase === 'research') {
+        const questions = phase.questions;
+        const wave = await runWave(
+          ctx,
+          'research',
+          questions.map((q): ChildTask => ({
+            goal: researchGoal(q, input.topic),
+            instructions: researcherInstructions(budget),
+            tools: ['web_search', 'read_page'],
+            result: Report,
+            maxSteps: DEPTHS[depth].steps,
+          })),
+        );
+        if ('suspend' in wave) {
+          return wave.suspend(`Researching ${questions.length === 1 ? input.topic : `${questions.length} questions`}`);
+        }
+        const reports = wave.data.map((d, i) => ({
+          question: questions[i]!,
+          ...(Report.safeParse(d).data ?? emptyReport()),
+        }));
+        if (depth !== 'deep') return checkReport(ctx, reports[0]!);
+        // The writer sees only checked findings: what it cannot cite from them, it cannot cite at all.
+        const checker = new CitationChecker(await ctx.pagesRead());
+        const findings = reports.map((r) => ({ ...r, citations: checker.checkAll(r.citations).kept.map(toCitation) }));
+        phase = { phase: 'write', findings };
+        await ctx.state.set(phase);
+      }
+
+      const writer = await runWave(ctx, 'write', [
+        {
+          goal: writeGoal(input.topic, phase.findings),
+          instructions: WRITER_INSTRUCTIONS,
+          tools: [],
+          result: Report,
+          maxSteps: WRITER_STEPS,
+        },
+      ]);
+      if ('suspend' in writer) return writer.suspend(`Writing the report: ${input.topic}`);
+      return checkReport(ctx, Report.safeParse(writer.data[0]).data ?? emptyReport());
+    },
+  });
+}
+
+/** Spawns (or re-attaches to) one wave of children; suspends until they are done, then gives their results. */
+async function runWave(
+  ctx: ToolContext,
+  group: string,
+  tasks: ChildTask[],
+): Promise<{ suspend: (message: string) => ToolSuspension } | { data: unknown[] }> {
+  const spawned = await ctx.spawn(tasks, { group });
+  const running = spawned.total - (spawned.counts.COMPLETED ?? 0) - (spawned.counts.FAILED ?? 0);
+  if (running > 0) return { suspend: (message) => ctx.suspend(message, spawned.spawn_id) };
+  const { results } = await ctx.subAgentResults(spawned.spawn_id, { offset: 0, limit: tasks.length });
+  return { data: results.map((r) => r.data) };
+}
+
+/** Keeps the citations the runtime can vouch for, and takes the markers of the others out of the report. */
+async function checkReport(ctx: ToolContext, report: Report): Promise<CheckedReport> {
+  const pages = await ctx.pagesRead();
+  const { kept, dropped } = new CitationChecker(pages).checkAll(report.citations);
+  const keptNumbers = new Set(kept.map((c) => c.n));
+  return {
+    report: removeMarkers(report.report, keptNumbers),
+    citations: kept.map(toCitation),
+    dropped_citations: dropped.length,
+    sources_read: new Set(pages.map((p) => p.final_url)).size,
+  };
+}
+
+function toCitation(c: CheckedReport['citations'][number]): CheckedReport['citations'][number] {
+  return {
+    n: c.n,
+    url: c.url,
+    title: c.title,
+    excerpt: c.excerpt,
+    retrieved_at: c.retrieved_at,
+    content_sha256: c.content_sha256,
+    span: c.span,
+  };
+}
+
+/** Drops `[n]` markers whose citation did not survive ("[1][3]", "[1, 3]" and "[1]" forms). */
+export function removeMarkers(text: string, kept: ReadonlySet<number>): string {
+  return text.replace(/(\s*)\[(\d+(?:\s*,\s*\d+)*)\]/g, (_, space: string, list: string) => {
+    const left = list
+      .split(',')
+      .map((n) => Number(n.trim()))
+      .filter((n) => kept.has(n));
+    return left.length === 0 ? '' : `${space}[${left.join(', ')}]`;
+  });
+}
+
+function emptyReport(): Report {
+  return { report: 'The research produced no report.', citations: [] };
+}
