@@ -562,7 +562,8 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
     await expect(open).rejects.toMatchObject({
       name: 'AgentryError',
       code: 'invalid_request',
-      message: 'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research',
+      message:
+        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research',
     });
   });
 });
