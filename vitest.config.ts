@@ -9,6 +9,7 @@ export default defineConfig({
     alias: [
       { find: /^agentry\/http$/, replacement: src('http/index.ts') },
       { find: /^agentry\/client$/, replacement: src('client/index.ts') },
+      { find: /^agentry\/web$/, replacement: src('web/index.ts') },
       { find: /^agentry\/testing$/, replacement: src('testing/index.ts') },
       { find: /^agentry$/, replacement: src('index.ts') },
     ],

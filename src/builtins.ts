@@ -10,10 +10,30 @@ import { AgentryError } from './errors.js';
 import { deepResearchTool } from './tools/builtin/deep-research/index.js';
 import { readPageTool } from './tools/builtin/read-page.js';
 import { webSearchTool } from './tools/builtin/web-search.js';
+import type { PageContent } from './tools/define-tool.js';
 import type { BuiltinToolsOptions, ToolPlatform, ToolStatus } from './tools/platform.js';
-import { createGuardedFetch } from './web/guarded-fetch.js';
-import { DEFAULT_MAX_BYTES, readPage } from './web/page-reader.js';
+import { parseAllowList } from './web/address-policy.js';
+import type { GuardedFetch, GuardedFetchOptions } from './web/guarded-fetch.js';
 import { searchProviderFromEnv, searchProviderSetupHint } from './web/search/from-env.js';
+
+/** The page reader's default body cap (web/page-reader.ts), without loading the reader. */
+const PAGE_MAX_BYTES = 5 * 1024 * 1024;
+
+/**
+ * A guarded fetch made on first use: its HTTP client (undici) loads only when a tool first reaches the network, so
+ * importing agentry stays light. Its options are checked now, at the door.
+ */
+function lazyGuardedFetch(options: GuardedFetchOptions): GuardedFetch {
+  parseAllowList([...(options.allow ?? []), ...(options.env?.['AGENTRY_FETCH_ALLOW']?.split(',') ?? [])]);
+  let made: Promise<GuardedFetch> | undefined;
+  const get = () => (made ??= import('./web/guarded-fetch.js').then((m) => m.createGuardedFetch(options)));
+  const fetch = async (input: string | URL, init?: Parameters<GuardedFetch>[1]) => (await get())(input, init);
+  return Object.assign(fetch, {
+    async close() {
+      if (made) await (await made).close();
+    },
+  });
+}
 
 const OptionsSchema = z
   .object({
@@ -69,10 +89,10 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     ...(o.fetch?.timeoutMs !== undefined ? { timeoutMs: o.fetch.timeoutMs } : {}),
     ...(o.fetch?.lookup !== undefined ? { lookup: o.fetch.lookup } : {}),
   };
-  const fetch = createGuardedFetch({ ...fetchOptions, allow: o.fetch?.allow ?? [] });
+  const fetch = lazyGuardedFetch({ ...fetchOptions, allow: o.fetch?.allow ?? [] });
   // The search backend's own requests go to a host the operator chose (SearXNG often runs on localhost): its host is
   // allowed for them, and only for them.
-  const searchFetch = createGuardedFetch({
+  const searchFetch = lazyGuardedFetch({
     ...fetchOptions,
     allow: [...(o.fetch?.allow ?? []), ...configuredHosts(env)],
   });
@@ -121,12 +141,15 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     fetch,
     // The page reader cuts a long body itself and keeps what it read (`truncated: true`); the guard's own cap would
     // fail the whole read instead, so the reader's is the one that applies here.
-    readPage: (url, { maxChars, signal }) =>
-      readPage((u, init) => fetch(u, { ...init, maxBytes: Number.MAX_SAFE_INTEGER }), url, {
-        maxBytes: o.fetch?.maxBytes ?? DEFAULT_MAX_BYTES,
+    async readPage(url, { maxChars, signal }): Promise<PageContent> {
+      // The reader (a DOM, Readability, turndown) loads on the first page read.
+      const { readPage } = await import('./web/page-reader.js');
+      return readPage((u, init) => fetch(u, { ...init, maxBytes: Number.MAX_SAFE_INTEGER }), url, {
+        maxBytes: o.fetch?.maxBytes ?? PAGE_MAX_BYTES,
         ...(maxChars !== undefined ? { maxChars } : {}),
         ...(signal ? { signal } : {}),
-      }),
+      });
+    },
     tools,
     offered,
     status: () => statuses,

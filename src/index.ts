@@ -49,16 +49,8 @@ export type {
 export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
 export { readPageTool } from './tools/builtin/read-page.js';
 export { webSearchTool } from './tools/builtin/web-search.js';
-export { createGuardedFetch, FetchRefusedError } from './web/guarded-fetch.js';
-export type { GuardedFetch, GuardedFetchOptions, GuardedRequestInit, FetchRefusalReason } from './web/guarded-fetch.js';
-export { readPage, extractPage, PageReadError } from './web/page-reader.js';
-export { SearchProviderError } from './web/search-provider.js';
+// The web layer (guarded fetch, page reading, search clients) is the subpath `agentry/web`: it loads on first use.
 export type { SearchProvider, SearchQuery, SearchResult } from './web/search-provider.js';
-export { braveSearch } from './web/search/brave.js';
-export { tavilySearch } from './web/search/tavily.js';
-export { exaSearch } from './web/search/exa.js';
-export { searxngSearch } from './web/search/searxng.js';
-export { searchProviderFromEnv } from './web/search/from-env.js';
 export { ModelError } from './models/provider.js';
 export type * from './models/provider.js';
 export { anthropicProvider, DEFAULT_ANTHROPIC_MODELS, hasAnthropicCredentials } from './models/anthropic.js';
