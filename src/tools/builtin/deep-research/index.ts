@@ -11,7 +11,8 @@
  */
 import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';
-import { defineTool, type ChildTask, type Tool, type ToolContext, type ToolSuspension } from '../../define-tool.js';
+import { defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
+import { runWave } from '../research/waves.js';
 import { CitationChecker } from '../../citations.js';
 import {
   PLANNER_INSTRUCTIONS,
@@ -171,19 +172,6 @@ export function deepResearchTool(
       return checkReport(ctx, Report.safeParse(writer.data[0]).data ?? emptyReport());
     },
   });
-}
-
-/** Spawns (or re-attaches to) one wave of children; suspends until they are done, then gives their results. */
-async function runWave(
-  ctx: ToolContext,
-  group: string,
-  tasks: ChildTask[],
-): Promise<{ suspend: (message: string) => ToolSuspension } | { data: unknown[] }> {
-  const spawned = await ctx.spawn(tasks, { group });
-  const running = spawned.total - (spawned.counts.COMPLETED ?? 0) - (spawned.counts.FAILED ?? 0);
-  if (running > 0) return { suspend: (message) => ctx.suspend(message, spawned.spawn_id) };
-  const { results } = await ctx.subAgentResults(spawned.spawn_id, { offset: 0, limit: tasks.length });
-  return { data: results.map((r) => r.data) };
 }
 
 /** Keeps the citations the runtime can vouch for, and takes the markers of the others out of the report. */
