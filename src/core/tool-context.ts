@@ -8,6 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { AgentryError } from '../errors.js';
 import type { ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
+import { normaliseUrlForMatch } from '../tools/citations.js';
 import { ToolSuspension, type PageRead, type ToolContext } from '../tools/define-tool.js';
 import { isoTime } from './clock.js';
 import type { RunControl, StepDeps } from './loop.js';
@@ -41,14 +42,23 @@ export function createToolContext(
     reportProgress: report,
     spawn: (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
     suspend: (message, spawnId) => new ToolSuspension(message, spawnId),
-    async pagesRead() {
+    async pagesRead(options = {}) {
       // The call's own reads and those of every child it spawned, in any group (their spawn keys start with its id).
       const children = await deps.storage.findAgentsBySpawnKey(row.agent_id, use.id);
       const reads = await deps.storage.listPageReads([row.agent_id, ...children.map((c) => c.agent_id)]);
+      // Only the pages cited, when the caller says which: 1,000 children may have read 1,000 pages.
+      const wanted = options.urls && new Set(options.urls.map(normaliseUrlForMatch));
       const texts = new Map<string, string | null>();
       const pages: PageRead[] = [];
       for (const read of reads) {
         if (read.agent_id === row.agent_id && read.tool_use_id !== use.id) continue; // another call of the agent
+        if (
+          wanted &&
+          !wanted.has(normaliseUrlForMatch(read.url)) &&
+          !wanted.has(normaliseUrlForMatch(read.final_url))
+        ) {
+          continue;
+        }
         if (!texts.has(read.content_sha256))
           texts.set(read.content_sha256, await deps.storage.getPageText(read.content_sha256));
         const text = texts.get(read.content_sha256);

@@ -52,9 +52,10 @@ export interface ToolContext {
   readPage(url: string, options?: { maxChars?: number }): Promise<PageContent>;
   /**
    * Pages read (with `read_page` / `ctx.readPage`) by this call and by every child it spawned, with their texts: what
-   * the citation check (tools/citations.ts) accepts citations from.
+   * the citation check (tools/citations.ts) accepts citations from. With `urls`, only the reads of those pages (the
+   * ones cited), so checking a few citations does not load every page a thousand children read.
    */
-  pagesRead(): Promise<PageRead[]>;
+  pagesRead(options?: { urls?: readonly string[] }): Promise<PageRead[]>;
   /** This call's durable JSON state: set() is on disk when it resolves, so a re-run after a crash resumes there. */
   state: {
     get<T = unknown>(): Promise<T | undefined>;
