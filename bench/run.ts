@@ -36,6 +36,7 @@ const ROUNDS = 3;
 const SCENARIOS: Scenario[] = [
   { id: 'floor', file: 'scenarios/floor.js', args: ['--n', '10000'], medianOf: 'wall_ms' },
   { id: 'fanout-1k', file: 'scenarios/agentry-fanout.js', args: ['--n', '1000', '--lane', '64'] },
+  { id: 'enrich-1k', file: 'scenarios/enrich.js', args: ['--n', '1000', '--lane', '64'] },
   {
     id: 'fanout-10k',
     file: 'scenarios/agentry-fanout.js',

@@ -8,6 +8,8 @@ import { z } from 'zod';
 import { parseArgs } from './core/validate.js';
 import { AgentryError } from './errors.js';
 import { deepResearchTool } from './tools/builtin/deep-research/index.js';
+import { enrichTool } from './tools/builtin/enrich/index.js';
+import { findAllTool } from './tools/builtin/find-all/index.js';
 import { readPageTool } from './tools/builtin/read-page.js';
 import { webSearchTool } from './tools/builtin/web-search.js';
 import type { PageContent } from './tools/define-tool.js';
@@ -101,6 +103,8 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     webSearchTool({ provider: search, missing: searchProviderSetupHint() }),
     readPageTool(),
     deepResearchTool({ missing: search ? null : searchProviderSetupHint() }),
+    findAllTool({ missing: search ? null : searchProviderSetupHint() }),
+    enrichTool({ missing: search ? null : searchProviderSetupHint() }),
   ];
   const names = tools.map((t) => t.name);
   for (const name of o.only ?? []) {
@@ -135,6 +139,24 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
         ? `research children with web_search (${search.name}) and read_page`
         : `its research children need web_search: ${searchProviderSetupHint()}`,
       offered: offered.has('deep_research'),
+    },
+    {
+      name: 'find_all',
+      source: 'builtin',
+      ready: search !== null,
+      detail: search
+        ? `candidate generators and one verifier per candidate, with web_search (${search.name}) and read_page`
+        : `its research children need web_search: ${searchProviderSetupHint()}`,
+      offered: offered.has('find_all'),
+    },
+    {
+      name: 'enrich',
+      source: 'builtin',
+      ready: search !== null,
+      detail: search
+        ? `one research child per entity with web_search (${search.name}) and read_page`
+        : `its research children need web_search: ${searchProviderSetupHint()}`,
+      offered: offered.has('enrich'),
     },
   ];
   return {

@@ -22,6 +22,20 @@ describe('examples', () => {
     expect(stdout).toMatch(/1\.365 credits spent/);
   });
 
+  it('examples/research.ts runs deep_research and find_all on the local corpus and keeps only checked citations', async () => {
+    const { stdout } = await tsx('examples/research.ts');
+    expect(stdout).toContain('# Research the Marrow Lighthouse — COMPLETED');
+    expect(stdout).toContain(
+      'report: The Marrow Lighthouse was first lit in 1889 [1] and its tower is 41 metres tall [2]. It is haunted.',
+    );
+    expect(stdout).toContain('dropped citations: 1, sources read: 1');
+    expect(stdout).toContain('# Find the cooperatives of Veloran — COMPLETED');
+    expect(stdout).toMatch(
+      /Tessel Kelpworks — "Tessel Kelpworks was founded in"\n {2}Quillon Glass — .*\n {2}Penhallow Weather Bureau — /,
+    );
+    expect(stdout).toContain('candidates considered: 4, dropped: 0');
+  });
+
   it('examples/web-research.ts searches, reads the top result with read_page and answers quoting it, offline', async () => {
     const { stdout } = await tsx('examples/web-research.ts');
     expect(stdout).toMatch(/web_search +ready +provider searxng/);

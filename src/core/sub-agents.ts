@@ -149,11 +149,16 @@ export class SubAgentCoordinator implements SubAgentHost {
   ): Promise<void> {
     const now = isoTime(this.clock.now());
     const rows: AgentRow[] = [];
-    // Children of one call mostly share a spec: serialised once per distinct task shape.
-    const specs = new Map<ChildTask, string>();
+    // Children of one call mostly share a spec (their goals differ): it is built once per distinct result schema,
+    // instructions, tools and step limit, not once per child.
+    const specs = new Map<unknown, Map<string, string>>();
     const specText = (task: ChildTask) => {
-      let text = specs.get(task);
-      if (text === undefined) specs.set(task, (text = JSON.stringify(this.options.specOf(task))));
+      let byShape = specs.get(task.result);
+      if (!byShape) specs.set(task.result, (byShape = new Map()));
+      const tools = task.tools.map((t) => (typeof t === 'string' ? t : t.name));
+      const shape = JSON.stringify([task.instructions, tools, task.maxSteps ?? null]);
+      let text = byShape.get(shape);
+      if (text === undefined) byShape.set(shape, (text = JSON.stringify(this.options.specOf(task))));
       return text;
     };
     for (let i = from; i < to; i++) {

@@ -540,6 +540,8 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       ['web_search', false],
       ['read_page', true],
       ['deep_research', false],
+      ['find_all', false],
+      ['enrich', false],
     ]);
   });
 
@@ -563,7 +565,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       name: 'AgentryError',
       code: 'invalid_request',
       message:
-        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research',
+        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research, find_all, enrich',
     });
   });
 });

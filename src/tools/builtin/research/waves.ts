@@ -25,3 +25,22 @@ export async function runWave(
   }
   return { data };
 }
+
+/**
+ * Every `url` the children's results mention: what `ctx.pagesRead({ urls })` needs to load, so that checking a
+ * thousand children's citations does not load every page they read.
+ */
+export function citedUrls(results: readonly unknown[]): string[] {
+  const urls = new Set<string>();
+  const walk = (value: unknown): void => {
+    if (Array.isArray(value)) value.forEach(walk);
+    else if (value !== null && typeof value === 'object') {
+      for (const [key, v] of Object.entries(value)) {
+        if (key === 'url' && typeof v === 'string') urls.add(v);
+        else walk(v);
+      }
+    }
+  };
+  walk(results);
+  return [...urls];
+}
