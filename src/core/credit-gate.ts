@@ -64,6 +64,8 @@ interface LiveHold {
   agentId: string;
 }
 
+type Outcome = { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string };
+
 const accountKey = (id: string) => `a:${id}`;
 const treeKey = (id: string) => `t:${id}`;
 
@@ -74,6 +76,8 @@ export class CreditGate {
   private readonly liveCount = new Map<string, number>();
   /** Live holds per agent: an agent never waits for its own holds, which it settles only after the call it asks for. */
   private readonly liveByAgent = new Map<string, number>();
+  /** Per account, the end of the chain of reservation decisions under way (see decide). */
+  private readonly deciding = new Map<string, Promise<void>>();
 
   constructor(private readonly storage: StorageAdapter) {}
 
@@ -173,7 +177,7 @@ export class CreditGate {
   private async judge(
     request: ReservationRequest,
     refusal: ReservationRefusal,
-  ): Promise<{ final: true; result: Reservation } | { final: false; key: string }> {
+  ): Promise<{ final: true; result: Reservation; fits: boolean } | { final: false; key: string }> {
     const [account, root] = await Promise.all([
       this.storage.getAccount(request.account_id),
       this.storage.getAgent(request.root_id),
@@ -184,7 +188,7 @@ export class CreditGate {
     const key = refusal === 'tree_cap' ? treeKey(request.root_id) : accountKey(request.account_id);
     const othersHolds = (this.liveCount.get(key) ?? 0) - (this.liveByAgent.get(request.agent_id) ?? 0);
     if (request.amount <= payable && othersHolds > 0) return { final: false, key };
-    return { final: true, result: { granted: false, refusal, payable } };
+    return { final: true, result: { granted: false, refusal, payable }, fits: request.amount <= payable };
   }
 
   private push(waiter: Waiter): void {
@@ -228,14 +232,9 @@ export class CreditGate {
         waiter.reject(signal.reason);
         continue;
       }
-      let outcome: { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string };
+      let outcome: Outcome;
       try {
-        const refusal = await this.storage.reserve(waiter.request);
-        if (refusal === null) outcome = { kind: 'granted' };
-        else {
-          const verdict = await this.judge(waiter.request, refusal);
-          outcome = verdict.final ? { kind: 'refused', result: verdict.result } : { kind: 'wait', key: verdict.key };
-        }
+        outcome = await this.decide(waiter.request);
       } catch (error) {
         this.finish(q, waiter);
         waiter.reject(error);
@@ -243,10 +242,20 @@ export class CreditGate {
       }
       if (waiter.settled || signal?.aborted) {
         // Aborted while its reservation was being made: the hold it got is not wanted.
-        if (outcome.kind === 'granted') await this.storage.release(waiter.request.id);
+        let failure: unknown;
+        if (outcome.kind === 'granted') {
+          try {
+            await this.storage.release(waiter.request.id);
+          } catch (error) {
+            failure = error;
+          } finally {
+            // Forgotten even when storage failed: a hold the gate counts for good would hold the others back for good.
+            this.forget([waiter.request.id]);
+          }
+        }
         if (!waiter.settled) {
           this.finish(q, waiter);
-          waiter.reject(signal!.reason);
+          waiter.reject(failure ?? signal!.reason);
         } else this.shift(q);
         continue;
       }
@@ -265,11 +274,49 @@ export class CreditGate {
       }
       this.finish(q, waiter);
       if (outcome.kind === 'granted') {
-        this.track(waiter.request);
         waiter.resolve({ granted: true });
       } else {
         waiter.resolve(outcome.result);
       }
+    }
+  }
+
+  /**
+   * Asks storage for the hold and, when refused, judges the refusal. Decisions of one account are made one at a time
+   * (its account queue and its trees' queues would otherwise interleave): a hold storage has made is then counted
+   * before any other request of the account is judged, and a refusal is never judged against holds it never saw.
+   */
+  private decide(request: ReservationRequest): Promise<Outcome> {
+    return this.exclusive(request.account_id, async () => {
+      for (let retried = false; ; retried = true) {
+        const refusal = await this.storage.reserve(request);
+        if (refusal === null) {
+          this.track(request);
+          return { kind: 'granted' };
+        }
+        const verdict = await this.judge(request, refusal);
+        if (!verdict.final) return { kind: 'wait', key: verdict.key };
+        // The settled balance covers it and no other live hold is in the way: the hold that made storage refuse
+        // ended in between (released or settled while the refusal was on its way). Asked once more, not in a loop:
+        // holds this gate does not know of (another process's) would make it spin.
+        if (verdict.fits && !retried) continue;
+        return { kind: 'refused', result: verdict.result };
+      }
+    });
+  }
+
+  private async exclusive<T>(accountId: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.deciding.get(accountId);
+    let done!: () => void;
+    const mine = new Promise<void>((resolve) => (done = resolve));
+    const tail = before ? before.then(() => mine) : mine;
+    this.deciding.set(accountId, tail);
+    try {
+      if (before) await before;
+      return await fn();
+    } finally {
+      done();
+      if (this.deciding.get(accountId) === tail) this.deciding.delete(accountId);
     }
   }
 

@@ -253,11 +253,13 @@ async function runModelTurn(
   pending?: PendingResults,
 ): Promise<StepOutcome> {
   let agent = startingRow;
-  const savePending = async (): Promise<void> => {
+  // Saved on their own when this turn will not carry them, which is mostly because the agent stops (paused, failed,
+  // out of credits) or waits: then they leave the status message alone, as a pause may have set it meanwhile.
+  const savePending = async (statusMessage?: string): Promise<void> => {
     if (!pending) return;
     const saving = pending;
     pending = undefined;
-    await commitToolResults(deps, agent, saving);
+    await commitToolResults(deps, agent, saving, statusMessage);
   };
   const price = deps.prices.models[agent.model];
   if (!price) {
@@ -336,8 +338,9 @@ async function runModelTurn(
     response = await deps.inModelLane(() => deps.model.generate(request, { signal: control.model.signal }));
   } catch (err) {
     await deps.credits.release(reservationId);
-    await savePending();
-    if (control.model.signal.aborted || isAbortError(err)) return STOP; // paused, deleted or shutting down: redo later
+    const stopped = control.model.signal.aborted || isAbortError(err);
+    await savePending(stopped ? undefined : 'Thinking');
+    if (stopped) return STOP; // paused, deleted or shutting down: redo later
     if (
       err instanceof ModelError &&
       err.retryable &&
@@ -624,7 +627,7 @@ async function runToolCalls(
       return runModelTurn(deps, agent, [...turns, pending.turn], control, pending);
     }
   }
-  const result = await commitToolResults(deps, agent, pending);
+  const result = await commitToolResults(deps, agent, pending, 'Thinking');
   if (!result.agent) return STOP;
   return continueWith(control, result.agent);
 }
@@ -672,13 +675,23 @@ async function completeWithResult(
   return STOP;
 }
 
-async function commitToolResults(deps: StepDeps, agent: AgentRow, pending: PendingResults): Promise<StepCommitResult> {
+async function commitToolResults(
+  deps: StepDeps,
+  agent: AgentRow,
+  pending: PendingResults,
+  /** Left as it is when undefined. */
+  statusMessage: string | undefined,
+): Promise<StepCommitResult> {
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,
     turns: [pending.turn],
     tool_calls: pending.toolCalls,
     settlements: pending.settlements,
-    patch: { status_message: 'Thinking', ...reportedPatch(pending.reported), updated_at: pending.turn.created_at },
+    patch: {
+      ...(statusMessage !== undefined ? { status_message: statusMessage } : {}),
+      ...reportedPatch(pending.reported),
+      updated_at: pending.turn.created_at,
+    },
   });
   afterCommit(deps, agent, result, [], pending.settlements);
   return result;
@@ -772,8 +785,9 @@ async function reserveCredits(
   beforeWait?: () => Promise<void>,
 ): Promise<Reservation | 'aborted'> {
   let waiting: Promise<unknown> | undefined;
+  let reservation: Reservation | 'aborted';
   try {
-    return await deps.credits.reserve(
+    reservation = await deps.credits.reserve(
       { id: reservationId, account_id: agent.account_id, agent_id: agent.agent_id, root_id: agent.root_id, amount },
       {
         signal: control.model.signal,
@@ -786,20 +800,33 @@ async function reserveCredits(
       },
     );
   } catch (err) {
+    await waiting?.catch(() => undefined);
     if (control.model.signal.aborted) return 'aborted';
     throw err;
-  } finally {
-    await waiting;
   }
+  try {
+    await waiting;
+  } catch (err) {
+    // What the wait saved failed (a storage error): a hold granted meanwhile must not stay behind, or others would
+    // wait for it until a restart.
+    if (reservation.granted) await deps.credits.release(reservationId);
+    throw err;
+  }
+  return reservation;
 }
 
 async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: number): Promise<void> {
   const calls = heldBy === 1 ? '1 running call' : `${heldBy.toLocaleString('en-US')} running calls`;
-  const result = await deps.storage.commitStep({
-    agent_id: agent.agent_id,
-    patch: { status_message: `Waiting for credits held by ${calls}`, updated_at: isoTime(deps.clock.now()) },
-  });
-  afterCommit(deps, agent, result, [], []);
+  // Only while the agent still has the status it waits in: a pause that landed meanwhile keeps saying "Paused". A
+  // change to the same status is a compare-and-set of the message alone.
+  const updated = await deps.storage.changeStatus(
+    agent.agent_id,
+    { from: [agent.status], to: agent.status, patch: { status_message: `Waiting for credits held by ${calls}` } },
+    isoTime(deps.clock.now()),
+  );
+  if (updated && deps.events.listenerCount('agent.progress') > 0) {
+    deps.events.emit('agent.progress', { agent: toStatusForm(updated) });
+  }
 }
 
 function limitName(refusal: 'account' | 'tree_cap'): string {

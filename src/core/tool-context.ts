@@ -40,11 +40,15 @@ export function createToolContext(
       return control.toolsSignal;
     },
     reportProgress: report,
-    spawn: (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
+    spawn: async (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
     suspend: (message, spawnId) => new ToolSuspension(message, spawnId),
     async pagesRead(options = {}) {
       // The call's own reads and those of every child it spawned, in any group (their spawn keys start with its id).
-      const children = await deps.storage.findAgentsBySpawnKey(row.agent_id, use.id);
+      // The key goes on with '#' (the call's own group) or '/' (a named one): "call_12#0" is not a child of "call_1".
+      const children = (await deps.storage.findAgentsBySpawnKey(row.agent_id, use.id)).filter((c) => {
+        const next = c.spawn_key?.charAt(use.id.length);
+        return next === '#' || next === '/';
+      });
       const reads = await deps.storage.listPageReads([row.agent_id, ...children.map((c) => c.agent_id)]);
       // Only the pages cited, when the caller says which: 1,000 children may have read 1,000 pages.
       const wanted = options.urls && new Set(options.urls.map(normaliseUrlForMatch));
@@ -129,5 +133,12 @@ export function createToolContext(
 
 /** The spawn id of a call's children: the call's id, or `<call id>/<group>` for a named wave of them. */
 function spawnGroupId(toolCallId: string, group?: string): string {
+  // Spawn keys are `<spawn id>#<index>`: a '#' in a group's name would make group "a" take in group "a#1"'s children.
+  if (group?.includes('#')) {
+    throw new AgentryError(
+      'invalid_request',
+      `ctx.spawn: a group's name may not contain '#' (got ${JSON.stringify(group)})`,
+    );
+  }
   return group === undefined ? toolCallId : `${toolCallId}/${group}`;
 }

@@ -1,0 +1,106 @@
+/**
+ * The tool context on its own: `pagesRead` returns the reads of the call and of the children it spawned, in any of
+ * its spawn groups, and of no other call.
+ */
+import { createHash } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { memoryStorage, type AgentRow } from 'agentry';
+import type { StepDeps } from '../../src/core/loop.js';
+import { newRunControl } from '../../src/core/loop.js';
+import { createToolContext } from '../../src/core/tool-context.js';
+
+const T0 = new Date(0).toISOString();
+
+function agentRow(id: string, parent: string | null, spawnKey: string | null): AgentRow {
+  return {
+    agent_id: id,
+    account_id: 'acc',
+    parent_id: parent,
+    root_id: parent ?? id,
+    spawn_key: spawnKey,
+    goal: 'g',
+    model: 'svc-1-lite',
+    status: 'ACTIVE',
+    progress: 0,
+    status_message: '',
+    token_count: 0,
+    message_count: 0,
+    credits_spent: 0,
+    sub_agent_count: 0,
+    max_credits: null,
+    tree_spent: 0,
+    tree_reserved: 0,
+    step_count: 0,
+    started: true,
+    active_ms: 0,
+    active_since: null,
+    plan: null,
+    spec: null,
+    created_at: T0,
+    updated_at: T0,
+  };
+}
+
+describe('ToolContext.pagesRead', () => {
+  it("reads only the call's own children, not those of a call whose id starts with the same characters", async () => {
+    const storage = memoryStorage();
+    await storage.init();
+    const parent = agentRow('P', null, null);
+    await storage.insertAgents(
+      [
+        parent,
+        agentRow('own', 'P', 'call_1#0'),
+        agentRow('grouped', 'P', 'call_1/wave#0'),
+        agentRow('other', 'P', 'call_12#0'),
+      ],
+      [],
+      [],
+    );
+    for (const [agent, url] of [
+      ['own', 'https://a.example/own'],
+      ['grouped', 'https://a.example/grouped'],
+      ['other', 'https://a.example/other'],
+    ] as const) {
+      const text = `text of ${url}`;
+      await storage.recordPageRead(
+        {
+          agent_id: agent,
+          tool_use_id: 'x',
+          url,
+          final_url: url,
+          title: url,
+          content_sha256: createHash('sha256').update(text).digest('hex'),
+          retrieved_at: T0,
+        },
+        text,
+      );
+    }
+    const deps = { storage } as unknown as StepDeps;
+    const ctx = createToolContext(
+      deps,
+      parent,
+      { type: 'tool_use', id: 'call_1', name: 't', input: {} },
+      newRunControl(),
+      () => {},
+    );
+    const urls = (await ctx.pagesRead()).map((p) => p.url).sort();
+    expect(urls).toEqual(['https://a.example/grouped', 'https://a.example/own']);
+  });
+
+  it("refuses a spawn group whose name has a '#', which would mix it with another group's children", async () => {
+    const spawned: string[] = [];
+    const deps = {
+      subAgents: { spawn: async (_row: AgentRow, spawnId: string) => void spawned.push(spawnId) },
+    } as unknown as StepDeps;
+    const ctx = createToolContext(
+      deps,
+      agentRow('P', null, null),
+      { type: 'tool_use', id: 'call_1', name: 't', input: {} },
+      newRunControl(),
+      () => {},
+    );
+    await ctx.spawn([{ goal: 'g' }], { group: 'a' });
+    await expect(ctx.spawn([{ goal: 'g' }], { group: 'a#1' })).rejects.toThrow(/may not contain '#'/);
+    expect(spawned).toEqual(['call_1/a']);
+  });
+});
