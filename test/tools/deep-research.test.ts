@@ -4,10 +4,17 @@
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelRequest, ToolResultBlock } from 'agentry';
+import type { ModelRequest, Tool, ToolResultBlock } from 'agentry';
 import type { ScriptedTurn } from 'agentry/testing';
 import { recheckCitation } from '../../src/tools/citations.js';
-import { removeMarkers } from '../../src/tools/builtin/deep-research/index.js';
+import { DEPTHS, deepResearchTool, removeMarkers } from '../../src/tools/builtin/deep-research/index.js';
+import {
+  PLANNER_INSTRUCTIONS,
+  PLANNER_STEPS,
+  WRITER_INSTRUCTIONS,
+  WRITER_STEPS,
+  researcherInstructions,
+} from '../../src/tools/builtin/deep-research/prompts.js';
 import { corpusSearch, serveCorpus, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import { openTestRuntime } from '../support/runtime.js';
 
@@ -29,7 +36,13 @@ const lastToolResult = (req: ModelRequest) =>
 type Report = { report: string; citations: Array<{ n: number; url: string; excerpt: string }> };
 
 /** The model: the lead agent calls deep_research once; planner, researchers and writer play their parts. */
-function researchScript(depth: 'quick' | 'standard' | 'deep', seen: { result?: Record<string, unknown> }) {
+function researchScript(
+  depth: 'quick' | 'standard' | 'deep',
+  seen: { result?: Record<string, unknown>; writerGoal?: string },
+  writer: 'submits' | 'never submits' = 'submits',
+  /** What the lead agent does first, a turn each; then it calls deep_research. */
+  before: ScriptedTurn[] = [],
+) {
   return (req: ModelRequest, { turnIndex }: { turnIndex: number }): ScriptedTurn => {
     if (req.system.startsWith('You plan web research')) {
       return {
@@ -84,6 +97,8 @@ function researchScript(depth: 'quick' | 'standard' | 'deep', seen: { result?: R
     }
     if (req.system.startsWith('You write the final research report')) {
       const goal = firstText(req);
+      seen.writerGoal = goal;
+      if (writer === 'never submits') return { text: 'I am still thinking about it.' };
       expect(goal).toContain(KEPT); // the checked finding is passed on …
       expect(goal).not.toContain(INVENTED); // … the dropped one is not
       const report: Report = {
@@ -102,7 +117,8 @@ function researchScript(depth: 'quick' | 'standard' | 'deep', seen: { result?: R
       return { toolCalls: [{ name: 'submit_result', input: report }] };
     }
     // the lead agent
-    if (turnIndex === 0) {
+    if (turnIndex < before.length) return before[turnIndex]!;
+    if (turnIndex === before.length) {
       return {
         toolCalls: [{ name: 'deep_research', input: { topic: 'The Marrow Lighthouse and Tessel Kelpworks', depth } }],
       };
@@ -112,17 +128,29 @@ function researchScript(depth: 'quick' | 'standard' | 'deep', seen: { result?: R
   };
 }
 
-async function research(depth: 'quick' | 'standard' | 'deep') {
-  const seen: { result?: Record<string, unknown> } = {};
+async function research(
+  depth: 'quick' | 'standard' | 'deep',
+  writer: 'submits' | 'never submits' = 'submits',
+  before: ScriptedTurn[] = [],
+  own?: { maxOutputChars: number },
+) {
+  const seen: { result?: Record<string, unknown>; writerGoal?: string } = {};
   const search = corpusSearch(corpus);
-  const t = await openTestRuntime(researchScript(depth, seen), {
-    builtinTools: { search, env: {}, fetch: { allow: ['127.0.0.1/32'] } },
+  const t = await openTestRuntime(researchScript(depth, seen, writer, before), {
+    builtinTools: {
+      search,
+      env: {},
+      fetch: { allow: ['127.0.0.1/32'] },
+      // with a deep_research of its own, the built-in one is left out
+      ...(own ? { only: ['web_search', 'read_page'] } : {}),
+    },
+    ...(own ? { tools: [deepResearchTool(own) as Tool] } : {}),
     defaultAccount: { id: 'local', credits: 1_000 },
   });
   const { agent_id } = await t.runtime.create({ goal: 'Tell me about the Marrow Lighthouse' });
   const agent = await t.runtime.waitFor(agent_id);
   expect(agent.status).toBe('COMPLETED');
-  return { ...t, agent_id, result: seen.result!, search };
+  return { ...t, agent_id, result: seen.result!, search, writerGoal: seen.writerGoal };
 }
 
 describe('deep_research', () => {
@@ -164,11 +192,81 @@ describe('deep_research', () => {
     expect(children.data).toHaveLength(4); // planner, two researchers, writer
     const citations = result.citations as Array<{ n: number; url: string }>;
     expect(citations.map((c) => c.n)).toEqual([1, 2]);
-    expect(result.dropped_citations).toBe(1); // the writer's invented bat citation
+    // the researcher's two (a page never read, an invented excerpt) and the writer's invented bat citation
+    expect(result.dropped_citations).toBe(3);
     expect(result.sources_read).toBe(2);
     expect(result.report).toBe(
       'The Marrow Lighthouse is 41 metres tall [1]. Tessel Kelpworks dates from 1921 [2]. Bats live there.',
     );
+    await runtime.close();
+  });
+
+  it('a page the lead agent read itself (not a child of the call) does not vouch for a citation', async () => {
+    const { runtime, result } = await research('standard', 'submits', [
+      { toolCalls: [{ name: 'read_page', input: { url: corpus.urlOf('tourism-guide') } }] },
+    ]);
+    expect(result.dropped_citations).toBe(2);
+    expect((result.citations as Array<{ url: string }>).map((c) => c.url)).toEqual([corpus.urlOf('marrow-lighthouse')]);
+    await runtime.close();
+  });
+
+  it('a page read by a child of another call of the same agent does not vouch, even when one call id prefixes the other', async () => {
+    let out: Record<string, unknown> | undefined;
+    const citeTourismGuide = {
+      name: 'submit_result',
+      input: {
+        report: 'It is open in summer [1].',
+        citations: [{ n: 1, url: corpus.urlOf('tourism-guide'), excerpt: 'is open to visitors in summer' }],
+      },
+    };
+    const script = (req: ModelRequest, { turnIndex }: { turnIndex: number }): ScriptedTurn => {
+      if (req.system.startsWith('You are a careful web researcher')) {
+        // the first call's researcher reads the page; the second's cites it without reading it
+        const reads = firstText(req).includes('first') && turnIndex === 0;
+        return {
+          toolCalls: [reads ? { name: 'read_page', input: { url: corpus.urlOf('tourism-guide') } } : citeTourismGuide],
+        };
+      }
+      if (turnIndex === 0) return { toolCalls: [{ id: 'call_12', name: 'deep_research', input: { topic: 'first' } }] };
+      if (turnIndex === 1) return { toolCalls: [{ id: 'call_1', name: 'deep_research', input: { topic: 'second' } }] };
+      out = JSON.parse(lastToolResult(req).content) as Record<string, unknown>;
+      return { text: 'Done.' };
+    };
+    const t = await openTestRuntime(script, {
+      builtinTools: { search: corpusSearch(corpus), env: {}, fetch: { allow: ['127.0.0.1/32'] } },
+      defaultAccount: { id: 'local', credits: 1_000 },
+    });
+    const { agent_id } = await t.runtime.create({ goal: 'Research twice' });
+    expect((await t.runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+    expect(out).toMatchObject({
+      citations: [],
+      dropped_citations: 1,
+      sources_read: 0,
+      report: 'It is open in summer.',
+    });
+    await t.runtime.close();
+  });
+
+  it('deep: the writer is not shown the markers of a finding whose citation was dropped', async () => {
+    const { runtime, writerGoal } = await research('deep');
+    expect(writerGoal).toContain('The lighthouse is 41 metres tall [1]. It is open in summer. It was painted green.');
+    expect(writerGoal).not.toMatch(/\[[23]\]/);
+    await runtime.close();
+  });
+
+  it('deep: a writer that never submits still leaves the checked findings, renumbered, with their citations', async () => {
+    const { runtime, result } = await research('deep', 'never submits');
+    const citations = result.citations as Array<{ n: number; url: string; excerpt: string }>;
+    expect(citations.map((c) => [c.n, c.url])).toEqual([
+      [1, corpus.urlOf('marrow-lighthouse')],
+      [2, corpus.urlOf('company-tessel-kelpworks')],
+    ]);
+    expect(result.report).toContain('How tall is the Marrow Lighthouse?');
+    expect(result.report).toContain(
+      'The lighthouse is 41 metres tall [1]. It is open in summer. It was painted green.',
+    );
+    expect(result.report).toContain('Tessel Kelpworks was founded in 1921 [2].');
+    expect(result.dropped_citations).toBe(2);
     await runtime.close();
   });
 
@@ -177,6 +275,44 @@ describe('deep_research', () => {
     expect((result.citations as unknown[]).length).toBe(1);
     expect(result.dropped_citations).toBe(2);
     await runtime.close();
+  });
+
+  it('an output too large for one tool result is kept whole as an artifact; the model sees the report and what fits', async () => {
+    const { runtime, result, agent_id } = await research('deep', 'submits', [], { maxOutputChars: 650 });
+    expect(JSON.stringify(result).length).toBeLessThanOrEqual(650);
+    expect(result.report).toBe(
+      'The Marrow Lighthouse is 41 metres tall [1]. Tessel Kelpworks dates from 1921 [2]. Bats live there.',
+    );
+    const shown = result.citations as Array<{ n: number }>;
+    expect(shown.length).toBeLessThan(2);
+    expect(result).toMatchObject({
+      dropped_citations: 3,
+      sources_read: 2,
+      citations_total: 2,
+      note: `Only the first ${shown.length} of 2 citations are shown; the whole output is the JSON artifact ${result.artifact_id as string}.`,
+    });
+    const { artifact, data } = await runtime.getArtifact(agent_id, result.artifact_id as string);
+    expect(artifact).toMatchObject({ name: 'deep-research.json', mime_type: 'application/json' });
+    const whole = JSON.parse(new TextDecoder().decode(data)) as { report: string; citations: Array<{ n: number }> };
+    expect(whole.report).toBe(result.report);
+    expect(whole.citations.map((c) => c.n)).toEqual([1, 2]);
+    await runtime.close();
+  });
+
+  it('a report too large alone is cut to fit, and the model is told', async () => {
+    const { runtime, result } = await research('deep', 'submits', [], { maxOutputChars: 370 });
+    expect(JSON.stringify(result).length).toBeLessThanOrEqual(370);
+    expect(result.report).toMatch(/^The Marrow.* \[…\]$/);
+    expect(result.citations).toEqual([]);
+    expect(result.note).toMatch(/^The report is cut\. Only the first 0 of 2 citations are shown; the whole output is/);
+    await runtime.close();
+  });
+
+  it('tells every child its turn limit, so that it submits before it runs out', () => {
+    const { searches, pages, steps } = DEPTHS.quick;
+    expect(researcherInstructions({ searches, pages, steps })).toContain(`at most ${steps} turns`);
+    expect(PLANNER_INSTRUCTIONS).toContain(`at most ${PLANNER_STEPS} turns`);
+    expect(WRITER_INSTRUCTIONS).toContain(`at most ${WRITER_STEPS} turns`);
   });
 
   it('removes only the markers of dropped citations, in every marker form', () => {

@@ -9,7 +9,7 @@ import type { ModelRequest, Tool, ToolResultBlock } from 'agentry';
 import type { ScriptedTurn } from 'agentry/testing';
 import { CitationChecker, recheckCitation, type PageRead } from '../../src/tools/citations.js';
 import { childBudget, coerceValue, enrichTool, sameValueKey } from '../../src/tools/builtin/enrich/index.js';
-import { ENRICH_INSTRUCTIONS_START, enrichGoal } from '../../src/tools/builtin/enrich/prompts.js';
+import { ENRICH_INSTRUCTIONS_START, enrichGoal, enrichInstructions } from '../../src/tools/builtin/enrich/prompts.js';
 import { assembleRow, type EnrichField } from '../../src/tools/builtin/enrich/rows.js';
 import { corpusSearch, serveCorpus, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import { openTestRuntime } from '../support/runtime.js';
@@ -392,9 +392,12 @@ describe('enrich', () => {
     ).toBe(false);
     expect(parse({ entities: [{ name: 'A' }], fields: [field, field] })).toBe(false); // duplicate names
     expect(parse({ entities: [{ name: 'A' }], fields: [{ ...field, name: 'has space' }] })).toBe(false);
+    // a row's fields are a plain object: this name would set its prototype, not a field
+    expect(parse({ entities: [{ name: 'A' }], fields: [{ ...field, name: '__proto__' }] })).toBe(false);
     expect(parse({ entities: [{ name: 'A' }], fields: [{ ...field, type: 'integer' }] })).toBe(false);
     expect(parse({ entities: [{ name: 'A', url: 'ftp://x.example' }], fields: [field] })).toBe(false);
     expect(childBudget(3)).toEqual({ steps: 16, searches: 4, pages: 6 });
+    expect(enrichInstructions(childBudget(3))).toContain('at most 16 turns'); // told to the child
     expect(childBudget(20).steps).toBe(50);
   });
 
@@ -435,6 +438,12 @@ describe('enrich coercion', () => {
     expect(coerceValue('number', ' 48,000 people ')).toEqual({ ok: true, value: 48_000 });
     expect(coerceValue('number', '-3.5 °C')).toEqual({ ok: true, value: -3.5 });
     expect(coerceValue('number', '1.2e3')).toEqual({ ok: true, value: 1_200 });
+    // a scale word is part of the number, not a unit: "4.2 million" is 4,200,000, never 4.2
+    expect(coerceValue('number', '4.2 million')).toEqual({ ok: true, value: 4_200_000 });
+    expect(coerceValue('number', '1.1 billion euros')).toEqual({ ok: true, value: 1_100_000_000 });
+    expect(coerceValue('number', '3 Thousand visitors')).toEqual({ ok: true, value: 3_000 });
+    expect(coerceValue('number', '2.5bn')).toEqual({ ok: true, value: 2_500_000_000 });
+    expect(coerceValue('number', '12k').ok).toBe(false);
     for (const bad of ['about 40', '38-41', '12,34', '41 metres (134 ft)', '', 'n/a', true, Number.NaN, Infinity]) {
       expect(coerceValue('number', bad).ok, String(bad)).toBe(false);
     }

@@ -6,7 +6,7 @@
  * condition is backed by a checked quote come back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelRequest, ToolResultBlock } from 'agentry';
+import type { ModelRequest, Tool, ToolResultBlock } from 'agentry';
 import type { ScriptedTurn } from 'agentry/testing';
 import { recheckCitation } from '../../src/tools/citations.js';
 import {
@@ -17,6 +17,7 @@ import {
   type CandidateSubmission,
 } from '../../src/tools/builtin/find-all/dedupe.js';
 import { GENERATOR_INSTRUCTIONS, VERIFIER_INSTRUCTIONS } from '../../src/tools/builtin/find-all/prompts.js';
+import { FIND_ALL_LIMITS, findAllTool } from '../../src/tools/builtin/find-all/index.js';
 import { corpusSearch, serveCorpus, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import { openTestRuntime } from '../support/runtime.js';
 
@@ -158,7 +159,10 @@ function findAllScript(input: Record<string, unknown>, seen: { result?: Record<s
   };
 }
 
-async function findAll(input: Record<string, unknown>, options: { search?: boolean } = {}) {
+async function findAll(
+  input: Record<string, unknown>,
+  options: { search?: boolean; own?: { maxOutputChars: number } } = {},
+) {
   const seen: { result?: Record<string, unknown> } = {};
   const search = corpusSearch(corpus);
   const t = await openTestRuntime(findAllScript(input, seen), {
@@ -166,7 +170,10 @@ async function findAll(input: Record<string, unknown>, options: { search?: boole
       ...(options.search === false ? {} : { search }),
       env: {},
       fetch: { allow: ['127.0.0.1/32'] },
+      // with a find_all of its own, the built-in one is left out
+      ...(options.own ? { only: ['web_search', 'read_page'] } : {}),
     },
+    ...(options.own ? { tools: [findAllTool(options.own) as Tool] } : {}),
     defaultAccount: { id: 'local', credits: 1_000 },
   });
   const { agent_id } = await t.runtime.create({ goal: 'List the cooperatives of Veloran' });
@@ -292,6 +299,40 @@ describe('find_all', () => {
     expect(entitiesOf(result).map((e) => e.name)).toEqual(['Tessel Kelpworks', 'Quillon Glass']);
     expect(result).toMatchObject({ candidates_considered: 6, dropped: 2, estimated_total: 3 });
     await runtime.close();
+  });
+
+  it('a result too large for one tool result is kept whole as an artifact; the model sees the entities that fit', async () => {
+    const { runtime, result, agent_id } = await findAll(
+      { objective: OBJECTIVE, match_conditions: [COOPERATIVE] },
+      { own: { maxOutputChars: 2_500 } },
+    );
+    const shown = entitiesOf(result);
+    expect(shown.length).toBeGreaterThan(0);
+    expect(shown.length).toBeLessThan(3);
+    expect(JSON.stringify(result).length).toBeLessThanOrEqual(2_500);
+    expect(result).toMatchObject({
+      candidates_considered: 6,
+      dropped: 2,
+      estimated_total: 3,
+      entities_total: 3,
+      note: `Only the first ${shown.length} of 3 entities are shown; all 3 are in the JSON artifact ${result.artifact_id as string}.`,
+    });
+    const { artifact, data } = await runtime.getArtifact(agent_id, result.artifact_id as string);
+    expect(artifact).toMatchObject({ name: 'find-all-entities.json', mime_type: 'application/json' });
+    const whole = JSON.parse(new TextDecoder().decode(data)) as { entities: Entity[]; candidates_considered: number };
+    expect(whole.entities.map((e) => e.name)).toEqual([
+      'Tessel Kelpworks',
+      'Quillon Glass',
+      'Penhallow Weather Bureau',
+    ]);
+    expect(whole.entities.slice(0, shown.length)).toEqual(shown);
+    expect(whole.candidates_considered).toBe(6);
+    await runtime.close();
+  });
+
+  it('tells every child its turn limit, so that it submits before it runs out', () => {
+    for (const g of GENERATOR_INSTRUCTIONS) expect(g).toContain(`at most ${FIND_ALL_LIMITS.generatorSteps} turns`);
+    expect(VERIFIER_INSTRUCTIONS).toContain(`at most ${FIND_ALL_LIMITS.verifierSteps} turns`);
   });
 
   it('without match conditions returns every candidate with checked evidence, and runs no verifiers', async () => {

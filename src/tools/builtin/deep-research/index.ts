@@ -16,7 +16,9 @@ import { runWave } from '../research/waves.js';
 import { CitationChecker } from '../../citations.js';
 import {
   PLANNER_INSTRUCTIONS,
+  PLANNER_STEPS,
   WRITER_INSTRUCTIONS,
+  WRITER_STEPS,
   planGoal,
   researchGoal,
   researcherInstructions,
@@ -32,9 +34,6 @@ export const DEPTHS = {
   deep: { researchers: 'one per sub-question (2-6)', steps: 30, searches: 6, pages: 10 },
 } as const;
 type Depth = keyof typeof DEPTHS;
-
-const PLANNER_STEPS = 8;
-const WRITER_STEPS = 6;
 
 const Citation = z.object({
   n: z.number().int().min(1),
@@ -56,10 +55,22 @@ const Input = z.object({
 });
 
 /** Where a call is, kept in its durable state. */
-type Phase =
+type Phase = (
   | { phase: 'plan' }
   | { phase: 'research'; questions: string[] }
-  | { phase: 'write'; findings: Array<{ question: string } & Report> };
+  | {
+      phase: 'write';
+      findings: Array<{ question: string } & Report>;
+      /** Citations of the researchers that failed the check (their markers are out of the findings' reports). */
+      dropped?: number;
+    }
+) & {
+  /** The artifact an output too large for the model was kept in, once stored. */
+  artifact_id?: string;
+};
+
+/** See `maxOutputChars` of {@link deepResearchTool}. */
+export const MODEL_OUTPUT_CHARS = 40_000;
 
 export type CheckedReport = {
   report: string;
@@ -75,6 +86,12 @@ export type CheckedReport = {
   }>;
   dropped_citations: number;
   sources_read: number;
+  /** Set when not every citation is shown: how many there are. */
+  citations_total?: number;
+  /** Set when not every citation is shown: the artifact with the whole output as JSON (`runtime.getArtifact`). */
+  artifact_id?: string;
+  /** Set when not every citation is shown: says so, for the model. */
+  note?: string;
 };
 
 /**
@@ -89,6 +106,11 @@ export function deepResearchTool(
     price?: number;
     /** What to set, when the children's web_search has no backend: each call then fails at once with it. */
     missing?: string | null;
+    /**
+     * Characters of output the model is shown at most; a larger output is kept whole as an artifact.
+     * @default 40_000 (below the runtime's default `limits.maxToolResultChars`, 50,000, which would cut the JSON)
+     */
+    maxOutputChars?: number;
   } = {},
 ): Tool<z.input<typeof Input>> {
   return defineTool({
@@ -107,6 +129,8 @@ export function deepResearchTool(
         throw new AgentryError('not_configured', `deep_research needs web_search: ${options.missing}`);
       const input = Input.parse(raw);
       const depth: Depth = input.depth;
+      const shown = (at: Phase, output: CheckedReport) =>
+        shownToModel(ctx, at, output, options.maxOutputChars ?? MODEL_OUTPUT_CHARS);
       let phase =
         (await ctx.state.get<Phase>()) ??
         (depth === 'deep' ? { phase: 'plan' } : { phase: 'research', questions: [input.topic] });
@@ -130,6 +154,7 @@ export function deepResearchTool(
       const budget = {
         searches: DEPTHS[depth].searches,
         pages: input.max_sources ?? DEPTHS[depth].pages,
+        steps: DEPTHS[depth].steps,
       };
       if (phase.phase === 'research') {
         const questions = phase.questions;
@@ -151,11 +176,17 @@ export function deepResearchTool(
           question: questions[i]!,
           ...(Report.safeParse(d).data ?? emptyReport()),
         }));
-        if (depth !== 'deep') return checkReport(ctx, reports[0]!);
+        if (depth !== 'deep') return shown(phase, await checkReport(ctx, reports[0]!));
         // The writer sees only checked findings: what it cannot cite from them, it cannot cite at all.
         const checker = new CitationChecker(await ctx.pagesRead());
-        const findings = reports.map((r) => ({ ...r, citations: checker.checkAll(r.citations).kept.map(toCitation) }));
-        phase = { phase: 'write', findings };
+        let dropped = 0;
+        const findings = reports.map((r) => {
+          const { kept, dropped: lost } = checker.checkAll(r.citations);
+          dropped += lost.length;
+          const report = removeMarkers(r.report, new Set(kept.map((c) => c.n)));
+          return { question: r.question, report, citations: kept.map(toCitation) };
+        });
+        phase = { phase: 'write', findings, dropped };
         await ctx.state.set(phase);
       }
 
@@ -169,22 +200,83 @@ export function deepResearchTool(
         },
       ]);
       if ('suspend' in writer) return writer.suspend(`Writing the report: ${input.topic}`);
-      return checkReport(ctx, Report.safeParse(writer.data[0]).data ?? emptyReport());
+      // A writer that failed or ran out of steps: the checked findings themselves, rather than nothing.
+      const written = Report.safeParse(writer.data[0]).data ?? findingsReport(phase.findings);
+      return shown(phase, await checkReport(ctx, written, phase.dropped ?? 0));
     },
   });
 }
 
 /** Keeps the citations the runtime can vouch for, and takes the markers of the others out of the report. */
-async function checkReport(ctx: ToolContext, report: Report): Promise<CheckedReport> {
+async function checkReport(ctx: ToolContext, report: Report, droppedBefore = 0): Promise<CheckedReport> {
   const pages = await ctx.pagesRead();
   const { kept, dropped } = new CitationChecker(pages).checkAll(report.citations);
   const keptNumbers = new Set(kept.map((c) => c.n));
   return {
     report: removeMarkers(report.report, keptNumbers),
     citations: kept.map(toCitation),
-    dropped_citations: dropped.length,
+    dropped_citations: droppedBefore + dropped.length,
     sources_read: new Set(pages.map((p) => p.final_url)).size,
   };
+}
+
+/**
+ * The output as the model sees it. One too large for a tool result is kept whole as a JSON artifact of the calling
+ * agent, and the model is shown the report (cut only if it alone is too large) and the citations that fit, with the
+ * artifact's id; the id is kept in the call's durable state beside its phase, so a re-run does not store it twice.
+ */
+async function shownToModel(
+  ctx: ToolContext,
+  phase: Phase,
+  output: CheckedReport,
+  maxChars: number,
+): Promise<CheckedReport> {
+  const text = JSON.stringify(output);
+  if (text.length <= maxChars) return output;
+  let artifactId = phase.artifact_id;
+  let notKept = '';
+  if (artifactId === undefined) {
+    try {
+      ({ artifact_id: artifactId } = await ctx.artifacts.put({
+        name: 'deep-research.json',
+        mime_type: 'application/json',
+        data: text,
+      }));
+      await ctx.state.set({ ...phase, artifact_id: artifactId });
+    } catch (err) {
+      // Over the artifact limits: the model still gets what fits, and is told why there is no more.
+      notKept = (err instanceof Error ? err.message : String(err)).slice(0, 200);
+    }
+  }
+  const total = output.citations.length;
+  const where =
+    artifactId !== undefined
+      ? `the whole output is the JSON artifact ${artifactId}`
+      : `the whole output could not be kept (${notKept})`;
+  const envelope = (report: string, citations: CheckedReport['citations']): CheckedReport => ({
+    ...output,
+    report,
+    citations,
+    citations_total: total,
+    ...(artifactId !== undefined ? { artifact_id: artifactId } : {}),
+    note:
+      `${report === output.report ? '' : 'The report is cut. '}` +
+      `Only the first ${citations.length} of ${total} citations are shown; ${where}.`,
+  });
+  // Room for the citations, with slack for the digits of the count in the note.
+  let room = maxChars - JSON.stringify(envelope(output.report, [])).length - 8;
+  let report = output.report;
+  if (room < 0) {
+    report = `${report.slice(0, Math.max(0, report.length + room - 40))} […]`;
+    room = 0;
+  }
+  const citations: CheckedReport['citations'] = [];
+  for (const c of output.citations) {
+    room -= JSON.stringify(c).length + 1;
+    if (room < 0) break;
+    citations.push(c);
+  }
+  return envelope(report, citations);
 }
 
 function toCitation(c: CheckedReport['citations'][number]): CheckedReport['citations'][number] {
@@ -201,15 +293,34 @@ function toCitation(c: CheckedReport['citations'][number]): CheckedReport['citat
 
 /** Drops `[n]` markers whose citation did not survive ("[1][3]", "[1, 3]" and "[1]" forms). */
 export function removeMarkers(text: string, kept: ReadonlySet<number>): string {
+  return renumberMarkers(text, new Map([...kept].map((n) => [n, n])));
+}
+
+/** Rewrites `[n]` markers by `numbers` (old to new); a marker whose number is not in it is removed. */
+export function renumberMarkers(text: string, numbers: ReadonlyMap<number, number>): string {
   return text.replace(/(\s*)\[(\d+(?:\s*,\s*\d+)*)\]/g, (_, space: string, list: string) => {
     const left = list
       .split(',')
-      .map((n) => Number(n.trim()))
-      .filter((n) => kept.has(n));
+      .map((n) => numbers.get(Number(n.trim())))
+      .filter((n) => n !== undefined);
     return left.length === 0 ? '' : `${space}[${left.join(', ')}]`;
   });
 }
 
+/** The checked findings one after the other, their citations numbered through: the report when no writer gave one. */
+function findingsReport(findings: ReadonlyArray<{ question: string } & Report>): Report {
+  const sections: string[] = [];
+  const citations: Report['citations'] = [];
+  let last = 0;
+  for (const finding of findings) {
+    const numbers = new Map<number, number>();
+    for (const c of finding.citations) if (!numbers.has(c.n)) numbers.set(c.n, ++last);
+    for (const c of finding.citations) citations.push({ ...c, n: numbers.get(c.n)! });
+    sections.push(`## ${finding.question}\n\n${renumberMarkers(finding.report, numbers)}`);
+  }
+  return { report: sections.join('\n\n'), citations };
+}
+
 function emptyReport(): Report {
-  return { report: 'The research produced no report.', citations: [] };
+  return { report: 'No report: the research child did not submit one (it failed or ran out of turns).', citations: [] };
 }

@@ -31,6 +31,17 @@ export type Coerced = { ok: true; value: FieldValue } | { ok: false; reason: str
 export const MAX_STRING_CHARS = 2_000;
 
 const NUMBER_WITH_UNIT = /^([+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:e[+-]?\d+)?)(?:\s*([^\d\s][^\d]*))?$/i;
+/** Scale words that are part of the number ("4.2 million" is 4,200,000), as powers of ten. */
+const SCALES = new Map([
+  ['thousand', 3],
+  ['million', 6],
+  ['billion', 9],
+  ['trillion', 12],
+  ['bn', 9],
+]);
+/** Abbreviations that may be a scale or a unit ("12k", "5 K"): a guess either way, so refused. */
+const AMBIGUOUS_SCALES = new Set(['k']);
+
 const MONTHS = [
   'january',
   'february',
@@ -85,7 +96,12 @@ function coerceNumber(raw: unknown): Coerced {
   if (typeof raw !== 'string') return { ok: false, reason: `not a number: ${quoted(raw)}` };
   const match = NUMBER_WITH_UNIT.exec(raw.trim());
   if (!match) return { ok: false, reason: `not a number: ${quoted(raw)}` };
-  const value = Number(match[1]!.replaceAll(',', ''));
+  const word = /^[a-z]+/i.exec(match[2] ?? '')?.[0].toLowerCase() ?? '';
+  if (AMBIGUOUS_SCALES.has(word)) return { ok: false, reason: `ambiguous scale or unit "${word}": ${quoted(raw)}` };
+  const scale = SCALES.get(word);
+  const digits = match[1]!.replaceAll(',', '');
+  // Scaled through the exponent, not by multiplying: 1.1e9, not 1100000000.0000002.
+  const value = Number(scale === undefined ? digits : `${digits}e${scale}`);
   if (!Number.isFinite(value)) return { ok: false, reason: `not a finite number: ${quoted(raw)}` };
   return { ok: true, value };
 }

@@ -54,6 +54,8 @@ const Field = z.object({
   name: z
     .string()
     .regex(/^[A-Za-z0-9_.-]{1,64}$/, 'letters, digits, _ . or - (at most 64 characters)')
+    // A row's fields are a plain object, where this name would set the prototype instead of a field.
+    .refine((name) => name !== '__proto__', 'a field may not be named __proto__')
     .describe('The key of this field in each row, e.g. founded_year'),
   description: z.string().trim().min(1).max(1_000).describe('What to find, e.g. "the year the company was founded"'),
   type: z.enum(FIELD_TYPES).describe('string, number, boolean, date (YYYY-MM-DD) or url'),

@@ -5,6 +5,7 @@
  * one stored spec. The citation rule is spelled out because it is enforced: a value whose citations are not on a page
  * the child read is reported as `null`.
  */
+import { turnLimit } from '../research/prompts.js';
 import type { FieldType } from './coerce.js';
 
 /** The first words of every enrich child's instructions (tests and logs recognise the children by them). */
@@ -26,10 +27,11 @@ const CITATION_RULES = [
   'value: if no page you read states it, submit null.',
 ].join(' ');
 
-export function enrichInstructions(budget: { searches: number; pages: number }): string {
+export function enrichInstructions(budget: { searches: number; pages: number; steps: number }): string {
   return [
     `${ENRICH_INSTRUCTIONS_START}: the entity and the fields to find are in your task.`,
     `Work within a budget of about ${budget.searches} searches (web_search) and ${budget.pages} pages (read_page).`,
+    turnLimit(budget.steps),
     "Start from the entity's own page when your task gives one; search with short queries that name the entity;",
     'read the most promising results; prefer primary sources. Make sure a page is about this entity, not a namesake.',
     CITATION_RULES,

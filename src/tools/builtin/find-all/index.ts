@@ -19,7 +19,14 @@ import { CitationChecker, type CheckedCitation } from '../../citations.js';
 import { ToolSuspension, defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
 import { citedUrls, runWave } from '../research/waves.js';
 import type { CandidateSubmission, MergedCandidate, mergeCandidates as MergeCandidates } from './dedupe.js';
-import { GENERATOR_INSTRUCTIONS, VERIFIER_INSTRUCTIONS, generatorGoal, verifierGoal } from './prompts.js';
+import {
+  GENERATOR_INSTRUCTIONS,
+  GENERATOR_STEPS,
+  VERIFIER_INSTRUCTIONS,
+  VERIFIER_STEPS,
+  generatorGoal,
+  verifierGoal,
+} from './prompts.js';
 
 export const FIND_ALL_TOOL_NAME = 'find_all';
 
@@ -29,8 +36,8 @@ export const FIND_ALL_LIMITS = {
   defaultLimit: 20,
   maxLimit: 200,
   /** Model turns of a generator, and of a verifier. */
-  generatorSteps: 40,
-  verifierSteps: 20,
+  generatorSteps: GENERATOR_STEPS,
+  verifierSteps: VERIFIER_STEPS,
   /** Candidates a generator may submit; those past its target are not verified. */
   maxCandidatesPerGenerator: 400,
 } as const;
@@ -108,7 +115,16 @@ export type FindAllResult = {
   dropped: number;
   /** Capture–recapture estimate of how many entities match; absent when the generators found none in common. */
   estimated_total?: number;
+  /** Set when not every entity is shown: how many entities the result has. */
+  entities_total?: number;
+  /** Set when not every entity is shown: the artifact with the whole result as JSON (`runtime.getArtifact`). */
+  artifact_id?: string;
+  /** Set when not every entity is shown: says so, for the model. */
+  note?: string;
 };
+
+/** See `maxOutputChars` of {@link findAllTool}. */
+export const MODEL_OUTPUT_CHARS = 40_000;
 
 /** Where a call is, kept in its durable state; no state yet means it is generating. */
 interface VerifyPhase {
@@ -116,6 +132,8 @@ interface VerifyPhase {
   candidates: Array<MergedCandidate<Evidence>>;
   candidates_considered: number;
   dropped: number;
+  /** The artifact a result too large for the model was kept in, once stored. */
+  artifact_id?: string;
 }
 
 /**
@@ -130,6 +148,11 @@ export function findAllTool(
     price?: number;
     /** What to set, when the children's web_search has no backend: each call then fails at once with it. */
     missing?: string | null;
+    /**
+     * Characters of output the model is shown at most; a larger result is kept whole as an artifact.
+     * @default 40_000 (below the runtime's default `limits.maxToolResultChars`, 50,000, which would cut the JSON)
+     */
+    maxOutputChars?: number;
   } = {},
 ): Tool<z.input<typeof Input>> {
   return defineTool({
@@ -167,7 +190,7 @@ export function findAllTool(
           dropped,
         };
         if (estimate !== undefined) result.estimated_total = estimate;
-        return result;
+        return shownToModel(ctx, state, result, options.maxOutputChars ?? MODEL_OUTPUT_CHARS);
       };
       const entityOf = (c: MergedCandidate<Evidence>, matched: FoundEntity['matched_conditions']): FoundEntity => ({
         name: c.name,
@@ -270,6 +293,56 @@ async function generate(
   };
   await ctx.state.set(state);
   return state;
+}
+
+/**
+ * The result as the model sees it. One too large for a tool result (200 entities, each with quotes for every
+ * condition) is kept whole as a JSON artifact of the calling agent, and the model is shown the entities that fit with
+ * the artifact's id; the id is kept in the call's durable state, so a re-run does not store the result twice.
+ */
+async function shownToModel(
+  ctx: ToolContext,
+  state: VerifyPhase,
+  result: FindAllResult,
+  maxChars: number,
+): Promise<FindAllResult> {
+  if (JSON.stringify(result).length <= maxChars) return result;
+  let artifactId = state.artifact_id;
+  let notKept = '';
+  if (artifactId === undefined) {
+    try {
+      const data = JSON.stringify(result);
+      ({ artifact_id: artifactId } = await ctx.artifacts.put({
+        name: 'find-all-entities.json',
+        mime_type: 'application/json',
+        data,
+      }));
+      await ctx.state.set({ ...state, artifact_id: artifactId });
+    } catch (err) {
+      // Over the artifact limits: the model still gets the entities that fit, and is told why there is no more.
+      notKept = (err instanceof Error ? err.message : String(err)).slice(0, 200);
+    }
+  }
+  const total = result.entities.length;
+  // Room for the envelope (counts, id, note) besides the entities.
+  let room = maxChars - 600;
+  const entities: FoundEntity[] = [];
+  for (const entity of result.entities) {
+    room -= JSON.stringify(entity).length + 1;
+    if (room < 0) break;
+    entities.push(entity);
+  }
+  const where =
+    artifactId !== undefined
+      ? `all ${total} are in the JSON artifact ${artifactId}`
+      : `the whole result could not be kept (${notKept})`;
+  return {
+    ...result,
+    entities,
+    entities_total: total,
+    ...(artifactId !== undefined ? { artifact_id: artifactId } : {}),
+    note: `Only the first ${entities.length} of ${total} entities are shown; ${where}.`,
+  };
 }
 
 function toEvidence(c: CheckedCitation<z.infer<typeof Quote>>): Evidence {

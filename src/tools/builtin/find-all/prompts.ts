@@ -5,6 +5,7 @@
  * about what both missed (capture–recapture). The evidence rule is spelled out because it is enforced: a quote that is
  * not on a page the child read is dropped, and a candidate or a condition left without a checked quote with it.
  */
+import { turnLimit } from '../research/prompts.js';
 
 const EVIDENCE_RULES = [
   'Evidence is checked, not trusted. A quote counts only if you read its page with read_page during this task and its',
@@ -13,6 +14,10 @@ const EVIDENCE_RULES = [
   'snippet: read the page.',
 ].join(' ');
 
+/** Model turns of a generator, and of a verifier (their step limits; `FIND_ALL_LIMITS` repeats them). */
+export const GENERATOR_STEPS = 40;
+export const VERIFIER_STEPS = 20;
+
 const CANDIDATE_CONTRACT = [
   'When you have found what you can, call submit_result once with {candidates: [...]}, one entry per entity:',
   'name — its proper name as its own pages write it; url — its official website if you found one, otherwise the page',
@@ -20,6 +25,7 @@ const CANDIDATE_CONTRACT = [
   '{url, excerpt} showing that it exists and fits the objective.',
   EVIDENCE_RULES,
   'A candidate without a checked quote is dropped. List each entity once, and never one you could not find a page for.',
+  turnLimit(GENERATOR_STEPS),
 ].join(' ');
 
 /**
@@ -52,6 +58,7 @@ export const VERIFIER_INSTRUCTIONS = [
   'when you found nothing).',
   EVIDENCE_RULES,
   'A condition marked met without a checked quote counts as not met.',
+  turnLimit(VERIFIER_STEPS),
 ].join(' ');
 
 export interface GoalCondition {
