@@ -63,6 +63,7 @@ const SCENARIOS: Scenario[] = [
     medianOf: 'rps_ratio',
   },
   { id: 'read-page', file: 'scenarios/read-page.js', args: ['--n', '30', '--kb', '200'] },
+  { id: 'sandbox', file: 'scenarios/sandbox.js', args: ['--n', '50'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },

@@ -1,0 +1,179 @@
+/**
+ * @module sandbox/bubblewrap-argv
+ * The bubblewrap sandbox as data: a config in, the argv to spawn out. Pure (no file system, no environment), so every
+ * flag is unit-tested without running anything; `bubblewrap.ts` only detects the host layout, spawns and kills.
+ *
+ * The argv, outside in:
+ * 1. `setpriv --reuid --regid --clear-groups --inh-caps=-all` when the runtime runs as root: bubblewrap and
+ *    everything under it run as an unprivileged uid (65534), so no root capability exists even before bwrap drops
+ *    its own, and RLIMIT_NPROC is enforced (the kernel does not enforce it for root).
+ * 2. `bwrap --unshare-all` (user, pid, net, ipc, uts, cgroup: no network at all, not even the host's loopback),
+ *    `--unshare-user --disable-userns` (a user namespace is required, see 3., and none can be nested inside it, which
+ *    keeps the kernel's namespace code out of reach), `--die-with-parent --new-session` (no TIOCSTI into a terminal)
+ *    `--cap-drop ALL`, the system directories read-only, a private `/proc`, `/dev`
+ *    and `/tmp`, the workspace read-write at `/workspace`, a cleared environment.
+ * 3. `prlimit --cpu --as --nproc --fsize --nofile --` INSIDE the sandbox, as the first process bwrap starts, then the
+ *    command. Inside, not outside, because of RLIMIT_NPROC: since Linux 5.14 it is counted per (user namespace, uid).
+ *    Set outside, the limit would be checked against every process of uid 65534 on the host, other sandboxes included
+ *    (bwrap fails with "Creating new namespace failed" as soon as the host has that many); set inside, it counts only
+ *    the processes of this sandbox's own user namespace, so each run has its own budget and a fork bomb stops there.
+ *    The limits are set hard as well as soft, and no process inside holds CAP_SYS_RESOURCE, so none can raise them.
+ *    prlimit must therefore be visible inside (it is under /usr).
+ */
+import { posix } from 'node:path';
+import { AgentryError } from '../errors.js';
+import type { SandboxLimits } from './sandbox.js';
+
+/** One top-level path of the sandbox's root besides /usr: a symlink (merged-/usr hosts) or a read-only bind. */
+export type RootEntry = { path: string; symlinkTo: string } | { path: string; bind: true };
+
+/** Everything the argv depends on. `bubblewrap.ts` fills it from the host and the command. */
+export interface BubblewrapConfig {
+  /** Absolute paths of the three programs. `prlimit` must be visible inside the sandbox. */
+  bwrap: string;
+  setpriv: string;
+  prlimit: string;
+  /** The uid/gid to drop to with setpriv; null when the runtime is not root (bwrap then runs as the runtime's uid). */
+  dropTo: { uid: number; gid: number } | null;
+  /** Directories bound read-only at the same path (e.g. `/usr`, `/opt/toolchain`). */
+  readOnly: string[];
+  /** `/bin`, `/lib`, … as found on the host: symlinks into /usr, or directories to bind read-only. */
+  rootEntries: RootEntry[];
+  /** Paths under /etc bound read-only when they exist (`--ro-bind-try`). */
+  etc: string[];
+  hostname: string;
+  /** Absolute host directory, bound read-write at /workspace. */
+  workspace: string;
+  /** Working directory relative to the workspace ('' or '.' for the workspace itself). */
+  cwd: string;
+  /** The complete environment of the command (the sandbox starts from an empty one). */
+  env: Record<string, string>;
+  limits: SandboxLimits;
+  /** The command's argv, e.g. `['/bin/sh', '-c', 'make test']`. */
+  command: string[];
+}
+
+/** Where the workspace appears inside the sandbox. */
+export const SANDBOX_WORKSPACE = '/workspace';
+
+/**
+ * The /etc entries a toolchain needs and nothing else: the dynamic linker's cache, the `alternatives` symlink farm
+ * (Debian's /usr/bin/which, java, … point into it), CA certificates, the time zone, and passwd/group so that
+ * `whoami`, `os.userInfo()` or git find the uid (both are world-readable on the host and hold no secrets; the
+ * hashes are in /etc/shadow, which is not bound, nor is /root or /home).
+ */
+export const DEFAULT_ETC = [
+  '/etc/ld.so.cache',
+  '/etc/ld.so.conf',
+  '/etc/ld.so.conf.d',
+  '/etc/alternatives',
+  '/etc/ssl',
+  '/etc/ca-certificates',
+  '/etc/localtime',
+  '/etc/passwd',
+  '/etc/group',
+  '/etc/nsswitch.conf',
+];
+
+/** The environment every command starts from; `env` of the command adds to or overrides it. */
+export function sandboxEnv(extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    HOME: SANDBOX_WORKSPACE,
+    LANG: 'C.UTF-8',
+    ...extra,
+  };
+}
+
+/** The command's argv: a shell line runs under `/bin/sh -c`; an argv runs as given. */
+export function commandArgv(command: { argv?: string[] | undefined; shell?: string | undefined }): string[] {
+  if (command.shell !== undefined && command.argv !== undefined) {
+    throw new AgentryError('invalid_request', 'Expected a sandbox command with `argv` or `shell`, got both');
+  }
+  if (command.shell !== undefined) return ['/bin/sh', '-c', command.shell];
+  if (!command.argv || command.argv.length === 0) {
+    throw new AgentryError('invalid_request', 'Expected a sandbox command with a non-empty `argv` or a `shell`');
+  }
+  return command.argv;
+}
+
+/** The working directory inside the sandbox, refusing anything that leaves the workspace. */
+export function sandboxCwd(cwd: string): string {
+  if (posix.isAbsolute(cwd) || cwd.includes('\0')) {
+    throw new AgentryError(
+      'invalid_request',
+      `Expected \`cwd\` to be relative to the workspace, got ${JSON.stringify(cwd)}`,
+    );
+  }
+  const joined = posix.normalize(posix.join(SANDBOX_WORKSPACE, cwd)).replace(/(.)\/+$/, '$1');
+  if (joined !== SANDBOX_WORKSPACE && !joined.startsWith(`${SANDBOX_WORKSPACE}/`)) {
+    throw new AgentryError('invalid_request', `Expected \`cwd\` inside the workspace, got ${JSON.stringify(cwd)}`);
+  }
+  return joined;
+}
+
+function positiveInteger(name: string, value: number): string {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new AgentryError('invalid_request', `Expected \`limits.${name}\` to be a positive integer, got ${value}`);
+  }
+  return String(value);
+}
+
+/** The argv that runs `config.command` in the sandbox. */
+export function bubblewrapArgv(config: BubblewrapConfig): string[] {
+  if (!posix.isAbsolute(config.workspace)) {
+    throw new AgentryError('invalid_request', `Expected \`workspace\` to be an absolute path, got ${config.workspace}`);
+  }
+  const argv: string[] = [];
+  if (config.dropTo) {
+    argv.push(
+      config.setpriv,
+      `--reuid=${config.dropTo.uid}`,
+      `--regid=${config.dropTo.gid}`,
+      '--clear-groups',
+      '--inh-caps=-all',
+    );
+  }
+  argv.push(
+    config.bwrap,
+    '--unshare-all',
+    '--unshare-user',
+    '--disable-userns',
+    '--die-with-parent',
+    '--new-session',
+    '--cap-drop',
+    'ALL',
+  );
+  argv.push('--hostname', config.hostname);
+  for (const dir of config.readOnly) argv.push('--ro-bind', dir, dir);
+  for (const entry of config.rootEntries) {
+    if ('symlinkTo' in entry) argv.push('--symlink', entry.symlinkTo, entry.path);
+    else argv.push('--ro-bind', entry.path, entry.path);
+  }
+  for (const path of config.etc) argv.push('--ro-bind-try', path, path);
+  argv.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  argv.push('--bind', config.workspace, SANDBOX_WORKSPACE, '--chdir', sandboxCwd(config.cwd));
+  argv.push('--clearenv');
+  for (const [name, value] of Object.entries(config.env)) {
+    if (name === '' || name.includes('=') || name.includes('\0') || value.includes('\0')) {
+      throw new AgentryError(
+        'invalid_request',
+        `Expected an environment variable name and value, got ${JSON.stringify(name)}`,
+      );
+    }
+    argv.push('--setenv', name, value);
+  }
+  const { limits } = config;
+  argv.push(
+    '--',
+    config.prlimit,
+    `--cpu=${positiveInteger('cpuSeconds', limits.cpuSeconds)}`,
+    `--as=${positiveInteger('addressSpaceBytes', limits.addressSpaceBytes)}`,
+    `--nproc=${positiveInteger('processes', limits.processes)}`,
+    `--fsize=${positiveInteger('fileSizeBytes', limits.fileSizeBytes)}`,
+    `--nofile=${positiveInteger('openFiles', limits.openFiles)}`,
+    '--',
+    ...config.command,
+  );
+  return argv;
+}

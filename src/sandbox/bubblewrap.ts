@@ -1,0 +1,334 @@
+/**
+ * @module sandbox/bubblewrap
+ * The default {@link Sandbox}: bubblewrap, entered as an unprivileged uid, with prlimit on every process. This file
+ * only finds the programs and the host's root layout, spawns the argv `bubblewrap-argv.ts` builds, and ends the run:
+ * the whole process group is killed (SIGKILL to `-pid`) on timeout or abort, and because the sandbox has its own pid
+ * namespace, killing bwrap's init also kills every process inside, including daemonised ones. stdout and stderr are
+ * kept up to a cap and then read and dropped, so a chatty command never blocks on a full pipe.
+ */
+import { spawn } from 'node:child_process';
+import { constants, readFileSync } from 'node:fs';
+import { access, chown, lstat, mkdtemp, readlink, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, join } from 'node:path';
+import { AgentryError } from '../errors.js';
+import { bubblewrapArgv, commandArgv, DEFAULT_ETC, sandboxEnv, type RootEntry } from './bubblewrap-argv.js';
+import {
+  DEFAULT_SANDBOX_LIMITS,
+  type Sandbox,
+  type SandboxCommand,
+  type SandboxLimits,
+  type SandboxProbe,
+  type SandboxResult,
+  type SandboxRunOptions,
+} from './sandbox.js';
+
+/** The uid and gid commands run as when the runtime is root (`nobody`/`nogroup` on Debian). */
+export const SANDBOX_UID = 65534;
+export const SANDBOX_GID = 65534;
+
+/** Options of {@link bubblewrapSandbox}. */
+export interface BubblewrapSandboxOptions {
+  /**
+   * The uid/gid commands run as when the runtime runs as root. Workspaces must be owned by it.
+   * @default 65534
+   */
+  uid?: number;
+  /** @default 65534 */
+  gid?: number;
+  /** Paths of the programs; by default found on `PATH`, then in /usr/bin, /usr/sbin, /bin, /sbin. */
+  bwrapPath?: string;
+  setprivPath?: string;
+  prlimitPath?: string;
+  /**
+   * Host directories bound read-only at the same path. prlimit must be under one of them.
+   * @default ['/usr']
+   * @example ['/usr', '/opt/toolchains']
+   */
+  readOnly?: string[];
+  /** Paths under /etc bound read-only when present. @default DEFAULT_ETC */
+  etc?: string[];
+  /** Limits of commands that set none (each field separately). @default DEFAULT_SANDBOX_LIMITS */
+  limits?: Partial<SandboxLimits>;
+}
+
+const ROOT_ENTRIES = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
+const FALLBACK_DIRS = ['/usr/bin', '/usr/sbin', '/bin', '/sbin'];
+
+async function findProgram(name: string, explicit: string | undefined): Promise<string | undefined> {
+  const candidates = explicit
+    ? [explicit]
+    : [...(process.env.PATH ?? '').split(delimiter).filter((d) => d.startsWith('/')), ...FALLBACK_DIRS].map((d) =>
+        join(d, name),
+      );
+  for (const path of candidates) {
+    try {
+      await access(path, constants.X_OK);
+      return path;
+    } catch {
+      // next
+    }
+  }
+  return undefined;
+}
+
+/** /bin, /lib, … as the host has them: symlinks into /usr are recreated, real directories are bound. */
+async function detectRootEntries(): Promise<RootEntry[]> {
+  const entries: RootEntry[] = [];
+  for (const path of ROOT_ENTRIES) {
+    try {
+      const stat = await lstat(path);
+      if (stat.isSymbolicLink()) entries.push({ path, symlinkTo: await readlink(path) });
+      else if (stat.isDirectory()) entries.push({ path, bind: true });
+    } catch {
+      // absent on this host
+    }
+  }
+  return entries;
+}
+
+/** Direct children of a process (bwrap's init in the sandbox), from /proc. */
+function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(' ').filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
+}
+
+function isRoot(): boolean {
+  return typeof process.getuid === 'function' && process.getuid() === 0;
+}
+
+interface Host {
+  bwrap: string;
+  setpriv: string;
+  prlimit: string;
+  rootEntries: RootEntry[];
+}
+
+/**
+ * The default sandbox. `probe()` runs once; `run()` refuses (AgentryError `not_configured`) when the probe failed.
+ *
+ * @example
+ * const sandbox = bubblewrapSandbox();
+ * const r = await sandbox.run({ shell: 'python3 -c "print(2)"', workspace, timeoutMs: 10_000, maxOutputBytes: 65536 });
+ */
+export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandbox {
+  const uid = options.uid ?? SANDBOX_UID;
+  const gid = options.gid ?? SANDBOX_GID;
+  const readOnly = options.readOnly ?? ['/usr'];
+  const etc = options.etc ?? DEFAULT_ETC;
+  const baseLimits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
+  let host: Promise<Host | string> | undefined;
+  let probed: Promise<SandboxProbe> | undefined;
+
+  /** The programs and the root layout, or why they are unusable. */
+  function findHost(): Promise<Host | string> {
+    host ??= (async () => {
+      if (process.platform !== 'linux') return `bubblewrap needs Linux, this is ${process.platform}`;
+      const [bwrap, setpriv, prlimit] = await Promise.all([
+        findProgram('bwrap', options.bwrapPath),
+        findProgram('setpriv', options.setprivPath),
+        findProgram('prlimit', options.prlimitPath),
+      ]);
+      const missing = [
+        !bwrap && 'bwrap (install the bubblewrap package)',
+        !setpriv && isRoot() && 'setpriv (util-linux)',
+        !prlimit && 'prlimit (util-linux)',
+      ].filter(Boolean);
+      if (missing.length > 0) return `the sandbox needs ${missing.join(', ')}`;
+      if (!readOnly.some((dir) => prlimit!.startsWith(`${dir.replace(/\/$/, '')}/`))) {
+        return `prlimit (${prlimit}) must be under a read-only directory of the sandbox (${readOnly.join(', ')})`;
+      }
+      return {
+        bwrap: bwrap!,
+        setpriv: setpriv ?? 'setpriv',
+        prlimit: prlimit!,
+        rootEntries: await detectRootEntries(),
+      };
+    })();
+    return host;
+  }
+
+  async function spawnSandboxed(h: Host, command: SandboxCommand, signal?: AbortSignal): Promise<SandboxResult> {
+    const limits: SandboxLimits = { ...baseLimits, ...command.limits };
+    const argv = bubblewrapArgv({
+      bwrap: h.bwrap,
+      setpriv: h.setpriv,
+      prlimit: h.prlimit,
+      dropTo: isRoot() ? { uid, gid } : null,
+      readOnly,
+      rootEntries: h.rootEntries,
+      etc,
+      hostname: 'sandbox',
+      workspace: command.workspace,
+      cwd: command.cwd ?? '.',
+      env: sandboxEnv(command.env),
+      limits,
+      command: commandArgv(command),
+    });
+    const started = performance.now();
+    if (signal?.aborted) {
+      return {
+        exitCode: null,
+        signal: 'SIGKILL',
+        stdout: '',
+        stderr: '',
+        stdoutTruncated: false,
+        stderrTruncated: false,
+        timedOut: false,
+        durationMs: 0,
+      };
+    }
+    return new Promise<SandboxResult>((resolve, reject) => {
+      const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: {} });
+      let timedOut = false;
+      let killed = false;
+      let ended = false;
+      let fallback: NodeJS.Timeout | undefined;
+      const killGroup = () => {
+        if (ended || child.pid === undefined) return;
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      };
+      // SIGKILL to bwrap's init inside the sandbox first: the kernel then kills every process of the pid namespace,
+      // and bwrap, which waits for it, exits and is reaped here. Killing bwrap first would leave its init to the
+      // host's pid 1 to reap (a zombie for a while). The whole group is killed as well a moment later, or at once
+      // when the init cannot be found.
+      const killSandbox = () => {
+        if (ended || killed || child.pid === undefined) return;
+        killed = true;
+        const inits = childrenOf(child.pid);
+        for (const pid of inits) {
+          try {
+            process.kill(pid, 'SIGKILL');
+          } catch {
+            // already gone
+          }
+        }
+        if (inits.length === 0) killGroup();
+        else fallback = setTimeout(killGroup, 500);
+      };
+      const onAbort = () => killSandbox();
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killSandbox();
+      }, command.timeoutMs);
+      signal?.addEventListener('abort', onAbort, { once: true });
+
+      const capture = (stream: NodeJS.ReadableStream) => {
+        const chunks: Buffer[] = [];
+        const state = { kept: 0, truncated: false, chunks };
+        stream.on('data', (chunk: Buffer) => {
+          const room = command.maxOutputBytes - state.kept;
+          if (chunk.length <= room) {
+            chunks.push(chunk);
+            state.kept += chunk.length;
+          } else {
+            if (room > 0) chunks.push(chunk.subarray(0, room));
+            state.kept += Math.max(room, 0);
+            state.truncated = true; // past the cap the bytes are read and dropped
+          }
+        });
+        return state;
+      };
+      const out = capture(child.stdout);
+      const err = capture(child.stderr);
+      child.on('exit', () => {
+        // The command is done, or bwrap was killed: either way the pid namespace is gone with bwrap's init.
+        ended = true;
+      });
+      child.on('error', (error) => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        reject(new AgentryError('not_configured', `the sandbox could not start: ${error.message}`, { cause: error }));
+      });
+      child.on('close', (code, sig) => {
+        ended = true;
+        clearTimeout(timer);
+        clearTimeout(fallback);
+        signal?.removeEventListener('abort', onAbort);
+        resolve({
+          // Killed on timeout or abort: reported as SIGKILL, whether bwrap died of it or exited after its init did.
+          exitCode: killed ? null : code,
+          signal: killed ? 'SIGKILL' : sig,
+          stdout: Buffer.concat(out.chunks).toString('utf8'),
+          stderr: Buffer.concat(err.chunks).toString('utf8'),
+          stdoutTruncated: out.truncated,
+          stderrTruncated: err.truncated,
+          timedOut,
+          durationMs: Math.round((performance.now() - started) * 10) / 10,
+        });
+      });
+    });
+  }
+
+  async function probeOnce(): Promise<SandboxProbe> {
+    const h = await findHost();
+    if (typeof h === 'string') return { ok: false, reason: h };
+    const workspace = await mkdtemp(join(tmpdir(), 'agentry-sandbox-probe-'));
+    try {
+      if (isRoot()) await chown(workspace, uid, gid);
+      const r = await spawnSandboxed(h, {
+        argv: ['/bin/cat', '/proc/net/dev'],
+        workspace,
+        timeoutMs: 10_000,
+        maxOutputBytes: 64 * 1024,
+      });
+      if (r.exitCode !== 0) {
+        return {
+          ok: false,
+          reason: `bubblewrap could not run a command (exit ${r.exitCode ?? r.signal}): ${r.stderr.trim()}`,
+        };
+      }
+      // Lines 3.. of /proc/net/dev are interfaces; in a fresh network namespace only the loopback exists.
+      const interfaces = r.stdout
+        .split('\n')
+        .slice(2)
+        .map((l) => l.split(':')[0]!.trim())
+        .filter(Boolean);
+      if (interfaces.some((name) => name !== 'lo')) {
+        return { ok: false, reason: `the sandbox can see network interfaces (${interfaces.join(', ')})` };
+      }
+      return { ok: true };
+    } catch (error) {
+      return { ok: false, reason: `bubblewrap could not run a command: ${(error as Error).message}` };
+    } finally {
+      await rm(workspace, { recursive: true, force: true });
+    }
+  }
+
+  const probe = (): Promise<SandboxProbe> => (probed ??= probeOnce());
+
+  return {
+    name: 'bubblewrap',
+    probe,
+    async run(command, runOptions: SandboxRunOptions = {}) {
+      const probed = await probe();
+      if (!probed.ok) throw new AgentryError('not_configured', `No sandbox available: ${probed.reason}`);
+      const h = await findHost();
+      if (typeof h === 'string') throw new AgentryError('not_configured', `No sandbox available: ${h}`);
+      if (!Number.isFinite(command.timeoutMs) || command.timeoutMs <= 0) {
+        throw new AgentryError(
+          'invalid_request',
+          `Expected \`timeoutMs\` to be a positive number, got ${command.timeoutMs}`,
+        );
+      }
+      if (!Number.isSafeInteger(command.maxOutputBytes) || command.maxOutputBytes < 0) {
+        throw new AgentryError(
+          'invalid_request',
+          `Expected \`maxOutputBytes\` to be a non-negative integer, got ${command.maxOutputBytes}`,
+        );
+      }
+      const workspace = await stat(command.workspace).catch(() => undefined);
+      if (!workspace?.isDirectory()) {
+        throw new AgentryError('invalid_request', `Expected \`workspace\` to be a directory, got ${command.workspace}`);
+      }
+      return spawnSandboxed(h, command, runOptions.signal);
+    },
+  };
+}

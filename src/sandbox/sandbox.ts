@@ -1,0 +1,99 @@
+/**
+ * @module sandbox/sandbox
+ * The sandbox extension point: run one command, cut off from the network and from the host, in an agent's workspace.
+ * The default implementation is bubblewrap ({@link ./bubblewrap.ts}); a host can pass any object of this shape
+ * instead (a container runtime, a remote VM). An implementation that cannot isolate says so from `probe()` and
+ * refuses `run()`: it never runs a command without its sandbox.
+ */
+
+/** Resource limits applied to every process of one run (they are inherited and cannot be raised from inside). */
+export interface SandboxLimits {
+  /** CPU time, in seconds, of each process (RLIMIT_CPU); past it the process is killed. */
+  cpuSeconds: number;
+  /** Virtual address space, in bytes, of each process (RLIMIT_AS): a memory hog fails to allocate. */
+  addressSpaceBytes: number;
+  /**
+   * Processes and threads the sandbox's uid may have at once (RLIMIT_NPROC). The kernel counts it per uid on the
+   * whole host, so sandboxes sharing a uid share this budget; a fork bomb stops there.
+   */
+  processes: number;
+  /** Largest file a process may write, in bytes (RLIMIT_FSIZE). */
+  fileSizeBytes: number;
+  /** Open file descriptors per process (RLIMIT_NOFILE). */
+  openFiles: number;
+}
+
+/** Limits used when a command gives none. */
+export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
+  cpuSeconds: 60,
+  addressSpaceBytes: 4 * 1024 ** 3,
+  processes: 256,
+  fileSizeBytes: 256 * 1024 ** 2,
+  openFiles: 1024,
+};
+
+interface SandboxCommandBase {
+  /**
+   * Absolute host directory, bound read-write at `/workspace`: the only host path the command can write.
+   * The sandbox's uid must be able to write it (see `createWorkspace`).
+   */
+  workspace: string;
+  /** Working directory, relative to the workspace. @default '.' */
+  cwd?: string;
+  /**
+   * Extra environment. Nothing of the host's environment passes; the command sees only `PATH`,
+   * `HOME=/workspace`, `LANG=C.UTF-8` and these (which may override them).
+   */
+  env?: Record<string, string>;
+  /** Wall-clock limit: past it the whole process group is killed and `timedOut` is true. */
+  timeoutMs: number;
+  /** @default DEFAULT_SANDBOX_LIMITS */
+  limits?: Partial<SandboxLimits>;
+  /** Bytes kept of stdout, and of stderr, each; the rest is read and dropped so the command never blocks. */
+  maxOutputBytes: number;
+}
+
+/** One command to run: an argv (no shell) or a shell line run by `/bin/sh -c`. */
+export type SandboxCommand =
+  | (SandboxCommandBase & { argv: string[]; shell?: undefined })
+  | (SandboxCommandBase & { shell: string; argv?: undefined });
+
+/** How one run ended. */
+export interface SandboxResult {
+  /**
+   * Exit code of the command; one killed by a signal inside reports 128 + the signal's number, as a shell does
+   * (137: SIGKILL, e.g. past `cpuSeconds`; 153: SIGXFSZ, past `fileSizeBytes`). Null when the run was killed.
+   */
+  exitCode: number | null;
+  /** `SIGKILL` when the run was killed on timeout or abort, else null. */
+  signal: string | null;
+  stdout: string;
+  stderr: string;
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+  /** True when the wall-clock timeout killed the run. */
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** Whether a sandbox can run commands here, and if not, why (naming what to install or set). */
+export type SandboxProbe = { ok: true } | { ok: false; reason: string };
+
+/** Options of one run. */
+export interface SandboxRunOptions {
+  /** Aborting kills the whole process group at once; the run then resolves with `signal: 'SIGKILL'`. */
+  signal?: AbortSignal;
+}
+
+/** Runs commands isolated from the network and the host. */
+export interface Sandbox {
+  /** Short name for logs and `agentry tools`, e.g. `bubblewrap`. */
+  readonly name: string;
+  /** Checks once (the answer is cached) that a tiny command runs and cannot reach the network. */
+  probe(): Promise<SandboxProbe>;
+  /**
+   * Runs one command. Rejects with an `AgentryError` (`not_configured`) when the probe failed, and
+   * (`invalid_request`) when the command is malformed; a command that fails, times out or is aborted resolves.
+   */
+  run(command: SandboxCommand, options?: SandboxRunOptions): Promise<SandboxResult>;
+}
