@@ -10,19 +10,15 @@
  *
  * Events (model calls, tool runs, spawns) go to <eventFile>, see `child-crash-script.ts`.
  */
-import { writeSync } from 'node:fs';
 import { AgentRuntime, sqliteStorage } from 'agentry';
 import { scriptedModel } from 'agentry/testing';
 import { CHILDREN, CHILD_INSTRUCTIONS, PARENT_GOAL, logEvent, playTurn, researchTool } from './child-crash-script.js';
+import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 
 const [dbPath, eventFile, run, parentArg] = process.argv.slice(2);
 if (!dbPath || !eventFile || (run !== 'first' && run !== 'second') || (run === 'second' && !parentArg)) {
   process.stderr.write('usage: child-crash-worker.ts <dbPath> <eventFile> first | second <parentId>\n');
   process.exit(2);
-}
-
-function out(line: string): void {
-  writeSync(1, `${line}\n`);
 }
 
 async function main(): Promise<void> {
@@ -48,22 +44,7 @@ async function main(): Promise<void> {
   });
   runtime.on('error', ({ error, agent_id }) => out(`error ${agent_id} ${String(error)}`));
 
-  if (run === 'first') {
-    const { agent_id } = await runtime.create({ goal: PARENT_GOAL });
-    out(`parent ${agent_id}`);
-    setInterval(() => {}, 60_000); // until killed
-    return;
-  }
-  const parent = await runtime.waitFor(parentArg!, { until: ['COMPLETED', 'FAILED'] });
-  await runtime.whenIdle();
-  out(`done ${parent.status} ${parent.status_message}`);
-  await runtime.close();
-  process.exit(0);
+  await runOrResumeRoot(runtime, run!, { label: 'parent', goal: PARENT_GOAL, rootId: parentArg });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(
-    `child-crash-worker failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exit(1);
-});
+runWorker('child-crash-worker', main);

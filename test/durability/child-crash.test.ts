@@ -13,111 +13,24 @@
  *   ran again with the same tool_use_id (DESIGN §4: idempotent calls are rerun);
  * - the parent completes with the children's validated data, and Σ ledger = balance with nothing left reserved.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { sqliteStorage, type AgentRow, type StorageAdapter } from 'agentry';
 import { CHILDREN, CHILD_INSTRUCTIONS, EXPECTED_RESULTS, PARENT_FINAL, PARENT_GOAL } from './child-crash-script.js';
+import {
+  childrenInTaskOrder,
+  expectLedgerSettled,
+  expectWorkerCompleted,
+  killLiveWorkers,
+  killWorker,
+  openStorage,
+  readEvents,
+  spentBy,
+  startWorker,
+} from './worker-harness.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const WORKER = fileURLToPath(new URL('./child-crash-worker.ts', import.meta.url));
-
-interface Worker {
-  lines: string[];
-  stderr(): string;
-  waitForLine(re: RegExp, timeoutMs?: number): Promise<string>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill(signal: NodeJS.Signals): void;
-}
-
-const liveWorkers = new Set<Worker>();
-
-function startWorker(args: string[]): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  let partial = '';
-  let stderr = '';
-  let done = false;
-  let listeners: Array<() => void> = [];
-  const notify = () => listeners.forEach((l) => l());
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    const parts = (partial + chunk).split('\n');
-    partial = parts.pop()!;
-    lines.push(...parts);
-    notify();
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('close', (code, signal) => {
-      if (partial) lines.push(partial);
-      done = true;
-      liveWorkers.delete(worker);
-      resolve({ code, signal });
-      notify();
-    });
-  });
-  const worker: Worker = {
-    lines,
-    stderr: () => stderr,
-    exited,
-    kill: (signal) => child.kill(signal),
-    waitForLine(re, timeoutMs = 20_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => finish(new Error(`worker printed no line matching ${re} in ${timeoutMs} ms; stderr:\n${stderr}`)),
-          timeoutMs,
-        );
-        const finish = (err: Error | null, line?: string) => {
-          clearTimeout(timer);
-          listeners = listeners.filter((l) => l !== check);
-          if (err) reject(err);
-          else resolve(line!);
-        };
-        const check = () => {
-          const line = lines.find((l) => re.test(l));
-          if (line !== undefined) return finish(null, line);
-          if (done)
-            finish(new Error(`worker exited before printing ${re}; stderr:\n${stderr}\nstdout:\n${lines.join('\n')}`));
-        };
-        listeners.push(check);
-        check();
-      });
-    },
-  };
-  liveWorkers.add(worker);
-  return worker;
-}
-
-afterEach(() => {
-  for (const w of liveWorkers) w.kill('SIGKILL');
-});
-
-function readEvents(file: string): string[][] {
-  return existsSync(file)
-    ? readFileSync(file, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => l.split(' '))
-    : [];
-}
-
-async function childrenOf(storage: StorageAdapter, parentId: string): Promise<AgentRow[]> {
-  const { rows } = await storage.listAgents({ parent_id: parentId, limit: 100 });
-  return rows.sort((a, b) => Number(a.spawn_key!.split('#')[1]) - Number(b.spawn_key!.split('#')[1]));
-}
-
-async function openStorage(db: string): Promise<StorageAdapter> {
-  const storage = sqliteStorage({ path: db });
-  await storage.init();
-  return storage;
-}
+afterEach(killLiveWorkers);
 
 describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
   let dir: string;
@@ -131,16 +44,10 @@ describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
     const events = join(dir, 'events.txt');
 
     // --- first process: killed while both children are in their second model turn
-    const first = startWorker([db, events, 'first']);
+    const first = startWorker('child-crash-worker.ts', [db, events, 'first']);
     const parentId = (await first.waitForLine(/^parent /)).split(' ')[1]!;
     await first.waitForLine(/^in-second-turn$/);
-    first.kill('SIGKILL');
-    const firstExit = await first.exited;
-    expect(firstExit.signal, first.stderr()).toBe('SIGKILL');
-    expect(
-      first.lines.filter((l) => l.startsWith('error ')),
-      first.stderr(),
-    ).toEqual([]);
+    await killWorker(first);
 
     // What the kill left on disk: two children, each with one step saved, none finished.
     let childIds: string[];
@@ -149,7 +56,7 @@ describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
       try {
         const parent = (await storage.getAgent(parentId))!;
         expect(parent).toMatchObject({ goal: PARENT_GOAL, status: 'ACTIVE', step_count: 1 });
-        const children = await childrenOf(storage, parentId);
+        const children = await childrenInTaskOrder(storage, parentId);
         expect(children.map((c) => c.goal)).toEqual(CHILDREN.map((c) => `Research ${c.topic}`));
         for (const child of children) {
           expect(child).toMatchObject({ status: 'ACTIVE', step_count: 1, root_id: parentId });
@@ -167,14 +74,8 @@ describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
     }
 
     // --- second process: recovery resumes the tree
-    const second = startWorker([db, events, 'second', parentId]);
-    expect(await second.waitForLine(/^done /, 30_000)).toBe('done COMPLETED Completed');
-    const secondExit = await second.exited;
-    expect(secondExit.code, second.stderr()).toBe(0);
-    expect(
-      second.lines.filter((l) => l.startsWith('error ')),
-      second.stderr(),
-    ).toEqual([]);
+    const second = startWorker('child-crash-worker.ts', [db, events, 'second', parentId]);
+    await expectWorkerCompleted(second);
 
     const lines = readEvents(events);
     const modelCalls = (agentId: string) =>
@@ -203,7 +104,7 @@ describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
     try {
       const parent = (await storage.getAgent(parentId))!;
       expect(parent.status, parent.status_message).toBe('COMPLETED');
-      const children = await childrenOf(storage, parentId);
+      const children = await childrenInTaskOrder(storage, parentId);
       expect(children.map((c) => c.agent_id)).toEqual(childIds); // same children, none added
       expect((await storage.listAgents({ limit: 100 })).rows).toHaveLength(3);
       for (const [i, child] of children.entries()) {
@@ -232,14 +133,11 @@ describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
       expect(parentMessages.at(-1)).toMatchObject({ role: 'ASSISTANT', text: PARENT_FINAL });
 
       // Credits: every charge on the one account, the killed turns charged nothing, no hold left behind.
-      const account = (await storage.getAccount('local'))!;
-      const ledger = await storage.listLedger('local');
-      expect(ledger.reduce((s, l) => s + l.amount, 0)).toBe(account.balance);
-      expect(account.reserved).toBe(0);
+      const ledger = await expectLedgerSettled(storage);
       for (const child of children) {
         const rows = ledger.filter((l) => l.agent_id === child.agent_id);
         expect(rows.filter((l) => l.kind === 'model')).toHaveLength(2);
-        expect(rows.reduce((s, l) => s - l.amount, 0)).toBe(child.credits_spent);
+        expect(spentBy(ledger, child.agent_id)).toBe(child.credits_spent);
       }
       // alpha's lookup ran twice but was charged once: only the committed run settles.
       expect(ledger.filter((l) => l.kind === 'tool').map((l) => [l.agent_id, l.item])).toEqual(

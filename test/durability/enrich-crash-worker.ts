@@ -10,20 +10,16 @@
  *
  * The corpus is served by the test process at <corpusBase>, so both runs read the same URLs.
  */
-import { writeSync } from 'node:fs';
 import { AgentRuntime, sqliteStorage } from 'agentry';
 import { scriptedModel } from 'agentry/testing';
 import { corpusSearch, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import { COMPANIES, FINISH_FIRST, PARENT_GOAL, entityOf, isChild, logEvent, playTurn } from './enrich-crash-script.js';
+import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 
 const [dbPath, eventFile, base, run, parentArg] = process.argv.slice(2);
 if (!dbPath || !eventFile || !base || (run !== 'first' && run !== 'second') || (run === 'second' && !parentArg)) {
   process.stderr.write('usage: enrich-crash-worker.ts <dbPath> <eventFile> <corpusBase> first | second <parentId>\n');
   process.exit(2);
-}
-
-function out(line: string): void {
-  writeSync(1, `${line}\n`);
 }
 
 async function main(): Promise<void> {
@@ -71,22 +67,7 @@ async function main(): Promise<void> {
     }
   });
 
-  if (run === 'first') {
-    const { agent_id } = await runtime.create({ goal: PARENT_GOAL });
-    out(`parent ${agent_id}`);
-    setInterval(() => {}, 60_000); // until killed
-    return;
-  }
-  const parent = await runtime.waitFor(parentArg!, { until: ['COMPLETED', 'FAILED'] });
-  await runtime.whenIdle();
-  out(`done ${parent.status} ${parent.status_message}`);
-  await runtime.close();
-  process.exit(0);
+  await runOrResumeRoot(runtime, run!, { label: 'parent', goal: PARENT_GOAL, rootId: parentArg });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(
-    `enrich-crash-worker failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exit(1);
-});
+runWorker('enrich-crash-worker', main);

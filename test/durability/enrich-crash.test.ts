@@ -12,113 +12,25 @@
  * - credits are exact: Σ ledger = balance, nothing left reserved, each child charged for each committed model turn once,
  *   the enrich call once.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { sqliteStorage, type AgentRow, type StorageAdapter } from 'agentry';
 import { serveCorpus, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import { COMPANIES, FINISH_FIRST, PARENT_FINAL, PARENT_GOAL } from './enrich-crash-script.js';
+import {
+  childrenInTaskOrder,
+  expectLedgerSettled,
+  expectWorkerCompleted,
+  killLiveWorkers,
+  killWorker,
+  openStorage,
+  readEvents,
+  spentBy,
+  startWorker,
+} from './worker-harness.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const WORKER = fileURLToPath(new URL('./enrich-crash-worker.ts', import.meta.url));
-
-interface Worker {
-  lines: string[];
-  stderr(): string;
-  waitForLine(re: RegExp, timeoutMs?: number): Promise<string>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill(signal: NodeJS.Signals): void;
-}
-
-const liveWorkers = new Set<Worker>();
-
-function startWorker(args: string[]): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  let partial = '';
-  let stderr = '';
-  let done = false;
-  let listeners: Array<() => void> = [];
-  const notify = () => listeners.forEach((l) => l());
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    const parts = (partial + chunk).split('\n');
-    partial = parts.pop()!;
-    lines.push(...parts);
-    notify();
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('close', (code, signal) => {
-      if (partial) lines.push(partial);
-      done = true;
-      liveWorkers.delete(worker);
-      resolve({ code, signal });
-      notify();
-    });
-  });
-  const worker: Worker = {
-    lines,
-    stderr: () => stderr,
-    exited,
-    kill: (signal) => child.kill(signal),
-    waitForLine(re, timeoutMs = 20_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => finish(new Error(`worker printed no line matching ${re} in ${timeoutMs} ms; stderr:\n${stderr}`)),
-          timeoutMs,
-        );
-        const finish = (err: Error | null, line?: string) => {
-          clearTimeout(timer);
-          listeners = listeners.filter((l) => l !== check);
-          if (err) reject(err);
-          else resolve(line!);
-        };
-        const check = () => {
-          const line = lines.find((l) => re.test(l));
-          if (line !== undefined) return finish(null, line);
-          if (done)
-            finish(new Error(`worker exited before printing ${re}; stderr:\n${stderr}\nstdout:\n${lines.join('\n')}`));
-        };
-        listeners.push(check);
-        check();
-      });
-    },
-  };
-  liveWorkers.add(worker);
-  return worker;
-}
-
-afterEach(() => {
-  for (const w of liveWorkers) w.kill('SIGKILL');
-});
-
-function readEvents(file: string): string[][] {
-  return existsSync(file)
-    ? readFileSync(file, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => l.split(' '))
-    : [];
-}
-
-/** The enrich call's children in task order (spawn keys end in `#<task index>`). */
-async function childrenOf(storage: StorageAdapter, parentId: string): Promise<AgentRow[]> {
-  const { rows } = await storage.listAgents({ parent_id: parentId, limit: 100 });
-  return rows.sort((a, b) => Number(a.spawn_key!.split('#')[1]) - Number(b.spawn_key!.split('#')[1]));
-}
-
-async function openStorage(db: string): Promise<StorageAdapter> {
-  const storage = sqliteStorage({ path: db });
-  await storage.init();
-  return storage;
-}
+afterEach(killLiveWorkers);
 
 describe('crash between enrich children (DESIGN §7)', () => {
   let dir: string;
@@ -137,15 +49,10 @@ describe('crash between enrich children (DESIGN §7)', () => {
     const events = join(dir, 'events.txt');
 
     // --- first process: killed with three children COMPLETED and three in their submitting turn
-    const first = startWorker([db, events, corpus.base, 'first']);
+    const first = startWorker('enrich-crash-worker.ts', [db, events, corpus.base, 'first']);
     const parentId = (await first.waitForLine(/^parent /)).split(' ')[1]!;
     await first.waitForLine(/^ready$/);
-    first.kill('SIGKILL');
-    expect((await first.exited).signal, first.stderr()).toBe('SIGKILL');
-    expect(
-      first.lines.filter((l) => l.startsWith('error ')),
-      first.stderr(),
-    ).toEqual([]);
+    await killWorker(first);
 
     // What the kill left on disk.
     let childIds: string[];
@@ -154,7 +61,7 @@ describe('crash between enrich children (DESIGN §7)', () => {
       const storage = await openStorage(db);
       try {
         expect(await storage.getAgent(parentId)).toMatchObject({ goal: PARENT_GOAL, status: 'ACTIVE' });
-        const children = await childrenOf(storage, parentId);
+        const children = await childrenInTaskOrder(storage, parentId);
         expect(children.map((c) => c.goal.split('\n\n')[1])).toEqual(COMPANIES.map((c) => c.name));
         expect(children.map((c) => c.status)).toEqual(
           COMPANIES.map((_, i) => (i < FINISH_FIRST ? 'COMPLETED' : 'ACTIVE')),
@@ -171,13 +78,8 @@ describe('crash between enrich children (DESIGN §7)', () => {
     const fetchesBefore = [...corpus.seen];
 
     // --- second process: recovery resumes the tree
-    const second = startWorker([db, events, corpus.base, 'second', parentId]);
-    expect(await second.waitForLine(/^done /, 30_000)).toBe('done COMPLETED Completed');
-    expect((await second.exited).code, second.stderr()).toBe(0);
-    expect(
-      second.lines.filter((l) => l.startsWith('error ')),
-      second.stderr(),
-    ).toEqual([]);
+    const second = startWorker('enrich-crash-worker.ts', [db, events, corpus.base, 'second', parentId]);
+    await expectWorkerCompleted(second);
 
     // Model calls per child across both processes: the finished ones never again; the others replay the killed turn.
     const lines = readEvents(events);
@@ -200,7 +102,7 @@ describe('crash between enrich children (DESIGN §7)', () => {
     try {
       const parent = (await storage.getAgent(parentId))!;
       expect(parent.status, parent.status_message).toBe('COMPLETED');
-      const children = await childrenOf(storage, parentId);
+      const children = await childrenInTaskOrder(storage, parentId);
       expect(children.map((c) => c.agent_id)).toEqual(childIds); // same children, none added
       expect((await storage.listAgents({ limit: 100 })).rows).toHaveLength(1 + COMPANIES.length);
       for (const child of children) {
@@ -228,10 +130,7 @@ describe('crash between enrich children (DESIGN §7)', () => {
       expect((await storage.listMessages(parentId)).at(-1)).toMatchObject({ role: 'ASSISTANT', text: PARENT_FINAL });
 
       // Credits: every charge on the one account, the killed turns charged nothing, no hold left behind.
-      const account = (await storage.getAccount('local'))!;
-      const ledger = await storage.listLedger('local');
-      expect(ledger.reduce((s, l) => s + l.amount, 0)).toBe(account.balance);
-      expect(account.reserved).toBe(0);
+      const ledger = await expectLedgerSettled(storage);
       for (const child of children) {
         const rows = ledger.filter((l) => l.agent_id === child.agent_id);
         expect(rows.filter((l) => l.kind === 'model')).toHaveLength(3);
@@ -241,7 +140,7 @@ describe('crash between enrich children (DESIGN §7)', () => {
             .map((l) => l.item)
             .sort(),
         ).toEqual(['read_page', 'web_search']);
-        expect(rows.reduce((s, l) => s - l.amount, 0)).toBe(child.credits_spent);
+        expect(spentBy(ledger, child.agent_id)).toBe(child.credits_spent);
       }
       const parentRows = ledger.filter((l) => l.agent_id === parentId);
       expect(parentRows.filter((l) => l.kind === 'model')).toHaveLength(2);

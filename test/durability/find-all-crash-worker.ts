@@ -12,20 +12,16 @@
  *
  * Events (model calls by role, searches) go to <eventFile>, see `find-all-crash-script.ts`.
  */
-import { writeSync } from 'node:fs';
 import { AgentRuntime, sqliteStorage, type SearchProvider } from 'agentry';
 import { scriptedModel } from 'agentry/testing';
 import { corpusSearch } from '../fixtures/corpus/veloran.js';
 import { FINISHING, HANGING, LEAD_GOAL, candidateOf, logEvent, playTurn, roleOf } from './find-all-crash-script.js';
+import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 
 const [dbPath, eventFile, corpusBase, run, leadArg] = process.argv.slice(2);
 if (!dbPath || !eventFile || !corpusBase || (run !== 'first' && run !== 'second') || (run === 'second' && !leadArg)) {
   process.stderr.write('usage: find-all-crash-worker.ts <dbPath> <eventFile> <corpusBase> first | second <leadId>\n');
   process.exit(2);
-}
-
-function out(line: string): void {
-  writeSync(1, `${line}\n`);
 }
 
 async function main(): Promise<void> {
@@ -79,22 +75,7 @@ async function main(): Promise<void> {
     }
   });
 
-  if (run === 'first') {
-    const { agent_id } = await runtime.create({ goal: LEAD_GOAL });
-    out(`lead ${agent_id}`);
-    setInterval(() => {}, 60_000); // until killed
-    return;
-  }
-  const lead = await runtime.waitFor(leadArg!, { until: ['COMPLETED', 'FAILED'] });
-  await runtime.whenIdle();
-  out(`done ${lead.status} ${lead.status_message}`);
-  await runtime.close();
-  process.exit(0);
+  await runOrResumeRoot(runtime, run!, { label: 'lead', goal: LEAD_GOAL, rootId: leadArg });
 }
 
-main().catch((err: unknown) => {
-  process.stderr.write(
-    `find-all-crash-worker failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`,
-  );
-  process.exit(1);
-});
+runWorker('find-all-crash-worker', main);

@@ -10,13 +10,11 @@
  * - finished verifiers are not repeated; the three cut short resume at their second turn, in the same agents;
  * - the call completes with exactly the cooperatives, and Σ ledger = balance with nothing left reserved.
  */
-import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { sqliteStorage, type AgentRow, type StorageAdapter } from 'agentry';
+import type { AgentRow, StorageAdapter } from 'agentry';
 import { serveCorpus, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import {
   EXPECTED_ENTITIES,
@@ -27,98 +25,18 @@ import {
   OBJECTIVE,
   candidateOf,
 } from './find-all-crash-script.js';
+import {
+  expectLedgerSettled,
+  expectWorkerCompleted,
+  killLiveWorkers,
+  killWorker,
+  openStorage,
+  readEvents,
+  spentBy,
+  startWorker,
+} from './worker-harness.js';
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const WORKER = fileURLToPath(new URL('./find-all-crash-worker.ts', import.meta.url));
-
-interface Worker {
-  lines: string[];
-  stderr(): string;
-  waitForLine(re: RegExp, timeoutMs?: number): Promise<string>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill(signal: NodeJS.Signals): void;
-}
-
-const liveWorkers = new Set<Worker>();
-
-function startWorker(args: string[]): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  let partial = '';
-  let stderr = '';
-  let done = false;
-  let listeners: Array<() => void> = [];
-  const notify = () => listeners.forEach((l) => l());
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    const parts = (partial + chunk).split('\n');
-    partial = parts.pop()!;
-    lines.push(...parts);
-    notify();
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('close', (code, signal) => {
-      if (partial) lines.push(partial);
-      done = true;
-      liveWorkers.delete(worker);
-      resolve({ code, signal });
-      notify();
-    });
-  });
-  const worker: Worker = {
-    lines,
-    stderr: () => stderr,
-    exited,
-    kill: (signal) => child.kill(signal),
-    waitForLine(re, timeoutMs = 20_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => finish(new Error(`worker printed no line matching ${re} in ${timeoutMs} ms; stderr:\n${stderr}`)),
-          timeoutMs,
-        );
-        const finish = (err: Error | null, line?: string) => {
-          clearTimeout(timer);
-          listeners = listeners.filter((l) => l !== check);
-          if (err) reject(err);
-          else resolve(line!);
-        };
-        const check = () => {
-          const line = lines.find((l) => re.test(l));
-          if (line !== undefined) return finish(null, line);
-          if (done)
-            finish(new Error(`worker exited before printing ${re}; stderr:\n${stderr}\nstdout:\n${lines.join('\n')}`));
-        };
-        listeners.push(check);
-        check();
-      });
-    },
-  };
-  liveWorkers.add(worker);
-  return worker;
-}
-
-afterEach(() => {
-  for (const w of liveWorkers) w.kill('SIGKILL');
-});
-
-function readEvents(file: string): string[][] {
-  return existsSync(file)
-    ? readFileSync(file, 'utf8')
-        .split('\n')
-        .filter(Boolean)
-        .map((l) => l.split(' '))
-    : [];
-}
-
-async function openStorage(db: string): Promise<StorageAdapter> {
-  const storage = sqliteStorage({ path: db });
-  await storage.init();
-  return storage;
-}
+afterEach(killLiveWorkers);
 
 /** The lead's children by spawn group (`<call id>/<group>#<index>`), each in task order. */
 async function childrenByGroup(storage: StorageAdapter, leadId: string): Promise<Record<string, AgentRow[]>> {
@@ -149,16 +67,10 @@ describe('crash between find_all’s phases (issue 13)', () => {
     const events = join(dir, 'events.txt');
 
     // --- first process: killed after generation, with two verifiers done and three in their second turn
-    const first = startWorker([db, events, corpus.base, 'first']);
+    const first = startWorker('find-all-crash-worker.ts', [db, events, corpus.base, 'first']);
     const leadId = (await first.waitForLine(/^lead /)).split(' ')[1]!;
     await first.waitForLine(/^ready$/);
-    first.kill('SIGKILL');
-    const firstExit = await first.exited;
-    expect(firstExit.signal, first.stderr()).toBe('SIGKILL');
-    expect(
-      first.lines.filter((l) => l.startsWith('error ')),
-      first.stderr(),
-    ).toEqual([]);
+    await killWorker(first);
 
     // What the kill left on disk: the candidate set saved, the generators done, the verifiers part done.
     let generatorIds: string[];
@@ -200,14 +112,8 @@ describe('crash between find_all’s phases (issue 13)', () => {
     }
 
     // --- second process: recovery resumes the verifiers and then the call
-    const second = startWorker([db, events, corpus.base, 'second', leadId]);
-    expect(await second.waitForLine(/^done /, 30_000)).toBe('done COMPLETED Completed');
-    const secondExit = await second.exited;
-    expect(secondExit.code, second.stderr()).toBe(0);
-    expect(
-      second.lines.filter((l) => l.startsWith('error ')),
-      second.stderr(),
-    ).toEqual([]);
+    const second = startWorker('find-all-crash-worker.ts', [db, events, corpus.base, 'second', leadId]);
+    await expectWorkerCompleted(second);
 
     const lines = readEvents(events);
     const modelCalls = (agentId: string) =>
@@ -244,15 +150,11 @@ describe('crash between find_all’s phases (issue 13)', () => {
       expect((await storage.listMessages(leadId)).at(-1)).toMatchObject({ role: 'ASSISTANT', text: LEAD_FINAL });
 
       // Credits: every charge on the one account, find_all charged once, no hold left behind.
-      const account = (await storage.getAccount('local'))!;
-      const ledger = await storage.listLedger('local');
-      expect(ledger.reduce((s, l) => s + l.amount, 0)).toBe(account.balance);
-      expect(account.reserved).toBe(0);
+      const ledger = await expectLedgerSettled(storage);
       expect(ledger.filter((l) => l.kind === 'tool' && l.item === 'find_all').map((l) => l.agent_id)).toEqual([leadId]);
       const agents = (await storage.listAgents({ limit: 100 })).rows;
       for (const agent of agents) {
-        const spent = ledger.filter((l) => l.agent_id === agent.agent_id).reduce((s, l) => s - l.amount, 0);
-        expect(spent).toBe(agent.credits_spent);
+        expect(spentBy(ledger, agent.agent_id)).toBe(agent.credits_spent);
       }
     } finally {
       await storage.close();

@@ -10,8 +10,9 @@
  * the report.
  */
 import { z } from 'zod';
-import { AgentryError } from '../../../errors.js';
 import { defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
+import { MODEL_OUTPUT_CHARS, firstThatFit, keepWholeOutput, requireWebSearch } from '../research/output.js';
+import type { ResearchToolOptions, ShownInPart } from '../research/output.js';
 import { runWave } from '../research/waves.js';
 import { CitationChecker } from '../../citations.js';
 import {
@@ -69,8 +70,7 @@ type Phase = (
   artifact_id?: string;
 };
 
-/** See `maxOutputChars` of {@link deepResearchTool}. */
-export const MODEL_OUTPUT_CHARS = 40_000;
+export { MODEL_OUTPUT_CHARS };
 
 export type CheckedReport = {
   report: string;
@@ -88,11 +88,7 @@ export type CheckedReport = {
   sources_read: number;
   /** Set when not every citation is shown: how many there are. */
   citations_total?: number;
-  /** Set when not every citation is shown: the artifact with the whole output as JSON (`runtime.getArtifact`). */
-  artifact_id?: string;
-  /** Set when not every citation is shown: says so, for the model. */
-  note?: string;
-};
+} & ShownInPart;
 
 /**
  * The deep_research tool. Its children use web_search and read_page, which must be in the runtime (they are built
@@ -101,18 +97,7 @@ export type CheckedReport = {
  * @example
  * const runtime = await AgentRuntime.open(); // deep_research is built in; web_search needs a search provider
  */
-export function deepResearchTool(
-  options: {
-    price?: number;
-    /** What to set, when the children's web_search has no backend: each call then fails at once with it. */
-    missing?: string | null;
-    /**
-     * Characters of output the model is shown at most; a larger output is kept whole as an artifact.
-     * @default 40_000 (below the runtime's default `limits.maxToolResultChars`, 50,000, which would cut the JSON)
-     */
-    maxOutputChars?: number;
-  } = {},
-): Tool<z.input<typeof Input>> {
+export function deepResearchTool(options: ResearchToolOptions = {}): Tool<z.input<typeof Input>> {
   return defineTool({
     name: DEEP_RESEARCH_TOOL_NAME,
     description:
@@ -125,8 +110,7 @@ export function deepResearchTool(
     idempotent: true,
     describe: ({ topic }) => `Researching: ${topic}`,
     async run(raw, ctx) {
-      if (options.missing)
-        throw new AgentryError('not_configured', `deep_research needs web_search: ${options.missing}`);
+      requireWebSearch(DEEP_RESEARCH_TOOL_NAME, options);
       const input = Input.parse(raw);
       const depth: Depth = input.depth;
       const shown = (at: Phase, output: CheckedReport) =>
@@ -233,32 +217,18 @@ async function shownToModel(
 ): Promise<CheckedReport> {
   const text = JSON.stringify(output);
   if (text.length <= maxChars) return output;
-  let artifactId = phase.artifact_id;
-  let notKept = '';
-  if (artifactId === undefined) {
-    try {
-      ({ artifact_id: artifactId } = await ctx.artifacts.put({
-        name: 'deep-research.json',
-        mime_type: 'application/json',
-        data: text,
-      }));
-      await ctx.state.set({ ...phase, artifact_id: artifactId });
-    } catch (err) {
-      // Over the artifact limits: the model still gets what fits, and is told why there is no more.
-      notKept = (err instanceof Error ? err.message : String(err)).slice(0, 200);
-    }
-  }
+  const kept = await keepWholeOutput(ctx, phase, 'deep-research.json', text);
   const total = output.citations.length;
   const where =
-    artifactId !== undefined
-      ? `the whole output is the JSON artifact ${artifactId}`
-      : `the whole output could not be kept (${notKept})`;
+    'artifact_id' in kept
+      ? `the whole output is the JSON artifact ${kept.artifact_id}`
+      : `the whole output could not be kept (${kept.not_kept})`;
   const envelope = (report: string, citations: CheckedReport['citations']): CheckedReport => ({
     ...output,
     report,
     citations,
     citations_total: total,
-    ...(artifactId !== undefined ? { artifact_id: artifactId } : {}),
+    ...('artifact_id' in kept ? { artifact_id: kept.artifact_id } : {}),
     note:
       `${report === output.report ? '' : 'The report is cut. '}` +
       `Only the first ${citations.length} of ${total} citations are shown; ${where}.`,
@@ -270,13 +240,7 @@ async function shownToModel(
     report = `${report.slice(0, Math.max(0, report.length + room - 40))} […]`;
     room = 0;
   }
-  const citations: CheckedReport['citations'] = [];
-  for (const c of output.citations) {
-    room -= JSON.stringify(c).length + 1;
-    if (room < 0) break;
-    citations.push(c);
-  }
-  return envelope(report, citations);
+  return envelope(report, firstThatFit(output.citations, room));
 }
 
 function toCitation(c: CheckedReport['citations'][number]): CheckedReport['citations'][number] {

@@ -13,9 +13,10 @@
  * wave is found done. `ctx.state` keeps only the id of the artifact a table too large for the model is stored in.
  */
 import { z } from 'zod';
-import { AgentryError } from '../../../errors.js';
 import { CitationChecker } from '../../citations.js';
 import { defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
+import { MODEL_OUTPUT_CHARS, firstThatFit, keepWholeOutput, requireWebSearch } from '../research/output.js';
+import type { ResearchToolOptions, ShownInPart } from '../research/output.js';
 import { citedUrls, runWave } from '../research/waves.js';
 import { FIELD_TYPES } from './coerce.js';
 import { enrichGoal, enrichInstructions } from './prompts.js';
@@ -71,20 +72,15 @@ const Input = z.object({
     .describe('The fields to find for every entity'),
 });
 
-/** See `maxOutputChars` of {@link enrichTool}. */
-export const MODEL_OUTPUT_CHARS = 40_000;
+export { MODEL_OUTPUT_CHARS };
 
-export interface EnrichOutput {
+export interface EnrichOutput extends ShownInPart {
   /** One row per entity, in input order; when the table is too large for the model, the first ones that fit. */
   rows: EnrichRow[];
   /** Citations the children submitted that failed the check (page never read, excerpt not on it, …). */
   dropped_citations: number;
   /** Set when not every row is shown: how many rows the table has. */
   rows_total?: number;
-  /** Set when not every row is shown: the artifact with the whole output as JSON (`runtime.getArtifact`). */
-  artifact_id?: string;
-  /** Set when not every row is shown: says so, for the model. */
-  note?: string;
 }
 
 /**
@@ -96,19 +92,7 @@ export interface EnrichOutput {
  * @example
  * const runtime = await AgentRuntime.open(); // enrich is built in; web_search needs a search provider
  */
-export function enrichTool(
-  options: {
-    /** Credits per call. @default 1 */
-    price?: number;
-    /** What to set, when the children's web_search has no backend: each call then fails at once with it. */
-    missing?: string | null;
-    /**
-     * Characters of output the model is shown at most; a larger table is kept whole as an artifact.
-     * @default 40_000 (below the runtime's default `limits.maxToolResultChars`, 50,000, which would cut the JSON)
-     */
-    maxOutputChars?: number;
-  } = {},
-): Tool<z.input<typeof Input>> {
+export function enrichTool(options: ResearchToolOptions = {}): Tool<z.input<typeof Input>> {
   return defineTool({
     name: ENRICH_TOOL_NAME,
     description:
@@ -124,7 +108,7 @@ export function enrichTool(
       `Enriching ${entities.length} ${entities.length === 1 ? 'entity' : 'entities'} with ${fields.length} ` +
       `field${fields.length === 1 ? '' : 's'}`,
     async run(raw, ctx) {
-      if (options.missing) throw new AgentryError('not_configured', `enrich needs web_search: ${options.missing}`);
+      requireWebSearch(ENRICH_TOOL_NAME, options);
       const { entities, fields } = Input.parse(raw);
       const budget = childBudget(fields.length);
       // Shared by every child, so their stored specs are one and the same.
@@ -168,35 +152,20 @@ async function shownToModel(
 ): Promise<Record<string, unknown>> {
   const text = JSON.stringify(output);
   if (text.length <= maxChars) return { ...output };
-  let saved = await ctx.state.get<{ artifact_id: string }>();
-  let notKept = '';
-  if (!saved) {
-    try {
-      const artifact = await ctx.artifacts.put({ name: 'enrich-rows.json', mime_type: 'application/json', data: text });
-      saved = { artifact_id: artifact.artifact_id };
-      await ctx.state.set(saved);
-    } catch (err) {
-      // Over the artifact limits: the model still gets the rows that fit, and is told why there is no more.
-      notKept = (err instanceof Error ? err.message : String(err)).slice(0, 200);
-    }
-  }
+  const saved = (await ctx.state.get<{ artifact_id: string }>()) ?? {};
+  const kept = await keepWholeOutput(ctx, saved, 'enrich-rows.json', text);
   const total = output.rows.length;
   // Room for the envelope (counts, id, note) besides the rows.
-  let room = maxChars - 600;
-  const rows: EnrichRow[] = [];
-  for (const row of output.rows) {
-    room -= JSON.stringify(row).length + 1;
-    if (room < 0) break;
-    rows.push(row);
-  }
-  const where = saved
-    ? `the whole table (all ${total} rows) is the JSON artifact ${saved.artifact_id}`
-    : `the whole table could not be kept (${notKept})`;
+  const rows = firstThatFit(output.rows, maxChars - 600);
+  const where =
+    'artifact_id' in kept
+      ? `the whole table (all ${total} rows) is the JSON artifact ${kept.artifact_id}`
+      : `the whole table could not be kept (${kept.not_kept})`;
   return {
     rows,
     dropped_citations: output.dropped_citations,
     rows_total: total,
-    ...(saved ? { artifact_id: saved.artifact_id } : {}),
+    ...('artifact_id' in kept ? { artifact_id: kept.artifact_id } : {}),
     note: `Only the first ${rows.length} of ${total} rows are shown; ${where}.`,
   };
 }

@@ -14,9 +14,10 @@
  * that matched), so a caller knows how much it probably missed.
  */
 import { z } from 'zod';
-import { AgentryError } from '../../../errors.js';
 import { CitationChecker, type CheckedCitation } from '../../citations.js';
 import { ToolSuspension, defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
+import { MODEL_OUTPUT_CHARS, firstThatFit, keepWholeOutput, requireWebSearch } from '../research/output.js';
+import type { ResearchToolOptions, ShownInPart } from '../research/output.js';
 import { citedUrls, runWave } from '../research/waves.js';
 import type { CandidateSubmission, MergedCandidate, mergeCandidates as MergeCandidates } from './dedupe.js';
 import {
@@ -117,14 +118,9 @@ export type FindAllResult = {
   estimated_total?: number;
   /** Set when not every entity is shown: how many entities the result has. */
   entities_total?: number;
-  /** Set when not every entity is shown: the artifact with the whole result as JSON (`runtime.getArtifact`). */
-  artifact_id?: string;
-  /** Set when not every entity is shown: says so, for the model. */
-  note?: string;
-};
+} & ShownInPart;
 
-/** See `maxOutputChars` of {@link findAllTool}. */
-export const MODEL_OUTPUT_CHARS = 40_000;
+export { MODEL_OUTPUT_CHARS };
 
 /** Where a call is, kept in its durable state; no state yet means it is generating. */
 interface VerifyPhase {
@@ -142,19 +138,7 @@ interface VerifyPhase {
  * @example
  * const runtime = await AgentRuntime.open(); // find_all is built in; web_search needs a search provider
  */
-export function findAllTool(
-  options: {
-    /** @default 2 */
-    price?: number;
-    /** What to set, when the children's web_search has no backend: each call then fails at once with it. */
-    missing?: string | null;
-    /**
-     * Characters of output the model is shown at most; a larger result is kept whole as an artifact.
-     * @default 40_000 (below the runtime's default `limits.maxToolResultChars`, 50,000, which would cut the JSON)
-     */
-    maxOutputChars?: number;
-  } = {},
-): Tool<z.input<typeof Input>> {
+export function findAllTool(options: ResearchToolOptions = {}): Tool<z.input<typeof Input>> {
   return defineTool({
     name: FIND_ALL_TOOL_NAME,
     description:
@@ -169,7 +153,7 @@ export function findAllTool(
     idempotent: true,
     describe: ({ objective }) => `Finding: ${objective}`,
     async run(raw, ctx) {
-      if (options.missing) throw new AgentryError('not_configured', `find_all needs web_search: ${options.missing}`);
+      requireWebSearch(FIND_ALL_TOOL_NAME, options);
       const input = Input.parse(raw);
       const conditions = input.match_conditions ?? [];
       // tldts carries the public-suffix list: loaded on the first call, not with agentry.
@@ -306,41 +290,21 @@ async function shownToModel(
   result: FindAllResult,
   maxChars: number,
 ): Promise<FindAllResult> {
-  if (JSON.stringify(result).length <= maxChars) return result;
-  let artifactId = state.artifact_id;
-  let notKept = '';
-  if (artifactId === undefined) {
-    try {
-      const data = JSON.stringify(result);
-      ({ artifact_id: artifactId } = await ctx.artifacts.put({
-        name: 'find-all-entities.json',
-        mime_type: 'application/json',
-        data,
-      }));
-      await ctx.state.set({ ...state, artifact_id: artifactId });
-    } catch (err) {
-      // Over the artifact limits: the model still gets the entities that fit, and is told why there is no more.
-      notKept = (err instanceof Error ? err.message : String(err)).slice(0, 200);
-    }
-  }
+  const text = JSON.stringify(result);
+  if (text.length <= maxChars) return result;
+  const kept = await keepWholeOutput(ctx, state, 'find-all-entities.json', text);
   const total = result.entities.length;
   // Room for the envelope (counts, id, note) besides the entities.
-  let room = maxChars - 600;
-  const entities: FoundEntity[] = [];
-  for (const entity of result.entities) {
-    room -= JSON.stringify(entity).length + 1;
-    if (room < 0) break;
-    entities.push(entity);
-  }
+  const entities = firstThatFit(result.entities, maxChars - 600);
   const where =
-    artifactId !== undefined
-      ? `all ${total} are in the JSON artifact ${artifactId}`
-      : `the whole result could not be kept (${notKept})`;
+    'artifact_id' in kept
+      ? `all ${total} are in the JSON artifact ${kept.artifact_id}`
+      : `the whole result could not be kept (${kept.not_kept})`;
   return {
     ...result,
     entities,
     entities_total: total,
-    ...(artifactId !== undefined ? { artifact_id: artifactId } : {}),
+    ...('artifact_id' in kept ? { artifact_id: kept.artifact_id } : {}),
     note: `Only the first ${entities.length} of ${total} entities are shown; ${where}.`,
   };
 }
