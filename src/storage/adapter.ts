@@ -298,6 +298,11 @@ export interface StorageAdapter {
    * what refused it.
    */
   reserve(request: ReservationRequest): Promise<ReservationRefusal | null>;
+  /**
+   * `reserve` without a turn of the event loop, for adapters whose holds live in this process (memory, SQLite). The
+   * runtime's credit gate grants an uncontended reservation through it at once; same semantics as `reserve`.
+   */
+  reserveNow?(request: ReservationRequest): ReservationRefusal | null;
   /** Drops a hold without spending it. Unknown ids are ignored. */
   release(reservationId: string): Promise<void>;
   /** Drops every hold of these agents (recovery after a crash). Returns how many were dropped. */

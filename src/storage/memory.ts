@@ -112,6 +112,10 @@ class MemoryStorage implements StorageAdapter {
   }
 
   async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
+    return this.reserveNow(request);
+  }
+
+  reserveNow(request: ReservationRequest): ReservationRefusal | null {
     const account = this.accounts.get(request.account_id);
     if (!account || account.balance - account.reserved < request.amount) return 'account';
     const root = this.agents.get(request.root_id)?.row;

@@ -70,6 +70,7 @@ describe('CreditGate with slow or failing storage', () => {
     // Storage applies the hold at once but answers late (a database round trip): the gate learns of it later.
     const slow = latch();
     const storage: StorageAdapter = Object.create(inner) as StorageAdapter;
+    storage.reserveNow = undefined; // every reservation takes the asynchronous path this test slows down
     storage.reserve = async (r) => {
       const refusal = await inner.reserve(r);
       if (r.id === 'y' && refusal === null) await slow.promise;
@@ -103,6 +104,7 @@ describe('CreditGate with slow or failing storage', () => {
     // Storage refuses Y while X holds, but the answer arrives after X's hold is gone.
     const slow = latch();
     const storage: StorageAdapter = Object.create(inner) as StorageAdapter;
+    storage.reserveNow = undefined; // every reservation takes the asynchronous path this test slows down
     storage.reserve = async (r) => {
       const refusal = await inner.reserve(r);
       if (r.id === 'y') await slow.promise;
@@ -121,6 +123,7 @@ describe('CreditGate with slow or failing storage', () => {
     const inner = await accountWith(100);
     const slow = latch();
     const storage: StorageAdapter = Object.create(inner) as StorageAdapter;
+    storage.reserveNow = undefined; // every reservation takes the asynchronous path this test slows down
     storage.reserve = async (r) => {
       const refusal = await inner.reserve(r);
       if (r.id === 'a') await slow.promise;

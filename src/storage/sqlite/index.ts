@@ -299,7 +299,7 @@ class SqliteStorage implements SqliteStorageAdapter {
     return this.reserveNow(request);
   }
 
-  private reserveNow(r: ReservationRequest): ReservationRefusal | null {
+  reserveNow(r: ReservationRequest): ReservationRefusal | null {
     if (this.holds.has(r.id)) throw new Error(`reservation ${r.id} exists`);
     const held = this.heldByAccount.get(r.account_id) ?? 0;
     // The balance this process last wrote or read. Only another process can change it (a top-up from the CLI), and
