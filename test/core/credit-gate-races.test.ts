@@ -3,54 +3,9 @@
  * not make another request "out of credits", and a storage error must end the wait it happens in, not the process.
  */
 import { describe, expect, it } from 'vitest';
-import { memoryStorage, type AgentRow, type StorageAdapter } from 'agentry';
+import type { StorageAdapter } from 'agentry';
 import { CreditGate } from '../../src/core/credit-gate.js';
-
-const tick = () => new Promise<void>((r) => setImmediate(r));
-
-async function accountWith(balance: number): Promise<StorageAdapter> {
-  const storage = memoryStorage();
-  await storage.init();
-  await storage.createAccount({
-    id: 'acc',
-    name: 'test',
-    subscription_active: true,
-    balance,
-    reserved: 0,
-    created_at: new Date(0).toISOString(),
-  });
-  return storage;
-}
-
-function rootRow(id: string, maxCredits: number | null): AgentRow {
-  return {
-    agent_id: id,
-    account_id: 'acc',
-    parent_id: null,
-    root_id: id,
-    spawn_key: null,
-    goal: 'g',
-    model: 'svc-1-lite',
-    status: 'ACTIVE',
-    progress: 0,
-    status_message: '',
-    token_count: 0,
-    message_count: 0,
-    credits_spent: 0,
-    sub_agent_count: 0,
-    max_credits: maxCredits,
-    tree_spent: 0,
-    tree_reserved: 0,
-    step_count: 0,
-    started: true,
-    active_ms: 0,
-    active_since: null,
-    plan: null,
-    spec: null,
-    created_at: new Date(0).toISOString(),
-    updated_at: new Date(0).toISOString(),
-  };
-}
+import { accountWith, agentRow, tick } from './gate-fixtures.js';
 
 function request(id: string, agent: string, amount: number, root = agent) {
   return { id, account_id: 'acc', agent_id: agent, root_id: root, amount };
@@ -66,7 +21,7 @@ function latch(): { promise: Promise<void>; open: () => void } {
 describe('CreditGate with slow or failing storage', () => {
   it('a hold storage made but whose answer is still on its way makes others wait, not run out of credits', async () => {
     const inner = await accountWith(100);
-    await inner.insertAgents([rootRow('T', 50)], [], []);
+    await inner.insertAgents([agentRow('T', { max_credits: 50 })], [], []);
     // Storage applies the hold at once but answers late (a database round trip): the gate learns of it later.
     const slow = latch();
     const storage: StorageAdapter = Object.create(inner) as StorageAdapter;
@@ -100,7 +55,7 @@ describe('CreditGate with slow or failing storage', () => {
 
   it('a refusal whose blocking hold ended while it was on its way is asked again, not final', async () => {
     const inner = await accountWith(100);
-    await inner.insertAgents([rootRow('T', 50)], [], []);
+    await inner.insertAgents([agentRow('T', { max_credits: 50 })], [], []);
     // Storage refuses Y while X holds, but the answer arrives after X's hold is gone.
     const slow = latch();
     const storage: StorageAdapter = Object.create(inner) as StorageAdapter;

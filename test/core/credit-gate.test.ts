@@ -2,8 +2,8 @@
  * The credit gate on its own: reservations that other holds block wait in order, and every wait ends.
  */
 import { describe, expect, it } from 'vitest';
-import { memoryStorage, type StorageAdapter } from 'agentry';
 import { CreditGate } from '../../src/core/credit-gate.js';
+import { accountWith, agentRow, tick } from './gate-fixtures.js';
 
 /** A small deterministic PRNG (mulberry32), so a failing run can be replayed. */
 function random(seed: number): (n: number) => number {
@@ -15,22 +15,6 @@ function random(seed: number): (n: number) => number {
     t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
     return Math.floor((((t ^ (t >>> 14)) >>> 0) / 4294967296) * n);
   };
-}
-
-const tick = () => new Promise<void>((r) => setImmediate(r));
-
-async function accountWith(balance: number): Promise<StorageAdapter> {
-  const storage = memoryStorage();
-  await storage.init();
-  await storage.createAccount({
-    id: 'acc',
-    name: 'test',
-    subscription_active: true,
-    balance,
-    reserved: 0,
-    created_at: new Date(0).toISOString(),
-  });
-  return storage;
 }
 
 function request(id: string, agent: string, amount: number) {
@@ -96,39 +80,7 @@ describe('CreditGate', () => {
 
   it('a waiter whose tree cap is what blocks it waits for its tree, not the account', async () => {
     const storage = await accountWith(1_000);
-    await storage.insertAgents(
-      [
-        {
-          agent_id: 'root',
-          account_id: 'acc',
-          parent_id: null,
-          root_id: 'root',
-          spawn_key: null,
-          goal: 'g',
-          model: 'svc-1-lite',
-          status: 'ACTIVE',
-          progress: 0,
-          status_message: '',
-          token_count: 0,
-          message_count: 0,
-          credits_spent: 0,
-          sub_agent_count: 0,
-          max_credits: 100,
-          tree_spent: 0,
-          tree_reserved: 0,
-          step_count: 0,
-          started: true,
-          active_ms: 0,
-          active_since: null,
-          plan: null,
-          spec: null,
-          created_at: new Date(0).toISOString(),
-          updated_at: new Date(0).toISOString(),
-        },
-      ],
-      [],
-      [],
-    );
+    await storage.insertAgents([agentRow('root', { max_credits: 100 })], [], []);
     const gate = new CreditGate(storage);
     const inTree = (id: string, agent: string, amount: number) => ({ ...request(id, agent, amount), root_id: 'root' });
     await gate.reserve(inTree('a', 'A', 70));

@@ -5,53 +5,24 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { memoryStorage, type AgentRow } from 'agentry';
+
+const T0 = new Date(0).toISOString();
 import type { StepDeps } from '../../src/core/loop.js';
 import { newRunControl } from '../../src/core/loop.js';
 import { createToolContext } from '../../src/core/tool-context.js';
-
-const T0 = new Date(0).toISOString();
-
-function agentRow(id: string, parent: string | null, spawnKey: string | null): AgentRow {
-  return {
-    agent_id: id,
-    account_id: 'acc',
-    parent_id: parent,
-    root_id: parent ?? id,
-    spawn_key: spawnKey,
-    goal: 'g',
-    model: 'svc-1-lite',
-    status: 'ACTIVE',
-    progress: 0,
-    status_message: '',
-    token_count: 0,
-    message_count: 0,
-    credits_spent: 0,
-    sub_agent_count: 0,
-    max_credits: null,
-    tree_spent: 0,
-    tree_reserved: 0,
-    step_count: 0,
-    started: true,
-    active_ms: 0,
-    active_since: null,
-    plan: null,
-    spec: null,
-    created_at: T0,
-    updated_at: T0,
-  };
-}
+import { agentRow } from './gate-fixtures.js';
 
 describe('ToolContext.pagesRead', () => {
   it("reads only the call's own children, not those of a call whose id starts with the same characters", async () => {
     const storage = memoryStorage();
     await storage.init();
-    const parent = agentRow('P', null, null);
+    const parent = agentRow('P', { parent_id: null, spawn_key: null });
     await storage.insertAgents(
       [
         parent,
-        agentRow('own', 'P', 'call_1#0'),
-        agentRow('grouped', 'P', 'call_1/wave#0'),
-        agentRow('other', 'P', 'call_12#0'),
+        agentRow('own', { parent_id: 'P', spawn_key: 'call_1#0' }),
+        agentRow('grouped', { parent_id: 'P', spawn_key: 'call_1/wave#0' }),
+        agentRow('other', { parent_id: 'P', spawn_key: 'call_12#0' }),
       ],
       [],
       [],
@@ -94,7 +65,7 @@ describe('ToolContext.pagesRead', () => {
     } as unknown as StepDeps;
     const ctx = createToolContext(
       deps,
-      agentRow('P', null, null),
+      agentRow('P', { parent_id: null, spawn_key: null }),
       { type: 'tool_use', id: 'call_1', name: 't', input: {} },
       newRunControl(),
       () => {},
