@@ -39,6 +39,9 @@ export function createToolContext(
     get signal() {
       return control.toolsSignal;
     },
+    get pauseSignal() {
+      return control.model.signal;
+    },
     reportProgress: report,
     spawn: async (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
     suspend: (message, spawnId) => new ToolSuspension(message, spawnId),

@@ -14,6 +14,12 @@ export interface ToolContext {
   toolCallId: string;
   /** Aborted when the agent is deleted or the runtime is shut down hard. Pause does not abort a running tool. */
   signal: AbortSignal;
+  /**
+   * Aborted as soon as the agent is paused (or deleted, or the runtime shuts down). A tool whose work can be stopped
+   * and done again (a command in a sandbox, a browser step) stops at it and returns what happened; most tools
+   * ignore it and finish, as pause promises.
+   */
+  pauseSignal: AbortSignal;
   /** Sets the agent's `status_message` (and optionally `progress`, 0..1) when the step commits. */
   reportProgress(update: ProgressReport): void;
   /**
