@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { parseArgs } from './core/validate.js';
 import { AgentryError } from './errors.js';
+import { CODE_AGENT_TOOL_NAME, codeAgentTool } from './tools/builtin/code-agent/index.js';
 import { deepResearchTool } from './tools/builtin/deep-research/index.js';
 import { enrichTool } from './tools/builtin/enrich/index.js';
 import { findAllTool } from './tools/builtin/find-all/index.js';
@@ -99,12 +100,15 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     allow: [...(o.fetch?.allow ?? []), ...configuredHosts(env)],
   });
   const search = o.search ?? searchProviderFromEnv(env, searchFetch);
+  // Its sandbox (bubblewrap) is probed on the first call; workspaces under <os.tmpdir()>/agentry-workspaces.
+  const codeAgent = codeAgentTool();
   const tools = [
     webSearchTool({ provider: search, missing: searchProviderSetupHint() }),
     readPageTool(),
     deepResearchTool({ missing: search ? null : searchProviderSetupHint() }),
     findAllTool({ missing: search ? null : searchProviderSetupHint() }),
     enrichTool({ missing: search ? null : searchProviderSetupHint() }),
+    codeAgent,
   ];
   const names = tools.map((t) => t.name);
   for (const name of o.only ?? []) {
@@ -157,6 +161,18 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
         ? `one research child per entity with web_search (${search.name}) and read_page`
         : `its research children need web_search: ${searchProviderSetupHint()}`,
       offered: offered.has('enrich'),
+    },
+    {
+      name: CODE_AGENT_TOOL_NAME,
+      source: 'builtin',
+      // Read when asked: the sandbox's probe runs on the first call, and from then on its answer is shown.
+      get ready() {
+        return codeAgent.readiness().ready;
+      },
+      get detail() {
+        return codeAgent.readiness().detail;
+      },
+      offered: offered.has(CODE_AGENT_TOOL_NAME),
     },
   ];
   return {

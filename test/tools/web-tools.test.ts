@@ -542,6 +542,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       ['deep_research', false],
       ['find_all', false],
       ['enrich', false],
+      ['spawn_claude_code_agent', false],
     ]);
   });
 
@@ -565,7 +566,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       name: 'AgentryError',
       code: 'invalid_request',
       message:
-        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research, find_all, enrich',
+        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research, find_all, enrich, spawn_claude_code_agent',
     });
   });
 });

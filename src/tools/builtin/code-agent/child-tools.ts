@@ -1,0 +1,312 @@
+/**
+ * @module tools/builtin/code-agent/child-tools
+ * The coding child's tools, named and shaped after Claude Code's (DESIGN §7) because models already know them:
+ * `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`. Each works in the child's own workspace (see `session.ts` for how a
+ * tool finds it from the child's agent id). Paths are relative to the workspace; `/workspace/...`, the path the
+ * sandbox shows, is accepted too. `..` and symlinks that lead out are refused (`resolveInWorkspace`).
+ *
+ * Only `Bash` runs in the sandbox. The file tools run in the runtime's process, directly on the workspace: a file the
+ * runtime writes is given to the sandbox's uid so that commands can change it afterwards.
+ */
+import { lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
+import { join, relative, sep } from 'node:path';
+import { z } from 'zod';
+import { AgentryError } from '../../../errors.js';
+import type { Sandbox } from '../../../sandbox/sandbox.js';
+import { chownToSandbox, resolveInWorkspace, workspacePath } from '../../../sandbox/workspace.js';
+import { defineTool, type Tool, type ToolContext } from '../../define-tool.js';
+import { matchesGlob } from './glob.js';
+import { appendCommand, notACodeChild, readCommands, waitForSession, type CodeSession } from './session.js';
+
+/** Bytes of stdout, and of stderr, a `Bash` result shows. */
+export const BASH_OUTPUT_BYTES = 30_000;
+export const BASH_DEFAULT_TIMEOUT_MS = 120_000;
+export const BASH_MAX_TIMEOUT_MS = 600_000;
+/** Largest file `Read`, `Edit` and `Grep` open. */
+const MAX_READ_BYTES = 5 * 1024 * 1024;
+const READ_DEFAULT_LINES = 2_000;
+const LINE_CHARS = 2_000;
+const MAX_GLOB_RESULTS = 500;
+const MAX_GREP_MATCHES = 200;
+/** Directory entries a `Glob` or `Grep` walks at most. */
+const MAX_WALK = 20_000;
+
+export interface CodeChildToolsOptions {
+  dataDir: string;
+  sandbox: Sandbox;
+}
+
+interface Workspace {
+  root: string;
+  session: CodeSession;
+}
+
+async function workspaceOf(dataDir: string, tool: string, ctx: ToolContext): Promise<Workspace> {
+  const childId = ctx.agent.agent_id;
+  const session = await waitForSession(dataDir, childId, ctx.signal);
+  // The parent recorded itself: a session of another agent's child is never used.
+  if (!session || session.parent_id !== ctx.agent.parent_id) throw notACodeChild(tool, childId);
+  return { root: workspacePath(dataDir, childId), session };
+}
+
+/** A path as the model gives it, relative to the workspace (`/workspace/x` is `x`). */
+export function relativePath(path: string): string {
+  const trimmed = path.trim();
+  if (trimmed === '/workspace' || trimmed === '/workspace/') return '.';
+  if (trimmed.startsWith('/workspace/')) return trimmed.slice('/workspace/'.length) || '.';
+  return trimmed === '' ? '.' : trimmed;
+}
+
+function shown(root: string, hostPath: string): string {
+  return relative(root, hostPath).split(sep).join('/') || '.';
+}
+
+/** Creates the missing directories of `rel`'s parent, each given to the sandbox's uid. */
+export async function makeParents(root: string, rel: string): Promise<void> {
+  const parts = rel.split(/[\\/]+/).filter((p) => p && p !== '.');
+  for (let i = 1; i < parts.length; i++) {
+    const dir = await resolveInWorkspace(root, parts.slice(0, i).join('/'));
+    const made = await mkdir(dir).then(
+      () => true,
+      (error: NodeJS.ErrnoException) => {
+        if (error.code === 'EEXIST') return false;
+        throw error;
+      },
+    );
+    if (made) await chownToSandbox(dir);
+  }
+}
+
+async function readText(host: string, filePath: string): Promise<string> {
+  const stat = await lstat(host).catch(() => undefined);
+  if (!stat) throw new AgentryError('not_found', `File does not exist: ${filePath}`);
+  if (!stat.isFile()) throw new AgentryError('invalid_request', `Not a file: ${filePath}`);
+  if (stat.size > MAX_READ_BYTES) {
+    throw new AgentryError('invalid_request', `${filePath} is ${stat.size} bytes; the limit is ${MAX_READ_BYTES}`);
+  }
+  return readFile(host, 'utf8');
+}
+
+/** Regular files under `dir` (symlinks are listed as they are, never followed), as host paths. */
+async function walk(dir: string): Promise<string[]> {
+  const files: string[] = [];
+  const queue = [dir];
+  let seen = 0;
+  while (queue.length > 0 && seen < MAX_WALK) {
+    const current = queue.shift()!;
+    const entries = await readdir(current, { withFileTypes: true }).catch(() => []);
+    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const entry of entries) {
+      if (++seen > MAX_WALK) break;
+      const path = join(current, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name !== '.git') queue.push(path);
+      } else if (entry.isFile()) {
+        files.push(path);
+      }
+    }
+  }
+  return files;
+}
+
+/** The six tools of a coding child. */
+export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Tool[] {
+  const bash = defineTool({
+    name: 'Bash',
+    description:
+      'Run a shell command (/bin/sh -c) in your workspace, /workspace, inside a sandbox with no network. Python 3, ' +
+      'Node.js and the usual command-line tools are there. Each call starts a fresh shell: files persist, the ' +
+      'working directory and variables do not. `timeout` is in milliseconds (default 120000, at most 600000).',
+    input: z.object({
+      command: z.string().min(1).max(100_000),
+      timeout: z.number().int().min(1).max(BASH_MAX_TIMEOUT_MS).optional(),
+    }),
+    idempotent: false,
+    lane: 'sandbox',
+    describe: ({ command }) => `Running: ${command.length > 80 ? `${command.slice(0, 77)}...` : command}`,
+    async run({ command, timeout }, ctx) {
+      const { root, session } = await workspaceOf(dataDir, 'Bash', ctx);
+      const childId = ctx.agent.agent_id;
+      const used = (await readCommands(dataDir, childId)).reduce((sum, c) => sum + c.ms, 0);
+      const remaining = session.budget_ms - used;
+      if (remaining <= 0) {
+        throw new AgentryError(
+          'invalid_request',
+          `The task's command time (${Math.round(session.budget_ms / 1000)} s) is used up: call submit_result now.`,
+        );
+      }
+      const timeoutMs = Math.min(timeout ?? BASH_DEFAULT_TIMEOUT_MS, remaining);
+      const r = await sandbox.run(
+        { shell: command, workspace: root, timeoutMs, maxOutputBytes: BASH_OUTPUT_BYTES },
+        // A pause stops the command at once; the model is told, and can run it again after resume.
+        { signal: AbortSignal.any([ctx.signal, ctx.pauseSignal]) },
+      );
+      const ms = Math.round(r.durationMs);
+      await appendCommand(dataDir, childId, { command, exit_code: r.exitCode, ms });
+      return {
+        exit_code: r.exitCode,
+        ms,
+        stdout: r.stdout,
+        stderr: r.stderr,
+        ...(r.stdoutTruncated ? { stdout_truncated: true } : {}),
+        ...(r.stderrTruncated ? { stderr_truncated: true } : {}),
+        ...(r.timedOut ? { note: `killed after ${timeoutMs} ms (timeout)` } : {}),
+        ...(r.signal && !r.timedOut ? { note: 'killed: the agent was paused or stopped' } : {}),
+      };
+    },
+  });
+
+  const read = defineTool({
+    name: 'Read',
+    description:
+      'Read a text file of your workspace, with line numbers. `offset` is the first line (1-based), `limit` the ' +
+      `number of lines (default ${READ_DEFAULT_LINES}).`,
+    input: z.object({
+      file_path: z.string().min(1),
+      offset: z.number().int().min(1).optional(),
+      limit: z.number().int().min(1).optional(),
+    }),
+    idempotent: true,
+    describe: ({ file_path }) => `Reading ${file_path}`,
+    async run({ file_path, offset, limit }, ctx) {
+      const { root } = await workspaceOf(dataDir, 'Read', ctx);
+      const host = await resolveInWorkspace(root, relativePath(file_path));
+      const text = await readText(host, file_path);
+      if (text === '') return `${file_path} is empty.`;
+      const lines = text.split('\n');
+      if (lines.at(-1) === '') lines.pop();
+      const first = (offset ?? 1) - 1;
+      const chosen = lines.slice(first, first + (limit ?? READ_DEFAULT_LINES));
+      const body = chosen
+        .map((line, i) => {
+          const cut = line.length > LINE_CHARS ? `${line.slice(0, LINE_CHARS)}…` : line;
+          return `${String(first + i + 1).padStart(6)}\t${cut}`;
+        })
+        .join('\n');
+      const rest = lines.length - first - chosen.length;
+      return rest > 0 ? `${body}\n(${rest} more lines; read on with offset ${first + chosen.length + 1})` : body;
+    },
+  });
+
+  const write = defineTool({
+    name: 'Write',
+    description:
+      'Write a file in your workspace (created with its directories, or replaced). Paths are relative to /workspace.',
+    input: z.object({ file_path: z.string().min(1), content: z.string().max(1_000_000) }),
+    // Writing the same content twice leaves the same file.
+    idempotent: true,
+    describe: ({ file_path }) => `Writing ${file_path}`,
+    async run({ file_path, content }, ctx) {
+      const { root } = await workspaceOf(dataDir, 'Write', ctx);
+      const rel = relativePath(file_path);
+      await makeParents(root, rel);
+      const host = await resolveInWorkspace(root, rel);
+      const stat = await lstat(host).catch(() => undefined);
+      if (stat && !stat.isFile()) throw new AgentryError('invalid_request', `Not a file: ${file_path}`);
+      await writeFile(host, content);
+      await chownToSandbox(host);
+      return `Wrote ${Buffer.byteLength(content)} bytes to ${shown(root, host)}.`;
+    },
+  });
+
+  const edit = defineTool({
+    name: 'Edit',
+    description:
+      'Replace `old_string` with `new_string` in a file of your workspace. `old_string` must occur exactly once ' +
+      'unless `replace_all` is true; include surrounding lines to make it unique.',
+    input: z.object({
+      file_path: z.string().min(1),
+      old_string: z.string().min(1),
+      new_string: z.string(),
+      replace_all: z.boolean().optional(),
+    }),
+    idempotent: false,
+    describe: ({ file_path }) => `Editing ${file_path}`,
+    async run({ file_path, old_string, new_string, replace_all }, ctx) {
+      const { root } = await workspaceOf(dataDir, 'Edit', ctx);
+      const host = await resolveInWorkspace(root, relativePath(file_path));
+      if (old_string === new_string) {
+        throw new AgentryError('invalid_request', 'old_string and new_string are the same: nothing to change');
+      }
+      const text = await readText(host, file_path);
+      const count = text.split(old_string).length - 1;
+      if (count === 0) throw new AgentryError('invalid_request', `old_string was not found in ${file_path}`);
+      if (count > 1 && !replace_all) {
+        throw new AgentryError(
+          'invalid_request',
+          `old_string occurs ${count} times in ${file_path}: add surrounding lines to make it unique, or set replace_all`,
+        );
+      }
+      const next = replace_all ? text.split(old_string).join(new_string) : text.replace(old_string, () => new_string);
+      await writeFile(host, next);
+      await chownToSandbox(host);
+      return `Edited ${shown(root, host)}: ${replace_all ? count : 1} replacement${count > 1 && replace_all ? 's' : ''}.`;
+    },
+  });
+
+  const glob = defineTool({
+    name: 'Glob',
+    description:
+      'List the files of your workspace that match a glob pattern (`*`, `**`, `?`, `[abc]`, `{a,b}`), e.g. ' +
+      '`**/*.py`. `path` is the directory to search (default: the workspace).',
+    input: z.object({ pattern: z.string().min(1).max(1_000), path: z.string().optional() }),
+    idempotent: true,
+    describe: ({ pattern }) => `Finding ${pattern}`,
+    async run({ pattern, path }, ctx) {
+      const { root } = await workspaceOf(dataDir, 'Glob', ctx);
+      const base = await resolveInWorkspace(root, relativePath(path ?? '.'));
+      const matches = (await walk(base))
+        .filter((file) => matchesGlob(relative(base, file).split(sep).join('/'), pattern))
+        .map((file) => shown(root, file));
+      if (matches.length === 0) return 'No files found.';
+      const listed = matches.slice(0, MAX_GLOB_RESULTS).join('\n');
+      return matches.length > MAX_GLOB_RESULTS ? `${listed}\n(${matches.length - MAX_GLOB_RESULTS} more)` : listed;
+    },
+  });
+
+  const grep = defineTool({
+    name: 'Grep',
+    description:
+      'Search the text files of your workspace for a regular expression (JavaScript syntax). `path`: a file or ' +
+      'directory (default: the workspace); `glob`: only files that match it (e.g. `*.py`). Answers `path:line:text`.',
+    input: z.object({
+      pattern: z.string().min(1).max(1_000),
+      path: z.string().optional(),
+      glob: z.string().optional(),
+    }),
+    idempotent: true,
+    describe: ({ pattern }) => `Searching for ${pattern}`,
+    async run({ pattern, path, glob: only }, ctx) {
+      const { root } = await workspaceOf(dataDir, 'Grep', ctx);
+      let re: RegExp;
+      try {
+        re = new RegExp(pattern);
+      } catch (error) {
+        throw new AgentryError('invalid_request', `Invalid regular expression: ${(error as Error).message}`);
+      }
+      const base = await resolveInWorkspace(root, relativePath(path ?? '.'));
+      const stat = await lstat(base);
+      const files = stat.isFile() ? [base] : stat.isDirectory() ? await walk(base) : [];
+      const lines: string[] = [];
+      let more = 0;
+      for (const file of files) {
+        const name = shown(root, file);
+        if (only && !matchesGlob(relative(base, file).split(sep).join('/') || name, only, true)) continue;
+        const size = (await lstat(file)).size;
+        if (size > MAX_READ_BYTES) continue;
+        const bytes = await readFile(file);
+        if (bytes.subarray(0, 8192).includes(0)) continue; // binary
+        const text = bytes.toString('utf8').split('\n');
+        for (const [i, line] of text.entries()) {
+          if (!re.test(line)) continue;
+          if (lines.length >= MAX_GREP_MATCHES) more++;
+          else lines.push(`${name}:${i + 1}:${line.length > 300 ? `${line.slice(0, 300)}…` : line}`);
+        }
+      }
+      if (lines.length === 0) return 'No matches.';
+      return more > 0 ? `${lines.join('\n')}\n(${more} more matches)` : lines.join('\n');
+    },
+  });
+
+  return [bash, read, write, edit, glob, grep] as Tool[];
+}

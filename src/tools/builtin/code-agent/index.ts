@@ -1,0 +1,295 @@
+/**
+ * @module tools/builtin/code-agent
+ * `spawn_claude_code_agent` (DESIGN §7, issue 15): one coding child works on a task in a workspace of its own, with
+ * tools named after Claude Code's (`child-tools.ts`); its commands run in the sandbox (bubblewrap by default: no
+ * network, an unprivileged uid, resource limits). The call then returns the child's summary, the commands it ran with
+ * their exit codes, and the files it named as artifacts of the calling agent. With `acceptance_command`, the runtime
+ * runs that command itself, in a fresh sandbox on the final workspace, and reports `verified` from its exit code:
+ * the caller need not take the child's word.
+ *
+ * Workspaces live under the `dataDir` option (default `<os.tmpdir()>/agentry-workspaces`), one per child, keyed by the
+ * child's agent id (why: `session.ts`). The spawn is keyed by the call, so a re-run after a crash re-attaches to the
+ * same child and finds its workspace; once the call has kept its output in its durable state, the workspace is
+ * removed.
+ */
+import { existsSync } from 'node:fs';
+import { lstat, readFile, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { delimiter, extname, join } from 'node:path';
+import { z } from 'zod';
+import { AgentryError } from '../../../errors.js';
+import { bubblewrapSandbox } from '../../../sandbox/bubblewrap.js';
+import type { Sandbox, SandboxProbe } from '../../../sandbox/sandbox.js';
+import { chownToSandbox, createWorkspace, resolveInWorkspace } from '../../../sandbox/workspace.js';
+import { defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
+import { codeChildTools, makeParents, relativePath } from './child-tools.js';
+import { CODER_INSTRUCTIONS, CODER_STEPS, coderGoal } from './prompts.js';
+import { readCommands, readSession, removeSession, writeSession, type CommandRecord } from './session.js';
+
+export const CODE_AGENT_TOOL_NAME = 'spawn_claude_code_agent';
+/** The child's tools, by name. */
+export const CODE_CHILD_TOOL_NAMES = ['Bash', 'Read', 'Write', 'Edit', 'Glob', 'Grep'] as const;
+export const DEFAULT_TIMEOUT_S = 600;
+/** Characters of the acceptance command's stdout and stderr shown (their ends). */
+const TAIL_CHARS = 4_000;
+/** Commands listed in the output at most (the first ones; the total is given). */
+const MAX_COMMANDS_SHOWN = 200;
+
+export interface CodeAgentToolOptions {
+  /**
+   * Where workspaces are kept: `<dataDir>/workspaces/<child agent id>`, plus `<dataDir>/code-agents/` for the
+   * runtime's own records. Its parents must be traversable by the sandbox's uid (not under /root).
+   * @default join(os.tmpdir(), 'agentry-workspaces')
+   * @example '/var/lib/agentry'
+   */
+  dataDir?: string;
+  /** @default bubblewrapSandbox() (one per tool instance; probed on first use) */
+  sandbox?: Sandbox;
+  /** Credits per call (the child's model use is billed on its own). @default 1 */
+  price?: number;
+  /** Largest file kept as an artifact; a larger one is reported, not kept. @default 1 MB */
+  maxFileBytes?: number;
+}
+
+const Input = z.object({
+  task: z
+    .string()
+    .max(50_000)
+    .refine((t) => t.trim().length > 0, 'must not be blank')
+    .describe('What to build or fix, in full: the child sees only this and the files'),
+  files: z
+    .array(z.object({ path: z.string().min(1).max(1_000), content: z.string().max(1_000_000) }))
+    .max(100)
+    .optional()
+    .describe('Files to put in the workspace first (paths relative to it)'),
+  timeout_s: z
+    .number()
+    .int()
+    .min(1)
+    .max(3_600)
+    .optional()
+    .describe(
+      `Seconds the child's commands may run in total (default ${DEFAULT_TIMEOUT_S}); also the acceptance command's limit`,
+    ),
+  acceptance_command: z
+    .string()
+    .min(1)
+    .max(10_000)
+    .optional()
+    .describe('A shell command run on the final workspace in a fresh sandbox; exit code 0 means verified'),
+});
+
+const ChildResult = z.object({
+  summary: z.string(),
+  files: z.array(z.string()).max(50).optional(),
+});
+
+type Output = {
+  summary: string;
+  files: Array<{ path: string; size: number; artifact_id: string }>;
+  commands: CommandRecord[];
+  commands_total?: number;
+  /** Files the child named that were not kept, and why. */
+  not_saved?: Array<{ path: string; reason: string }>;
+  verified?: boolean;
+  verification?: {
+    exit_code: number | null;
+    stdout: string;
+    stderr: string;
+    timed_out?: boolean;
+  };
+};
+
+type State = { phase: 'done'; output: Output };
+
+const MIME: Record<string, string> = {
+  '.py': 'text/x-python',
+  '.js': 'text/javascript',
+  '.mjs': 'text/javascript',
+  '.cjs': 'text/javascript',
+  '.ts': 'text/plain',
+  '.json': 'application/json',
+  '.md': 'text/markdown',
+  '.txt': 'text/plain',
+  '.csv': 'text/csv',
+  '.html': 'text/html',
+  '.css': 'text/css',
+  '.sh': 'text/x-shellscript',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg',
+};
+
+/** Whether bwrap is on PATH, without running anything (the real probe runs on first use). */
+function bwrapOnPath(): boolean {
+  const dirs = [...(process.env.PATH ?? '').split(delimiter), '/usr/bin', '/usr/sbin', '/bin', '/sbin'];
+  return dirs.some((d) => d.startsWith('/') && existsSync(join(d, 'bwrap')));
+}
+
+/** The tool, with its readiness for `agentry tools`. */
+export type CodeAgentTool = Tool<z.input<typeof Input>> & {
+  /** Ready or not, and why: the probe's answer once it ran, else a quick look for bwrap ("checked on first use"). */
+  readiness(): { ready: boolean; detail: string };
+};
+
+/**
+ * The spawn_claude_code_agent tool.
+ *
+ * @example
+ * const runtime = await AgentRuntime.open({ tools: [codeAgentTool({ dataDir: '/var/lib/agentry' })] });
+ */
+export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool {
+  const dataDir = options.dataDir ?? join(tmpdir(), 'agentry-workspaces');
+  const sandbox = options.sandbox ?? bubblewrapSandbox();
+  const maxFileBytes = options.maxFileBytes ?? 1024 * 1024;
+  let probed: SandboxProbe | undefined;
+  const probe = async () => (probed = await sandbox.probe());
+
+  const tool = defineTool({
+    name: CODE_AGENT_TOOL_NAME,
+    description:
+      'Hand a coding task to a coding sub-agent that writes and runs code (Python 3, Node.js, shell) in a sandbox ' +
+      'without network access, and get back its summary, the commands it ran with their exit codes, and the files ' +
+      'it produced (as artifacts). Give files to start from in `files`. With `acceptance_command`, that command is ' +
+      're-run by the runtime on the final files and `verified` says whether it exited 0.',
+    input: Input,
+    price: options.price ?? 1,
+    // A re-run re-attaches to the same child (spawns are keyed by the call) and its workspace; the output, once made,
+    // is in the call's durable state.
+    idempotent: true,
+    childTools: codeChildTools({ dataDir, sandbox }),
+    describe: ({ task }) => `Coding: ${task.length > 80 ? `${task.slice(0, 77)}...` : task}`,
+    async run(raw, ctx) {
+      const input = Input.parse(raw);
+      const state = await ctx.state.get<State>();
+      if (state?.phase === 'done') return state.output;
+      const available = await probe();
+      if (!available.ok) {
+        throw new AgentryError(
+          'not_configured',
+          `${CODE_AGENT_TOOL_NAME} needs a working sandbox (${sandbox.name}): ${available.reason}`,
+        );
+      }
+      const budgetMs = (input.timeout_s ?? DEFAULT_TIMEOUT_S) * 1000;
+      const given = (input.files ?? []).map((f) => relativePath(f.path));
+      const task: ChildTask = {
+        goal: coderGoal(input.task, given, input.acceptance_command),
+        instructions: CODER_INSTRUCTIONS,
+        tools: [...CODE_CHILD_TOOL_NAMES],
+        result: ChildResult,
+        maxSteps: CODER_STEPS,
+      };
+      const spawned = await ctx.spawn([task]);
+      const { results } = await ctx.subAgentResults(spawned.spawn_id, { offset: 0, limit: 1 });
+      const child = results[0];
+      if (!child) throw new AgentryError('internal_error', 'the coding child was not found after spawning it');
+      if (!(await readSession(dataDir, child.agent_id))) {
+        // First run (or a crash before the session was recorded): the caller's files, then the session, which tells
+        // the child's tools the workspace is ready.
+        const root = await createWorkspace(dataDir, child.agent_id);
+        for (const [i, file] of (input.files ?? []).entries()) {
+          await makeParents(root, given[i]!);
+          const host = await resolveInWorkspace(root, given[i]!);
+          await writeFile(host, file.content);
+          await chownToSandbox(host);
+        }
+        await writeSession(dataDir, child.agent_id, {
+          parent_id: ctx.agent.agent_id,
+          tool_call_id: ctx.toolCallId,
+          budget_ms: budgetMs,
+        });
+      }
+      const done = (spawned.counts.COMPLETED ?? 0) + (spawned.counts.FAILED ?? 0);
+      if (done < spawned.total) return ctx.suspend(`Coding: ${input.task.slice(0, 80)}`, spawned.spawn_id);
+
+      const output = await finish(ctx, child, input, budgetMs);
+      await ctx.state.set({ phase: 'done', output } satisfies State);
+      await removeSession(dataDir, child.agent_id);
+      return output;
+    },
+  });
+
+  async function finish(
+    ctx: ToolContext,
+    child: { agent_id: string; status: string; result: string | null; data?: unknown },
+    input: z.output<typeof Input>,
+    budgetMs: number,
+  ): Promise<Output> {
+    const root = await createWorkspace(dataDir, child.agent_id);
+    const submitted = ChildResult.safeParse(child.data);
+    const summary = submitted.success
+      ? submitted.data.summary
+      : `The coding child did not submit a result (${child.status})${child.result ? `: ${child.result}` : '.'}`;
+    const files: Output['files'] = [];
+    const notSaved: NonNullable<Output['not_saved']> = [];
+    for (const named of new Set(submitted.data?.files ?? [])) {
+      const rel = relativePath(named);
+      try {
+        const host = await resolveInWorkspace(root, rel);
+        const stat = await lstat(host).catch(() => undefined);
+        if (!stat?.isFile()) {
+          notSaved.push({ path: named, reason: stat ? 'not a regular file' : 'no such file' });
+          continue;
+        }
+        if (stat.size > maxFileBytes) {
+          notSaved.push({ path: named, reason: `${stat.size} bytes, above the limit of ${maxFileBytes}` });
+          continue;
+        }
+        const data = await readFile(host);
+        const kept = await ctx.artifacts.put({
+          name: rel,
+          mime_type: MIME[extname(rel).toLowerCase()] ?? 'application/octet-stream',
+          data,
+        });
+        files.push({ path: rel, size: kept.size, artifact_id: kept.artifact_id });
+      } catch (error) {
+        notSaved.push({ path: named, reason: (error as Error).message });
+      }
+    }
+    const commands = await readCommands(dataDir, child.agent_id);
+    const output: Output = {
+      summary,
+      files,
+      commands: commands.slice(0, MAX_COMMANDS_SHOWN),
+      ...(commands.length > MAX_COMMANDS_SHOWN ? { commands_total: commands.length } : {}),
+      ...(notSaved.length > 0 ? { not_saved: notSaved } : {}),
+    };
+    if (input.acceptance_command !== undefined) {
+      // A new sandbox on the final workspace. Only a delete or shutdown stops it: a pause lets it finish, so that
+      // `verified` is never false because of a pause.
+      const r = await sandbox.run(
+        { shell: input.acceptance_command, workspace: root, timeoutMs: budgetMs, maxOutputBytes: 64 * 1024 },
+        { signal: ctx.signal },
+      );
+      output.verified = r.exitCode === 0;
+      output.verification = {
+        exit_code: r.exitCode,
+        stdout: r.stdout.slice(-TAIL_CHARS),
+        stderr: r.stderr.slice(-TAIL_CHARS),
+        ...(r.timedOut ? { timed_out: true } : {}),
+      };
+    }
+    return output;
+  }
+
+  return Object.assign(tool, {
+    readiness(): { ready: boolean; detail: string } {
+      if (probed) {
+        return probed.ok
+          ? { ready: true, detail: `a coding child whose commands run in a ${sandbox.name} sandbox` }
+          : { ready: false, detail: `no sandbox: ${probed.reason}` };
+      }
+      if (!options.sandbox && process.platform === 'linux' && !bwrapOnPath()) {
+        return { ready: false, detail: 'no sandbox: bwrap was not found (install the bubblewrap package)' };
+      }
+      if (!options.sandbox && process.platform !== 'linux') {
+        return { ready: false, detail: `no sandbox: bubblewrap needs Linux, this is ${process.platform}` };
+      }
+      return {
+        ready: true,
+        detail: `a coding child whose commands run in a ${sandbox.name} sandbox (checked on first use)`,
+      };
+    },
+  }) as CodeAgentTool;
+}
