@@ -57,6 +57,7 @@ const OptionsSchema = z
       .strict()
       .optional(),
     env: z.record(z.string(), z.string().optional()).optional(),
+    dataDir: z.string().min(1).optional(),
   })
   .strict();
 
@@ -101,7 +102,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
   });
   const search = o.search ?? searchProviderFromEnv(env, searchFetch);
   // Its sandbox (bubblewrap) is probed on the first call; workspaces under <os.tmpdir()>/agentry-workspaces.
-  const codeAgent = codeAgentTool();
+  const codeAgent = codeAgentTool(o.dataDir !== undefined ? { dataDir: o.dataDir } : {});
   const tools = [
     webSearchTool({ provider: search, missing: searchProviderSetupHint() }),
     readPageTool(),
@@ -191,6 +192,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     tools,
     offered,
     status: () => statuses,
+    agentsDeleted: (ids) => codeAgent.agentsDeleted(ids),
     async close() {
       await Promise.all([fetch.close(), searchFetch.close()]);
     },

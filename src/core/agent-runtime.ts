@@ -245,7 +245,8 @@ export class AgentRuntime {
       modelRequestsPerInterval: options.concurrency.modelRequestsPerInterval,
       modelIntervalMs: options.concurrency.modelIntervalMs,
       toolConcurrency: options.concurrency.tools,
-      laneConcurrency: options.concurrency.lanes,
+      // A sandbox holds a process tree and a browser context holds ~50 MB: their lanes are narrow unless set.
+      laneConcurrency: { sandbox: 2, browser: 4, ...options.concurrency.lanes },
     });
     this.toolboxes = new Toolboxes(
       {
@@ -496,6 +497,9 @@ export class AgentRuntime {
     for (const id of ids) this.scheduler.abort(id, 'agent deleted');
     const deleted = await this.storage.deleteAgentTree(row.agent_id);
     this.credits.agentsGone(deleted);
+    // What tools keep on disk for them (coding workspaces) goes too; a failure there is reported, not thrown: the
+    // agents are gone either way.
+    await this.platform?.agentsDeleted?.(deleted).catch((error: unknown) => this.reportError(error, row.agent_id));
     for (const id of deleted) {
       this.events.emit('agent.deleted', { agent_id: id });
       for (const waiter of [...(this.statusWaiters.get(id) ?? [])]) waiter(null);

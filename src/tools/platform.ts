@@ -40,6 +40,8 @@ export interface BuiltinToolsOptions {
     /** Name resolution (tests make a name resolve to a chosen address). @default dns.lookup */
     lookup?: (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
   };
+  /** Where coding agents' workspaces live (spawn_claude_code_agent). @default `<os tmpdir>/agentry-workspaces` */
+  dataDir?: string;
   /** Where configuration falls back to. @default process.env */
   env?: NodeJS.ProcessEnv;
 }
@@ -54,6 +56,8 @@ export interface ToolPlatform {
   offered: ReadonlySet<string>;
   /** Readiness of each built-in tool. */
   status(): ToolStatus[];
+  /** Told of agents deleted with their trees, so the tools drop what they keep on disk for them (workspaces). */
+  agentsDeleted?(agentIds: readonly string[]): Promise<void>;
   close(): Promise<void>;
 }
 

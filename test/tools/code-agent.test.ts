@@ -388,6 +388,27 @@ describe.skipIf(!probe.ok)('spawn_claude_code_agent in the bubblewrap sandbox', 
       await t.runtime.close();
     },
   );
+
+  it('delete of the caller removes the coding child’s workspace (built in, builtinTools.dataDir)', async () => {
+    const marker = `31.${process.pid}3`;
+    const t = await openTestRuntime(
+      script(
+        { task: 'Wait a while' },
+        [() => ({ toolCalls: [{ name: 'Bash', input: { command: `sleep ${marker}; echo done` } }] })],
+        { childSaw: [] },
+      ),
+      { builtinTools: { env: {}, dataDir }, defaultAccount: { id: 'local', credits: 1_000 } },
+    );
+    const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
+    await eventually(async () => (await sandboxProcesses(marker)) >= 2, 15_000, 'the sleep in the sandbox');
+    const [child] = (await t.runtime.list({ parentId: agent_id })).data;
+    const workspace = join(dataDir, 'workspaces', child!.agent_id);
+    expect(existsSync(workspace)).toBe(true);
+    await t.runtime.delete(agent_id);
+    expect(existsSync(workspace)).toBe(false);
+    await eventually(async () => (await sandboxProcesses(marker)) === 0, 2_000, 'the sandbox processes to be gone');
+    await t.runtime.close();
+  });
 });
 
 /** Live processes of the sandbox's uid (65534) whose command line contains `marker`. */

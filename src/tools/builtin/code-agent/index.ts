@@ -131,6 +131,8 @@ function bwrapOnPath(): boolean {
 export type CodeAgentTool = Tool<z.input<typeof Input>> & {
   /** Ready or not, and why: the probe's answer once it ran, else a quick look for bwrap ("checked on first use"). */
   readiness(): { ready: boolean; detail: string };
+  /** Removes the workspaces of deleted agents (a coding child's workspace is keyed by the child's id). */
+  agentsDeleted(agentIds: readonly string[]): Promise<void>;
 };
 
 /**
@@ -274,6 +276,9 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
   }
 
   return Object.assign(tool, {
+    async agentsDeleted(agentIds: readonly string[]) {
+      for (const id of agentIds) await removeSession(dataDir, id);
+    },
     readiness(): { ready: boolean; detail: string } {
       if (probed) {
         return probed.ok
