@@ -10,11 +10,9 @@
  * The randomness is seeded: the seed is printed, and `AGENTRY_CRASH_SEED=<n>` replays the same kill schedule and
  * delays (thread timing still varies from run to run).
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -50,9 +48,7 @@ import {
   type FleetTurn,
 } from './crash-script.js';
 import { eventually } from '../support/runtime.js';
-
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const WORKER = fileURLToPath(new URL('./crash-worker.ts', import.meta.url));
+import { killLiveWorkers, startWorker as startHarnessWorker, type Worker } from './worker-harness.js';
 
 const SEED = process.env.AGENTRY_CRASH_SEED
   ? Number(process.env.AGENTRY_CRASH_SEED)
@@ -64,88 +60,11 @@ const FINAL_RUN_DEADLINE_MS = 30_000;
 const MICROS = 1_000_000;
 
 // ---------------------------------------------------------------------------------------------------------------
-// the child process
+// the child process (started and watched by the shared harness)
 
-interface Worker {
-  lines: string[];
-  stderr(): string;
-  /** Resolves with the first line (already printed or to come) that matches; rejects if the worker exits first. */
-  waitForLine(re: RegExp, timeoutMs?: number): Promise<string>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  kill(signal: NodeJS.Signals): void;
-}
+const startWorker = (args: string[]): Worker => startHarnessWorker('./crash-worker.ts', args);
 
-/** Workers not yet exited, killed after each test so a failed test leaves no process behind. */
-const liveWorkers = new Set<Worker>();
-
-function startWorker(args: string[]): Worker {
-  const child = spawn(process.execPath, ['--import', 'tsx', WORKER, ...args], {
-    cwd: ROOT,
-    env: { ...process.env, TSX_TSCONFIG_PATH: join(ROOT, 'tsconfig.json') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  const lines: string[] = [];
-  let partial = '';
-  let stderr = '';
-  let listeners: Array<() => void> = [];
-  const notify = () => listeners.forEach((l) => l());
-  child.stdout.setEncoding('utf8').on('data', (chunk: string) => {
-    const parts = (partial + chunk).split('\n');
-    partial = parts.pop()!;
-    lines.push(...parts);
-    notify();
-  });
-  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  let done = false;
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.on('close', (code, signal) => {
-      if (partial) lines.push(partial);
-      partial = '';
-      done = true;
-      liveWorkers.delete(worker);
-      resolve({ code, signal });
-      notify();
-    });
-  });
-  const worker: Worker = {
-    lines,
-    stderr: () => stderr,
-    exited,
-    kill: (signal) => child.kill(signal),
-    waitForLine(re, timeoutMs = 20_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => finish(new Error(`worker printed no line matching ${re} in ${timeoutMs} ms`)),
-          timeoutMs,
-        );
-        const finish = (err: Error | null, line?: string) => {
-          clearTimeout(timer);
-          listeners = listeners.filter((l) => l !== check);
-          if (err) reject(err);
-          else resolve(line!);
-        };
-        const check = () => {
-          const line = lines.find((l) => re.test(l));
-          if (line !== undefined) return finish(null, line);
-          if (done)
-            finish(
-              new Error(
-                `worker exited before printing ${re}; stderr:\n${stderr}\nstdout tail:\n${lines.slice(-20).join('\n')}`,
-              ),
-            );
-        };
-        listeners.push(check);
-        check();
-      });
-    },
-  };
-  liveWorkers.add(worker);
-  return worker;
-}
-
-afterEach(() => {
-  for (const w of liveWorkers) w.kill('SIGKILL');
-});
+afterEach(killLiveWorkers);
 
 /** What was in flight when a worker died, from the events it printed (written synchronously, so none is lost). */
 function inFlightAtDeath(lines: string[]) {
