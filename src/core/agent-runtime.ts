@@ -327,6 +327,7 @@ export class AgentRuntime {
       throw err;
     }
     await runtime.ensureDefaultAccount();
+    await runtime.attachPlatform();
     await runtime.recover();
     return runtime;
   }
@@ -673,6 +674,16 @@ export class AgentRuntime {
   }
 
   /** Agents that were running when the last process stopped continue; holds that process left behind are dropped. */
+  /** Lends the built-in tools what their work between calls needs (see `ToolPlatform.attach`). */
+  private async attachPlatform(): Promise<void> {
+    await this.platform?.attach?.({
+      storage: this.storage,
+      clock: this.clock,
+      wake: (agentId) => this.scheduler.kick(agentId),
+      reportError: (error, agentId) => this.reportError(error, agentId),
+    });
+  }
+
   private async recover(): Promise<void> {
     const ids = await this.storage.listAgentIdsByStatus(RUNNABLE_STATUSES);
     // A PAUSED agent may have been paused while a priced tool call held credits: its hold is stale too.

@@ -5,6 +5,8 @@
  * in `src/index.ts`) provides them through {@link provideToolPlatform}; a runtime opened without it has no built-in
  * tools, and `ctx.fetch` / `ctx.readPage` fail with a message that says so.
  */
+import type { Clock } from '../core/clock.js';
+import type { StorageAdapter } from '../storage/adapter.js';
 import type { SearchProvider } from '../web/search-provider.js';
 import type { PageContent, Tool, ToolContext } from './define-tool.js';
 
@@ -46,6 +48,19 @@ export interface BuiltinToolsOptions {
   env?: NodeJS.ProcessEnv;
 }
 
+/**
+ * What the runtime lends the built-in tools whose work goes on between calls (monitors' checks, the outbox): given
+ * once, through {@link ToolPlatform.attach}, when the runtime has opened its storage and before it recovers agents.
+ */
+export interface PlatformServices {
+  storage: StorageAdapter;
+  clock: Clock;
+  /** Makes an agent runnable again: a call of it that suspended runs again (and may suspend again). */
+  wake(agentId: string): void;
+  /** Reports an error of background work the way the runtime reports its own (the `error` event). */
+  reportError(error: unknown, agentId: string): void;
+}
+
 /** The built-in tools and the services of `ToolContext` that reach outside the process. */
 export interface ToolPlatform {
   fetch: ToolContext['fetch'];
@@ -56,6 +71,11 @@ export interface ToolPlatform {
   offered: ReadonlySet<string>;
   /** Readiness of each built-in tool. */
   status(): ToolStatus[];
+  /**
+   * Called once when the runtime has opened its storage, before it recovers agents: tools that work between calls
+   * keep the services, and repair what a crash left (an outbox entry that may have been sent).
+   */
+  attach?(services: PlatformServices): Promise<void>;
   /** Told of agents deleted with their trees, so the tools drop what they keep on disk for them (workspaces). */
   agentsDeleted?(agentIds: readonly string[]): Promise<void>;
   close(): Promise<void>;
