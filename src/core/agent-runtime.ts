@@ -679,6 +679,7 @@ export class AgentRuntime {
     await this.platform?.attach?.({
       storage: this.storage,
       clock: this.clock,
+      events: this.events,
       wake: (agentId) => this.scheduler.kick(agentId),
       reportError: (error, agentId) => this.reportError(error, agentId),
     });

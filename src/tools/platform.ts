@@ -6,6 +6,7 @@
  * tools, and `ctx.fetch` / `ctx.readPage` fail with a message that says so.
  */
 import type { Clock } from '../core/clock.js';
+import type { RuntimeEvents } from '../core/events.js';
 import type { StorageAdapter } from '../storage/adapter.js';
 import type { SearchProvider } from '../web/search-provider.js';
 import type { PageContent, Tool, ToolContext } from './define-tool.js';
@@ -55,6 +56,11 @@ export interface BuiltinToolsOptions {
 export interface PlatformServices {
   storage: StorageAdapter;
   clock: Clock;
+  /**
+   * The runtime's events: `statusHooks` tell of every status change (a paused browser agent's context is closed at
+   * once), and tools emit their own events on it.
+   */
+  events: RuntimeEvents;
   /** Makes an agent runnable again: a call of it that suspended runs again (and may suspend again). */
   wake(agentId: string): void;
   /** Reports an error of background work the way the runtime reports its own (the `error` event). */
