@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { totalTokens, type ModelRequest, type ModelUsage } from '../models/provider.js';
+import type { Tool } from '../tools/define-tool.js';
 import { creditsToMicros } from './schemas.js';
 
 export interface ModelPrice {
@@ -108,4 +109,22 @@ export function affordableOutputTokens(price: ModelPrice, inputTokens: number, p
 /** Price of one call of a tool, micro-credits. */
 export function toolPrice(prices: PriceTable, name: string, ownPriceCredits: number): number {
   return creditsToMicros(prices.tools[name] ?? ownPriceCredits);
+}
+
+/**
+ * What a call reserves, micro-credits: its price, or for a metered tool the price of the most units the input lets
+ * it use. An input the tool will refuse reserves nothing.
+ */
+export function toolReservation(prices: PriceTable, tool: Tool, input: unknown): number {
+  const price = toolPrice(prices, tool.name, tool.price);
+  if (!tool.meter || price === 0) return price;
+  const parsed = tool.input.safeParse(input);
+  if (!parsed.success) return 0;
+  const units = tool.meter.maxUnits(parsed.data);
+  return Number.isFinite(units) && units > 0 ? Math.ceil(price * units) : 0;
+}
+
+/** What a metered call costs for the units it reported, micro-credits: never more than it reserved. */
+export function meteredCost(prices: PriceTable, tool: Tool, units: number, reserved: number): number {
+  return Math.min(reserved, Math.ceil(toolPrice(prices, tool.name, tool.price) * units));
 }

@@ -13,7 +13,7 @@ import { z } from 'zod';
 import { isAbortError, isoTime, type Clock } from './clock.js';
 import { estimateTokens, fitContext } from './context.js';
 import type { CreditGate, Reservation } from './credit-gate.js';
-import { affordableOutputTokens, inputTokenBound, modelCost, toolPrice, type PriceTable } from './credits.js';
+import { affordableOutputTokens, inputTokenBound, modelCost, meteredCost, toolReservation, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
@@ -493,10 +493,15 @@ async function runToolCalls(
     }
   }
 
-  // One hold covers every priced call of the turn, so either all of them can run or none starts.
-  const priced = toRun.filter((c) => c.tool && c.tool.price > 0);
-  const prices = new Map(priced.map((c) => [c.use.id, toolPrice(deps.prices, c.tool!.name, c.tool!.price)]));
+  // One hold covers every priced call of the turn, so either all of them can run or none starts. A price set only in
+  // the price table counts too.
+  const prices = new Map(
+    toRun.map((c) => [c.use.id, c.tool ? toolReservation(deps.prices, c.tool, c.use.input) : 0]),
+  );
+  const priced = toRun.filter((c) => prices.get(c.use.id)! > 0);
   const total = [...prices.values()].reduce((a, b) => a + b, 0);
+  /** Units metered tools reported (`ctx.meter`), by call. */
+  const metered = new Map<string, number>();
   const reservationId = nextHoldId();
   if (total > 0) {
     const reservation = await reserveCredits(deps, agent, reservationId, total, control);
@@ -521,9 +526,19 @@ async function runToolCalls(
   let reported: ProgressReport = {};
   await Promise.all(
     toRun.map(async ({ use, tool }) => {
-      const outcome = await runOneTool(deps, tool, use, agent, control, (u) => {
-        reported = { ...reported, ...u };
-      });
+      const outcome = await runOneTool(
+        deps,
+        tool,
+        use,
+        agent,
+        control,
+        (u) => {
+          reported = { ...reported, ...u };
+        },
+        (units) => {
+          if (Number.isFinite(units) && units > 0) metered.set(use.id, (metered.get(use.id) ?? 0) + units);
+        },
+      );
       results.set(use.id, outcome);
     }),
   );
@@ -558,7 +573,9 @@ async function runToolCalls(
         item: c.tool!.name,
         tokens_in: 0,
         tokens_out: 0,
-        cost: prices.get(c.use.id)!,
+        cost: c.tool!.meter
+          ? meteredCost(deps.prices, c.tool!, metered.get(c.use.id) ?? 0, prices.get(c.use.id)!)
+          : prices.get(c.use.id)!,
         created_at: at,
       },
     }));
@@ -733,13 +750,14 @@ async function runOneTool(
   row: AgentRow,
   control: RunControl,
   report: ToolContext['reportProgress'],
+  meter: ToolContext['meter'],
 ): Promise<ToolOutcome> {
   if (!tool) return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
   const parsed = tool.input.safeParse(use.input);
   if (!parsed.success) {
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
   }
-  const ctx = createToolContext(deps, row, use, control, report);
+  const ctx = createToolContext(deps, row, use, control, report, meter);
   try {
     const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
     if (output instanceof ToolSuspension) {

@@ -24,6 +24,7 @@ export function createToolContext(
   use: ToolUseBlock,
   control: RunControl,
   report: ToolContext['reportProgress'],
+  meter: ToolContext['meter'] = () => {},
 ): ToolContext {
   let agent: ReturnType<typeof toStatusForm> | undefined;
   const platform = () => {
@@ -43,6 +44,7 @@ export function createToolContext(
       return control.model.signal;
     },
     reportProgress: report,
+    meter,
     spawn: async (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
     suspend: (message, spawnId) => new ToolSuspension(message, spawnId),
     async pagesRead(options = {}) {

@@ -20,6 +20,11 @@ export interface ToolContext {
    * ignore it and finish, as pause promises.
    */
   pauseSignal: AbortSignal;
+  /**
+   * Reports units a metered tool used (see `ToolDefinition.meter`), added up over the call and charged when its
+   * result is saved. A tool without `meter` is charged its price per call and may ignore this.
+   */
+  meter(units: number): void;
   /** Sets the agent's `status_message` (and optionally `progress`, 0..1) when the step commits. */
   reportProgress(update: ProgressReport): void;
   /**
@@ -179,8 +184,23 @@ export interface ToolDefinition<Input> {
   description: string;
   /** zod schema of the input object; it becomes the model's JSON schema and validates every call. */
   input: z.ZodType<Input>;
-  /** Credits charged per call (reserved before it runs). @default 0 */
+  /**
+   * The model's JSON Schema of the input, when it comes from elsewhere (an MCP server's `inputSchema`, which the
+   * server validates itself): sent as it is instead of the schema made from `input`. It must describe an object
+   * (`"type": "object"`); `input` still checks each call (e.g. that it is an object). @default z.toJSONSchema(input)
+   */
+  jsonSchema?: Record<string, unknown>;
+  /** Credits charged per call (reserved before it runs); per unit for a metered tool. @default 0 */
   price?: number;
+  /**
+   * Priced by use instead of per call (a browser's minutes, a sandbox's CPU seconds): `price`, or the price table's
+   * entry, is then per `unit`. The call reserves the price of `maxUnits(input)` units before it runs and is charged
+   * for the units it reports with `ctx.meter()`, never more than it reserved, so a budget is still never overshot.
+   *
+   * @example
+   * meter: { unit: 'cpu_second', maxUnits: (input) => input.timeout_s }
+   */
+  meter?: { unit: string; maxUnits(input: Input): number };
   /**
    * True if running the call twice is harmless (a search, a read). After a crash, a started call of an idempotent
    * tool runs again; any other is never repeated and the model is told its outcome is unknown.
@@ -212,11 +232,13 @@ const ToolDefinitionSchema = z.object({
   name: z.string().regex(/^[a-zA-Z0-9_-]{1,64}$/, 'must be 1-64 letters, digits, _ or -'),
   description: z.string().min(1).max(10_000),
   input: z.custom<z.ZodType>((v) => v instanceof z.ZodType, 'must be a zod schema'),
+  jsonSchema: z.looseObject({ type: z.literal('object', 'must describe an object ("type": "object")') }).optional(),
   price: z.number().min(0).finite().optional(),
   idempotent: z.boolean(),
   lane: z.string().min(1).max(64).optional(),
   childTools: z.array(z.custom<Tool>((v) => typeof (v as Tool)?.run === 'function')).optional(),
   describe: z.function().optional(),
+  meter: z.object({ unit: z.string().min(1).max(64), maxUnits: z.function() }).strict().optional(),
   run: z.function(),
 });
 
@@ -246,10 +268,12 @@ export function defineTool<Input>(definition: ToolDefinition<Input>): Tool<Input
       },
     );
   }
-  const { $schema: _ignored, ...jsonSchema } = z.toJSONSchema(definition.input, {
-    io: 'input',
-    unrepresentable: 'any',
-  }) as Record<string, unknown>;
+  const { $schema: _ignored, ...jsonSchema } =
+    definition.jsonSchema ??
+    (z.toJSONSchema(definition.input, {
+      io: 'input',
+      unrepresentable: 'any',
+    }) as Record<string, unknown>);
   if (jsonSchema.type !== 'object') {
     throw new AgentryError('invalid_request', `Tool ${definition.name}: the input schema must be a z.object(...)`);
   }
