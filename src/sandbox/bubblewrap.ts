@@ -166,7 +166,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       cwd: command.cwd ?? '.',
       env: sandboxEnv(command.env),
       limits,
-      command: commandArgv(command),
+      command: ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...commandArgv(command)],
     });
     const started = performance.now();
     if (signal?.aborted) {
@@ -182,7 +182,11 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       };
     }
     return new Promise<SandboxResult>((resolve, reject) => {
-      const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: ['ignore', 'pipe', 'pipe'], env: {} });
+      const child = spawn(argv[0]!, argv.slice(1), {
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+        env: {},
+      });
       let timedOut = false;
       let killed = false;
       let ended = false;
@@ -236,8 +240,12 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         });
         return state;
       };
-      const out = capture(child.stdout);
-      const err = capture(child.stderr);
+      const out = capture(child.stdout!);
+      const err = capture(child.stderr!);
+      let cpuReport = '';
+      (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
+        if (cpuReport.length < 256) cpuReport += chunk.toString('utf8');
+      });
       child.on('exit', () => {
         // The command is done, or bwrap was killed: either way the pid namespace is gone with bwrap's init.
         ended = true;
@@ -262,6 +270,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
           stderrTruncated: err.truncated,
           timedOut,
           durationMs: Math.round((performance.now() - started) * 10) / 10,
+          ...cpuTimeOf(killed ? '' : cpuReport),
         });
       });
     });
@@ -331,4 +340,21 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       return spawnSandboxed(h, command, runOptions.signal);
     },
   };
+}
+
+/**
+ * The command runs as the child of a shell that, when it has ended, writes the CPU time of the command and every
+ * process it waited for (`times`) to fd 3. The command does not inherit fd 3 (`3>&-`), so it cannot forge the figure;
+ * the shell exits with the command's status (128 + signal when a signal killed it).
+ */
+const CPU_REPORTER = '"$@" 3>&-; status=$?; times >&3; exit $status';
+
+/** `times` prints the shell's own user and system time, then its children's: `0m0.430000s 0m0.010000s`. */
+function cpuTimeOf(report: string): { cpuMs?: number } {
+  const children = report.trim().split('\n')[1];
+  const times = children?.match(/^(\d+)m([\d.]+)s (\d+)m([\d.]+)s$/);
+  if (!times) return {};
+  const [, um, us, sm, ss] = times;
+  const ms = (Number(um) * 60 + Number(us) + Number(sm) * 60 + Number(ss)) * 1000;
+  return Number.isFinite(ms) ? { cpuMs: Math.round(ms) } : {};
 }

@@ -74,6 +74,12 @@ export interface SandboxResult {
   /** True when the wall-clock timeout killed the run. */
   timedOut: boolean;
   durationMs: number;
+  /**
+   * CPU time (user + system), in milliseconds, of the command and every process it waited for; what CPU-second
+   * billing charges. Absent when the run was killed before it could be measured (a timeout or an abort), or when the
+   * sandbox cannot measure it.
+   */
+  cpuMs?: number;
 }
 
 /** Whether a sandbox can run commands here, and if not, why (naming what to install or set). */

@@ -126,6 +126,26 @@ describe.skipIf(!probe.ok)('bubblewrap sandbox: real runs', () => {
     await expect(run({ argv: ['true'], workspace: join(dataDir, 'missing') })).rejects.toThrow(/directory/);
   });
 
+  it('measures the CPU time of the command and its children (what CPU-second billing charges)', async () => {
+    const idle = await run({ shell: 'sleep 0.2' });
+    expect(idle.cpuMs).toBeGreaterThanOrEqual(0);
+    expect(idle.cpuMs).toBeLessThan(100);
+    const busy = await run({
+      shell: 'python3 -c "import time; t = time.process_time()\nwhile time.process_time() - t < 0.3: pass" & wait',
+    });
+    expect(busy.exitCode).toBe(0);
+    expect(busy.cpuMs).toBeGreaterThanOrEqual(250);
+    // The command cannot write the report itself: fd 3 is closed for it.
+    const forged = await run({ shell: 'echo "0m0s 0m0s" >&3; echo "status $?"' });
+    expect(forged.stdout).toMatch(/status [1-9]/);
+    expect(forged.cpuMs).toBeDefined();
+  });
+
+  it('keeps the exit status of the command under the CPU reporter, and of a signal as 128 + n', async () => {
+    expect((await run({ shell: 'exit 7' })).exitCode).toBe(7);
+    expect((await run({ argv: ['/bin/sh', '-c', 'kill -TERM $$'] })).exitCode).toBe(143);
+  });
+
   it('kills the whole group on abort', async () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(), 300);
@@ -138,6 +158,7 @@ describe.skipIf(!probe.ok)('bubblewrap sandbox: real runs', () => {
     expect(r.timedOut).toBe(false);
     expect(Date.now() - started).toBeLessThan(2000);
     expect(await processesWith('41.414')).toBe(0);
+    expect(r.cpuMs).toBeUndefined(); // killed before it could be measured: billed by wall time instead
   });
 });
 

@@ -191,6 +191,29 @@ describe('the coding child file tools (stand-in sandbox)', () => {
   });
 });
 
+describe('CPU-second billing of Bash (stand-in sandbox)', () => {
+  it('charges the CPU time a command used at the per-CPU-second price; wall time when it was not measured', async () => {
+    const call = (command: string, timeout?: number) => ({ name: 'Bash', input: { command, timeout } });
+    const cpu: Record<string, number | undefined> = { busy: 2_500, killed: undefined };
+    const { agent, runtime, storage } = await runCodeAgent(
+      { task: 'Burn some CPU' },
+      [
+        () => ({ toolCalls: [call('busy', 10_000), call('killed', 10_000)] }),
+        () => ({ toolCalls: [{ name: 'submit_result', input: { summary: 'Burnt.' } }] }),
+      ],
+      {
+        ...standIn,
+        run: async (c) => ({ ...(await standIn.run(c)), durationMs: 1_200, cpuMs: cpu[c.shell!] }),
+      },
+    );
+    expect(agent.status).toBe('COMPLETED');
+    const bash = (await storage.listLedger('local')).filter((r) => r.item === 'Bash').map((r) => -r.amount);
+    // 0.001 credits (1,000 micro-credits) per CPU-second: 2.5 s of CPU, and 1.2 s of wall time for the unmeasured run
+    expect(bash.sort((a, b) => a - b)).toEqual([1_200, 2_500]);
+    await runtime.close();
+  });
+});
+
 describe('re-runs of a call (stand-in sandbox, a hand-made context)', () => {
   it('re-attach to the same child and workspace, never overwrite its work, and answer from the durable state once done', async () => {
     const tool = codeAgentTool({ dataDir, sandbox: standIn });

@@ -8,6 +8,7 @@
  * Only `Bash` runs in the sandbox. The file tools run in the runtime's process, directly on the workspace: a file the
  * runtime writes is given to the sandbox's uid so that commands can change it afterwards.
  */
+import { availableParallelism } from 'node:os';
 import { lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { join, relative, sep } from 'node:path';
 import { z } from 'zod';
@@ -22,6 +23,11 @@ import { appendCommand, notACodeChild, readCommands, waitForSession, type CodeSe
 export const BASH_OUTPUT_BYTES = 30_000;
 export const BASH_DEFAULT_TIMEOUT_MS = 120_000;
 export const BASH_MAX_TIMEOUT_MS = 600_000;
+/**
+ * Credits per CPU-second of `Bash` (about $0.036 per CPU-hour, a cloud vCPU's price); the price table's `Bash` entry
+ * overrides it.
+ */
+export const BASH_CPU_SECOND_PRICE = 0.001;
 /** Largest file `Read`, `Edit` and `Grep` open. */
 const MAX_READ_BYTES = 5 * 1024 * 1024;
 const READ_DEFAULT_LINES = 2_000;
@@ -123,6 +129,12 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     }),
     idempotent: false,
     lane: 'sandbox',
+    // Billed by the CPU time the command used, reserved for the most it could use: every core for its whole timeout.
+    price: BASH_CPU_SECOND_PRICE,
+    meter: {
+      unit: 'cpu_second',
+      maxUnits: ({ timeout }) => ((timeout ?? BASH_DEFAULT_TIMEOUT_MS) / 1000) * availableParallelism(),
+    },
     describe: ({ command }) => `Running: ${command.length > 80 ? `${command.slice(0, 77)}...` : command}`,
     async run({ command, timeout }, ctx) {
       const { root, session } = await workspaceOf(dataDir, 'Bash', ctx);
@@ -141,6 +153,8 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
         // A pause stops the command at once; the model is told, and can run it again after resume.
         { signal: AbortSignal.any([ctx.signal, ctx.pauseSignal]) },
       );
+      // A run killed before it could be measured (timeout, pause) is billed its wall time, on one core.
+      ctx.meter((r.cpuMs ?? r.durationMs) / 1000);
       const ms = Math.round(r.durationMs);
       await appendCommand(dataDir, childId, { command, exit_code: r.exitCode, ms });
       return {
