@@ -1,0 +1,189 @@
+/**
+ * @module core/background
+ * What the runtime lends tools for work an agent has done between its calls (a monitor's checks): charging at a tool's
+ * price, a short billed model call, an ASSISTANT message, and a status message while the agent waits. Each goes
+ * through the same gate, ledger, storage and events as the agent loop's own, so a balance that cannot pay stops the
+ * agent as OUT_OF_CREDITS the way a step would.
+ */
+import { randomUUID } from 'node:crypto';
+import { AgentryError } from '../errors.js';
+import type { ModelProvider, ModelRequest } from '../models/provider.js';
+import { totalTokens } from '../models/provider.js';
+import type { AgentRow, MessageRow, Settlement, StorageAdapter } from '../storage/adapter.js';
+import type { PlatformServices } from '../tools/platform.js';
+import { isoTime, type Clock } from './clock.js';
+import type { CreditGate } from './credit-gate.js';
+import { inputTokenBound, modelCost, toolPrice, type PriceTable } from './credits.js';
+import type { RuntimeEvents } from './events.js';
+import { changeStatus } from './loop.js';
+import { toMessage, toStatusForm } from './records.js';
+import { microsToCredits } from './schemas.js';
+
+export interface BackgroundDeps {
+  storage: StorageAdapter;
+  credits: CreditGate;
+  model: ModelProvider;
+  prices: PriceTable;
+  clock: Clock;
+  events: RuntimeEvents;
+  inModelLane<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+export type BackgroundServices = Pick<
+  PlatformServices,
+  'chargeTool' | 'askModel' | 'appendMessage' | 'setStatusMessage'
+>;
+
+/** Background holds need unique ids among live holds, like the loop's. */
+const HOLD_PREFIX = `bg${randomUUID().slice(0, 8)}:`;
+let holdSeq = 0;
+
+export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
+  const { storage, credits, clock, events } = deps;
+
+  /** Holds `amount` for the agent; on a refusal stops it as OUT_OF_CREDITS (what the loop does) and answers null. */
+  const hold = async (agent: AgentRow, amount: number, what: string): Promise<string | null> => {
+    const id = HOLD_PREFIX + (++holdSeq).toString(36);
+    const reservation = await credits.reserve({
+      id,
+      account_id: agent.account_id,
+      agent_id: agent.agent_id,
+      root_id: agent.root_id,
+      amount,
+    });
+    if (reservation.granted) return id;
+    const limit = reservation.refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
+    await changeStatus(deps, agent, 'exhaust_credits', {
+      status_message: `Out of credits: ${what} needs ${microsToCredits(amount)} credits, more than ${limit} allows`,
+    });
+    return null;
+  };
+
+  const settle = async (agent: AgentRow, settlement: Settlement): Promise<void> => {
+    let charged: number[];
+    try {
+      charged = await storage.settle([settlement]);
+    } catch (err) {
+      await credits.release(settlement.reservation_id);
+      throw err;
+    }
+    credits.settled([settlement]);
+    if (events.listenerCount('credits.charged') > 0) {
+      events.emit('credits.charged', {
+        account_id: agent.account_id,
+        agent_id: agent.agent_id,
+        kind: settlement.ledger.kind as 'model' | 'tool',
+        item: settlement.ledger.item ?? '',
+        credits: microsToCredits(charged[0] ?? 0),
+        tokens_in: settlement.ledger.tokens_in,
+        tokens_out: settlement.ledger.tokens_out,
+      });
+    }
+  };
+
+  return {
+    async chargeTool(agentId, toolName, ownPrice) {
+      const agent = await storage.getAgent(agentId);
+      if (!agent) return false;
+      const amount = toolPrice(deps.prices, toolName, ownPrice);
+      if (amount === 0) return true;
+      const id = await hold(agent, amount, `a ${toolName} check`);
+      if (id === null) return false;
+      await settle(agent, {
+        reservation_id: id,
+        root_id: agent.root_id,
+        ledger: {
+          account_id: agent.account_id,
+          agent_id: agent.agent_id,
+          kind: 'tool',
+          item: toolName,
+          tokens_in: 0,
+          tokens_out: 0,
+          cost: amount,
+          created_at: isoTime(clock.now()),
+        },
+      });
+      return true;
+    },
+
+    async askModel(agentId, { system, prompt, maxTokens = 256 }) {
+      const agent = await storage.getAgent(agentId);
+      if (!agent) throw new AgentryError('not_found', `Agent ${agentId} not found`);
+      const price = deps.prices.models[agent.model];
+      if (!price) throw new AgentryError('not_configured', `no price is configured for model ${agent.model}`);
+      const request: ModelRequest = {
+        model: agent.model,
+        system,
+        messages: [{ role: 'user', content: [{ type: 'text', text: prompt }] }],
+        tools: [],
+        maxTokens,
+        agentId,
+      };
+      // The same strict bound as the loop's: a call can never cost more than it held.
+      const worstCase = modelCost(price, { inputTokens: inputTokenBound(request), outputTokens: maxTokens });
+      const id = await hold(agent, worstCase, 'a model call');
+      if (id === null) {
+        throw new AgentryError('insufficient_credits', 'The agent is out of credits: the model call was not made');
+      }
+      let response;
+      try {
+        response = await deps.inModelLane(() => deps.model.generate(request, { signal: new AbortController().signal }));
+      } catch (err) {
+        await credits.release(id);
+        throw err;
+      }
+      const tokens = totalTokens(response.usage);
+      await settle(agent, {
+        reservation_id: id,
+        root_id: agent.root_id,
+        ledger: {
+          account_id: agent.account_id,
+          agent_id: agent.agent_id,
+          kind: 'model',
+          item: agent.model,
+          tokens_in: tokens.input,
+          tokens_out: tokens.output,
+          cost: Math.min(worstCase, modelCost(price, response.usage)),
+          created_at: isoTime(clock.now()),
+        },
+      });
+      return response.content
+        .filter((b) => b.type === 'text')
+        .map((b) => (b as { text: string }).text)
+        .join('\n')
+        .trim();
+    },
+
+    async appendMessage(agentId, text) {
+      const at = isoTime(clock.now());
+      const message: MessageRow = {
+        message_id: randomUUID(),
+        agent_id: agentId,
+        role: 'ASSISTANT',
+        text,
+        timestamp: at,
+      };
+      const result = await storage.commitStep({ agent_id: agentId, messages: [message], patch: { updated_at: at } });
+      if (!result.agent) return false;
+      if (events.listenerCount('agent.message') > 0) {
+        events.emit('agent.message', { agent_id: agentId, message: toMessage(message) });
+      }
+      return true;
+    },
+
+    async setStatusMessage(agentId, message, ifStartsWith) {
+      const agent = await storage.getAgent(agentId);
+      if (!agent || agent.status !== 'ACTIVE' || !agent.status_message.startsWith(ifStartsWith)) return;
+      if (agent.status_message === message) return;
+      // A compare-and-set on the status: a pause that lands first keeps saying "Paused".
+      const updated = await storage.changeStatus(
+        agentId,
+        { from: ['ACTIVE'], to: 'ACTIVE', patch: { status_message: message } },
+        isoTime(clock.now()),
+      );
+      if (updated && events.listenerCount('agent.progress') > 0) {
+        events.emit('agent.progress', { agent: toStatusForm(updated) });
+      }
+    },
+  };
+}

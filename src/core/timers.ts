@@ -1,0 +1,296 @@
+/**
+ * @module core/timers
+ * Durable timers (DESIGN §8): work the runtime does at a time for an agent — wake a call that waits until then, check
+ * a monitored page. A timer is a storage row `{timer_id, agent_id, due_at, kind, payload}`, so it survives restarts,
+ * and only due rows are read (an index on `due_at`): 10,000 idle monitors cost rows, not memory.
+ *
+ * One loop sleeps on the clock until the soonest timer is due (the fake clock of `agentry/testing` drives it in tests),
+ * reads the due timers in batches and fires each through a lane of bounded concurrency, calling the handler
+ * registered for its `kind`. A handler that wants to run again reschedules its own timer (same id, new time); one that
+ * does not is deleted after it returned — only if it was not rescheduled meanwhile. A timer whose handler was cut short
+ * by a crash is still in storage and fires when the next process starts; one missed while no process ran fires once,
+ * however many times it would have fired meanwhile, because the row holds one time and the handler plans the next from
+ * now, not from the old due time.
+ */
+import { z } from 'zod';
+import type { StorageAdapter, TimerRow } from '../storage/adapter.js';
+import { isAbortError, type Clock } from './clock.js';
+import { ConcurrencyLane } from './lane.js';
+import { parseArgs } from './validate.js';
+
+/**
+ * Fires a due timer. A handler that moved its own timer (same `timer_id`, a new time) may say so by resolving `true`,
+ * which saves a write; otherwise the timer is deleted when this resolves, unless it was moved meanwhile.
+ */
+export type TimerHandler = (timer: TimerRow, signal: AbortSignal) => Promise<boolean | void>;
+
+/** What a tool or the runtime schedules (`payload` is any JSON value). */
+export interface TimerSpec {
+  timer_id: string;
+  agent_id: string;
+  kind: string;
+  /** Milliseconds since the epoch. */
+  due_at: number;
+  payload?: unknown;
+}
+
+/** The part of the timer service lent to the built-in tools (`PlatformServices.timers`). */
+export interface Timers {
+  /** Registers the handler of a kind (one per kind). */
+  register(kind: string, handler: TimerHandler): void;
+  /** Schedules a timer, or moves it when its id exists. On disk when it resolves. */
+  schedule(timer: TimerSpec): Promise<void>;
+  cancel(timerId: string): Promise<void>;
+  /**
+   * Tells the loop that a timer due at `dueAt` was written to storage directly (inside a tool's own transaction, with
+   * the row it belongs to), so that it does not sleep past it.
+   */
+  noteScheduled(dueAt: number): void;
+}
+
+export interface TimerServiceOptions {
+  /** Handlers running at once (they mostly wait on I/O: a fetch, a commit). @default 128 */
+  concurrency?: number;
+  /** Due timers read per query. @default 256 */
+  batchSize?: number;
+  /**
+   * The longest the loop sleeps on the clock before it looks at storage again while timers exist. Timers scheduled by
+   * this process wake it at once; this bounds how late one written directly to storage can be. With no timer at all,
+   * the loop waits for the next schedule. @default 60 s
+   */
+  maxSleepMs?: number;
+  onError(error: unknown, agentId: string | undefined): void;
+}
+
+const TimerSpecSchema = z
+  .object({
+    timer_id: z.string().min(1).max(300),
+    agent_id: z.string().min(1).max(200),
+    kind: z.string().min(1).max(100),
+    due_at: z.number().finite(),
+    payload: z.unknown().optional(),
+  })
+  .strict();
+
+/**
+ * The id of a monitor's check timer. The monitor tool schedules it; the runtime's `cancelMonitor` drops it (core does
+ * not import the tool, so the name lives here).
+ */
+export function monitorTimerId(monitorId: string): string {
+  return `monitor.check:${monitorId}`;
+}
+
+/** Firings whose lateness {@link TimerService.stats} keeps for its percentile. */
+const LATE_SAMPLE = 100_000;
+
+/** A failed handler's timer is tried again after this long (it stays in storage meanwhile). */
+const RETRY_AFTER_FAILURE_MS = 60_000;
+
+/**
+ * @example
+ * const timers = new TimerService(storage, clock, { onError: console.error });
+ * timers.register('agent.wake', async (t) => scheduler.kick(t.agent_id));
+ * timers.start();
+ * await timers.schedule({ timer_id: `agent.wake:${id}`, agent_id: id, kind: 'agent.wake', due_at: Date.now() + 60_000 });
+ */
+export class TimerService implements Timers {
+  private readonly handlers = new Map<string, TimerHandler>();
+  private readonly lane: ConcurrencyLane;
+  private readonly batchSize: number;
+  private readonly maxSleepMs: number;
+  /** Timers whose handler runs now or waits in the lane: a query that still finds them due skips them. */
+  private readonly inFlight = new Map<string, Promise<void>>();
+  /** At most this many handlers run or wait in the lane; the loop reads more due timers only when a batch fits. */
+  private readonly maxInFlight: number;
+  /** Called (once each) when a handler ends: the loop waits on this, never on a race over every handler's promise. */
+  private finishWaiters: Array<() => void> = [];
+  private sleeping: { until: number; controller: AbortController } | undefined;
+  private loop: Promise<void> | undefined;
+  private closed = false;
+  /** Aborted by close(): handlers stop waiting on the network, and their timers fire again on the next start. */
+  private readonly closing = new AbortController();
+  /** Set when a timer was scheduled while the loop was reading: it looks again before it sleeps. */
+  private dirty = false;
+  private firedCount = 0;
+  private maxLateMs = 0;
+  private lateSumMs = 0;
+  /** The lateness of the last firings (at most {@link LATE_SAMPLE}), for a percentile. */
+  private lateSample: number[] = [];
+
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly clock: Clock,
+    private readonly options: TimerServiceOptions,
+  ) {
+    const concurrency = options.concurrency ?? 128;
+    this.lane = new ConcurrencyLane(concurrency);
+    this.batchSize = options.batchSize ?? 256;
+    this.maxInFlight = concurrency + 2 * this.batchSize;
+    this.maxSleepMs = options.maxSleepMs ?? 60_000;
+  }
+
+  register(kind: string, handler: TimerHandler): void {
+    if (this.handlers.has(kind)) throw new Error(`a timer handler for ${JSON.stringify(kind)} is registered already`);
+    this.handlers.set(kind, handler);
+  }
+
+  async schedule(timer: TimerSpec): Promise<void> {
+    const t = parseArgs(TimerSpecSchema, timer, 'timer');
+    await this.storage.putTimer({
+      timer_id: t.timer_id,
+      agent_id: t.agent_id,
+      kind: t.kind,
+      due_at: Math.floor(t.due_at),
+      payload: JSON.stringify(t.payload ?? null),
+    });
+    this.noteScheduled(t.due_at);
+  }
+
+  noteScheduled(dueAt: number): void {
+    this.dirty = true;
+    // Sooner than the loop's sleep: wake it to plan again.
+    if (this.sleeping && dueAt < this.sleeping.until) this.sleeping.controller.abort();
+  }
+
+  async cancel(timerId: string): Promise<void> {
+    await this.storage.deleteTimer(timerId);
+  }
+
+  /** Starts the loop (the runtime does, when it drives agents). */
+  start(): void {
+    if (this.loop || this.closed) return;
+    this.loop = this.run().catch((error: unknown) => this.options.onError(error, undefined));
+  }
+
+  /**
+   * Timers fired since the start (or the last reset), and how late their handlers started (milliseconds after
+   * `due_at`, lane wait included): for benchmarks and diagnostics.
+   */
+  stats(options: { reset?: boolean } = {}): {
+    fired: number;
+    maxLateMs: number;
+    meanLateMs: number;
+    p99LateMs: number;
+    inFlight: number;
+  } {
+    const late = [...this.lateSample].sort((a, b) => a - b);
+    const result = {
+      fired: this.firedCount,
+      maxLateMs: this.maxLateMs,
+      meanLateMs: this.firedCount === 0 ? 0 : this.lateSumMs / this.firedCount,
+      p99LateMs: late[Math.min(late.length - 1, Math.floor(late.length * 0.99))] ?? 0,
+      inFlight: this.inFlight.size,
+    };
+    if (options.reset) {
+      this.firedCount = 0;
+      this.maxLateMs = 0;
+      this.lateSumMs = 0;
+      this.lateSample = [];
+    }
+    return result;
+  }
+
+  /** Stops the loop and waits for the handlers running now. Timers stay in storage for the next process. */
+  async close(): Promise<void> {
+    this.closed = true;
+    this.closing.abort();
+    this.sleeping?.controller.abort();
+    await this.loop;
+    await Promise.allSettled([...this.inFlight.values()]);
+  }
+
+  private async run(): Promise<void> {
+    while (!this.closed) {
+      this.dirty = false;
+      const next = await this.storage.nextTimerDue();
+      if (this.closed) return;
+      // Read after the query: the time may have moved while it ran (a fake clock advanced in a test, a slow disk).
+      const now = this.clock.now();
+      if (next !== null && next <= now) {
+        // A full batch must fit before storage is asked again: each query then starts many handlers, not one.
+        if (this.inFlight.size + this.batchSize > this.maxInFlight) {
+          await this.handlerFinished();
+          continue;
+        }
+        const started = await this.fireDue(now);
+        // Every due timer is already running: wait for one to end rather than asking storage again at once.
+        if (started === 0 && this.inFlight.size > 0) await this.handlerFinished();
+        continue;
+      }
+      if (this.dirty) continue;
+      const controller = new AbortController();
+      try {
+        if (next === null) {
+          // No timer at all: nothing to sleep on the clock for; the next schedule() (or close) wakes the loop. A
+          // runtime without timers thus keeps no sleep pending on its clock.
+          this.sleeping = { until: Infinity, controller };
+          await new Promise<void>((resolve) => controller.signal.addEventListener('abort', () => resolve()));
+        } else {
+          const wait = Math.min(this.maxSleepMs, next - now);
+          this.sleeping = { until: now + wait, controller };
+          await this.clock.sleep(wait, controller.signal);
+        }
+      } catch (err) {
+        if (!isAbortError(err)) throw err;
+      } finally {
+        this.sleeping = undefined;
+      }
+    }
+  }
+
+  /** Starts the handlers of the timers due at `now` (a batch); returns how many it started. */
+  private async fireDue(now: number): Promise<number> {
+    // Skips the ones already running, so the batch asks for that many more.
+    const due = await this.storage.listDueTimers(now, this.batchSize + this.inFlight.size);
+    let started = 0;
+    for (const timer of due) {
+      if (this.closed) break;
+      if (this.inFlight.has(timer.timer_id)) continue;
+      const late = Math.max(0, this.clock.now() - timer.due_at);
+      const run = this.lane
+        .run(() => this.fire(timer, late))
+        .finally(() => {
+          this.inFlight.delete(timer.timer_id);
+          const waiters = this.finishWaiters;
+          this.finishWaiters = [];
+          for (const w of waiters) w();
+        });
+      this.inFlight.set(timer.timer_id, run);
+      started++;
+    }
+    return started;
+  }
+
+  /** Resolves when the next handler ends (or at once when none runs). */
+  private handlerFinished(): Promise<void> {
+    if (this.inFlight.size === 0) return Promise.resolve();
+    return new Promise((resolve) => this.finishWaiters.push(resolve));
+  }
+
+  private async fire(timer: TimerRow, lateMs: number): Promise<void> {
+    this.firedCount++;
+    this.lateSumMs += lateMs;
+    if (lateMs > this.maxLateMs) this.maxLateMs = lateMs;
+    if (this.lateSample.length < LATE_SAMPLE) this.lateSample.push(lateMs);
+    else this.lateSample[this.firedCount % LATE_SAMPLE] = lateMs;
+    const handler = this.handlers.get(timer.kind);
+    try {
+      if (!handler) throw new Error(`no handler for timers of kind ${JSON.stringify(timer.kind)}`);
+      const moved = await handler(timer, this.closing.signal);
+      if (moved !== true) await this.storage.deleteTimer(timer.timer_id, timer.due_at);
+    } catch (error) {
+      if (this.closed) return; // the storage may be closing under it: the timer fires again on the next start
+      this.options.onError(error, timer.agent_id);
+      // Tried again later; a handler that rescheduled itself before failing keeps its own time.
+      try {
+        if (await this.storage.deleteTimer(timer.timer_id, timer.due_at)) {
+          const retryAt = this.clock.now() + RETRY_AFTER_FAILURE_MS;
+          await this.storage.putTimer({ ...timer, due_at: retryAt });
+          this.noteScheduled(retryAt);
+        }
+      } catch (again) {
+        this.options.onError(again, timer.agent_id);
+      }
+    }
+  }
+}
