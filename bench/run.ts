@@ -64,6 +64,14 @@ const SCENARIOS: Scenario[] = [
   },
   { id: 'read-page', file: 'scenarios/read-page.js', args: ['--n', '30', '--kb', '200'] },
   { id: 'sandbox', file: 'scenarios/sandbox.js', args: ['--n', '50'] },
+  // spawn_browser_agent: context + guard proxy + local page + snapshot, median and p95 of 50; memory of 4 contexts.
+  { id: 'browser', file: 'scenarios/browser.js', args: ['--n', '50'] },
+  // 10,000 agents each waiting on a monitor checked every 60 s (real clock): checks/s, peak RSS, lateness of timers.
+  { id: 'monitor-10k', file: 'scenarios/monitor.js', args: ['--n', '10000', '--interval', '60', '--seconds', '150'] },
+  // MCP client overhead over a bare SDK client on the same stdio server: first call and per call, median and p95.
+  { id: 'mcp', file: 'scenarios/mcp.js', args: ['--n', '200', '--first', '10'] },
+  // message_person: 1,000 agents each e-mail through a local SMTP server, against nodemailer alone at the same concurrency.
+  { id: 'message', file: 'scenarios/message.js', args: ['--n', '1000', '--lane', '64'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },

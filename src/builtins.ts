@@ -11,6 +11,10 @@ import { CODE_AGENT_TOOL_NAME, codeAgentTool } from './tools/builtin/code-agent/
 import { deepResearchTool } from './tools/builtin/deep-research/index.js';
 import { enrichTool } from './tools/builtin/enrich/index.js';
 import { findAllTool } from './tools/builtin/find-all/index.js';
+import { MONITOR_TOOL_NAME, monitorTool } from './tools/builtin/monitor/index.js';
+import { BROWSER_AGENT_TOOL_NAME, browserAgentTool } from './tools/builtin/browser-agent/index.js';
+import { MESSAGE_PERSON_TOOL_NAME, messagePersonTool } from './tools/builtin/message-person.js';
+import { MessagingOptionsSchema, messagingFromConfig, twilioHost } from './messaging/config.js';
 import { readPageTool } from './tools/builtin/read-page.js';
 import { webSearchTool } from './tools/builtin/web-search.js';
 import type { PageContent } from './tools/define-tool.js';
@@ -58,6 +62,15 @@ const OptionsSchema = z
       .optional(),
     env: z.record(z.string(), z.string().optional()).optional(),
     dataDir: z.string().min(1).optional(),
+    browser: z
+      .object({
+        executablePath: z.string().min(1).optional(),
+        idleMs: z.number().int().nonnegative().optional(),
+        maxContexts: z.number().int().positive().max(64).optional(),
+      })
+      .strict()
+      .optional(),
+    messaging: MessagingOptionsSchema.optional(),
   })
   .strict();
 
@@ -101,8 +114,26 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     allow: [...(o.fetch?.allow ?? []), ...configuredHosts(env)],
   });
   const search = o.search ?? searchProviderFromEnv(env, searchFetch);
+  // message_person: Twilio's base URL is the operator's (AGENTRY_TWILIO_BASE_URL may point at a proxy or a test server
+  // on a private address), so its host is allowed for the SMS transport's own requests, and only for them.
+  const twilioFetch = lazyGuardedFetch({
+    ...fetchOptions,
+    allow: [...(o.fetch?.allow ?? []), twilioHost(o.messaging, env)],
+  });
+  const messaging = messagingFromConfig(o.messaging, env, (url, init) => twilioFetch(url, init));
   // Its sandbox (bubblewrap) is probed on the first call; workspaces under <os.tmpdir()>/agentry-workspaces.
   const codeAgent = codeAgentTool(o.dataDir !== undefined ? { dataDir: o.dataDir } : {});
+  // The browser starts on the first call; its pages obey the guarded fetch's address rules and allow list.
+  const browserAgent = browserAgentTool({
+    allow: parseAllowList([...(o.fetch?.allow ?? []), ...(env['AGENTRY_FETCH_ALLOW']?.split(',') ?? [])]),
+    env,
+    ...(o.fetch?.lookup !== undefined ? { lookup: o.fetch.lookup } : {}),
+    ...(o.browser?.executablePath !== undefined ? { executablePath: o.browser.executablePath } : {}),
+    ...(o.browser?.idleMs !== undefined ? { idleMs: o.browser.idleMs } : {}),
+    ...(o.browser?.maxContexts !== undefined ? { maxContexts: o.browser.maxContexts } : {}),
+  });
+  // Its checks between calls go through the same guarded fetch; AGENTRY_MONITOR_MIN_INTERVAL_S is read from `env`.
+  const monitor = monitorTool({ fetch: (url, init) => fetch(url, init), env });
   const tools = [
     webSearchTool({ provider: search, missing: searchProviderSetupHint() }),
     readPageTool(),
@@ -110,6 +141,9 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     findAllTool({ missing: search ? null : searchProviderSetupHint() }),
     enrichTool({ missing: search ? null : searchProviderSetupHint() }),
     codeAgent,
+    browserAgent,
+    monitor,
+    messagePersonTool({ messenger: messaging.messenger }),
   ];
   const names = tools.map((t) => t.name);
   for (const name of o.only ?? []) {
@@ -175,6 +209,31 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
       },
       offered: offered.has(CODE_AGENT_TOOL_NAME),
     },
+    {
+      name: BROWSER_AGENT_TOOL_NAME,
+      source: 'builtin',
+      get ready() {
+        return browserAgent.readiness().ready;
+      },
+      get detail() {
+        return browserAgent.readiness().detail;
+      },
+      offered: offered.has(BROWSER_AGENT_TOOL_NAME),
+    },
+    {
+      name: MONITOR_TOOL_NAME,
+      source: 'builtin',
+      ready: true,
+      detail: `durable timers + guarded fetch (checks at least ${monitor.minIntervalS} s apart)`,
+      offered: offered.has(MONITOR_TOOL_NAME),
+    },
+    {
+      name: MESSAGE_PERSON_TOOL_NAME,
+      source: 'builtin',
+      ready: messaging.ready,
+      detail: messaging.detail,
+      offered: offered.has(MESSAGE_PERSON_TOOL_NAME),
+    },
   ];
   return {
     fetch,
@@ -192,9 +251,24 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     tools,
     offered,
     status: () => statuses,
-    agentsDeleted: (ids) => codeAgent.agentsDeleted(ids),
+    agentsDeleted: async (ids) => {
+      await Promise.all([codeAgent.agentsDeleted(ids), browserAgent.agentsDeleted(ids)]);
+    },
+    async attach(services) {
+      browserAgent.attach(services);
+      // Registers the check timers' handler before recovery and the timer loop start.
+      monitor.attach(services);
+      // Outbox entries a crash left queued become `unknown` (never re-sent) before recovery runs any agent.
+      await messaging.messenger.attach(services);
+    },
     async close() {
-      await Promise.all([fetch.close(), searchFetch.close()]);
+      await Promise.all([
+        fetch.close(),
+        searchFetch.close(),
+        twilioFetch.close(),
+        messaging.messenger.close(),
+        browserAgent.close(),
+      ]);
     },
   };
 }

@@ -11,9 +11,13 @@
  */
 import { createBuiltinPlatform } from './builtins.js';
 import { provideToolPlatform } from './tools/platform.js';
+import { provideMcpToolSource } from './tools/tool-source.js';
+import { createMcpToolSource } from './mcp/tool-source.js';
 
 // The entry point is the composition root: it gives the core its built-in tools (the core imports no backend).
 provideToolPlatform(createBuiltinPlatform);
+// …and the MCP client behind the `mcpServers` option.
+provideMcpToolSource(createMcpToolSource);
 
 export { AgentRuntime, DEFAULT_SYSTEM_PROMPT } from './core/agent-runtime.js';
 export type { RuntimeOptions, AccountScope } from './core/agent-runtime.js';
@@ -47,8 +51,33 @@ export type {
   PageContent,
 } from './tools/define-tool.js';
 export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
+// monitor (issue 16): what a `wait` returns, and the durable timers lent to tools that work between calls.
+export type { MonitorChange } from './tools/builtin/monitor/index.js';
+export type { Timers, TimerSpec, TimerHandler } from './core/timers.js';
+export type { ToolSource } from './tools/tool-source.js';
+// MCP: the config file format, and agentry's own tools as an MCP server (the SDK loads on first use).
+export { parseMcpServers, readMcpConfigFile } from './mcp/config.js';
+export type { McpServerConfig } from './mcp/config.js';
+export { createAgentryMcpServer, registerAgentryTools } from './mcp/agentry-server.js';
+export type { AgentryMcpScope } from './mcp/agentry-server.js';
 export { readPageTool } from './tools/builtin/read-page.js';
 export { webSearchTool } from './tools/builtin/web-search.js';
+// message_person (issue 17): its transport interface and the two defaults, for custom transports and tests.
+export { MessageSendError } from './messaging/message-transport.js';
+export type {
+  MessageChannel,
+  MessageSendFailure,
+  MessageTransport,
+  OutgoingMessage,
+  SentMessage,
+} from './messaging/message-transport.js';
+export { smtpTransport } from './messaging/smtp.js';
+export type { SmtpTransportOptions } from './messaging/smtp.js';
+export { twilioTransport } from './messaging/twilio.js';
+export type { TwilioTransportOptions } from './messaging/twilio.js';
+export type { MessagingOptions } from './messaging/config.js';
+export { DEFAULT_MESSAGING_LIMITS } from './messaging/outbox.js';
+export type { MessagingLimits } from './messaging/outbox.js';
 // The web layer (guarded fetch, page reading, search clients) is the subpath `agentry/web`: it loads on first use.
 export type { SearchProvider, SearchQuery, SearchResult } from './web/search-provider.js';
 export { ModelError } from './models/provider.js';

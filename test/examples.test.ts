@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
+import { findChromium } from '../src/browser/chromium-path.js';
 
 const run = promisify(execFile);
 const root = join(import.meta.dirname, '..');
@@ -57,5 +58,49 @@ describe('examples', () => {
     expect(stdout).toContain('Waiting for 5 of 5 sub-agents');
     expect(stdout).toMatch(/COMPLETED · 5 sub-agents \(5 completed\)/);
     expect(stdout).toContain('1. Paris: 19,949 people per km²');
+  });
+
+  // Needs Chromium; under AGENTRY_CI_STRICT=1 it runs (and fails) without one.
+  it.skipIf(!findChromium().found && process.env.AGENTRY_CI_STRICT !== '1')(
+    'examples/browser-agent.ts drives headless Chromium through a local shop and prints the replay script, offline',
+    async () => {
+      const { stdout } = await tsx('examples/browser-agent.ts');
+      expect(stdout).toMatch(/spawn_browser_agent: ready — Chromium at /);
+      expect(stdout).toMatch(/browser_click → http:\/\/127\.0\.0\.1:\d+\/item\/42/);
+      expect(stdout).toContain('"data":{"code":"ZX-4417"},"termination_reason":"completed"');
+      expect(stdout).toMatch(/screenshot: screenshot-1\.png, \d+ bytes of PNG/);
+      expect(stdout).toContain('await page.getByRole("link", { name: "Brass kettle", exact: true }).click();');
+      expect(stdout).toContain('status: COMPLETED');
+    },
+  );
+
+  it('examples/monitor.ts watches a local page and completes when its price drops below $50, offline', async () => {
+    const { stdout } = await tsx('examples/monitor.ts');
+    expect(stdout).toMatch(/status: Watching http:\/\/127\.0\.0\.1:\d+\/product; next check 09:05/);
+    expect(stdout).toContain('09:05 check: 0 changes that matter');
+    expect(stdout).toContain('monitor.changed: Changed: "Price: $54.00" → "Price: $45.00"');
+    expect(stdout).toMatch(/\[ASSISTANT\] The price dropped: Changed: "Price: \$54\.00" → "Price: \$45\.00"/);
+    expect(stdout).toContain('status: COMPLETED');
+  });
+
+  it('examples/price-watch.ts watches a page and e-mails through a local SMTP server when the price drops below 50', async () => {
+    const { stdout } = await tsx('examples/price-watch.ts');
+    expect(stdout).toMatch(/status: Watching http:\/\/127\.0\.0\.1:\d+\/product; next check 09:05/);
+    expect(stdout).toContain('09:05 check: no e-mail (0 sent)');
+    expect(stdout).toContain('e-mail received: from alerts@agentry.example to ada@example.com');
+    expect(stdout).toContain('  subject: The Desk Lamp is below 50');
+    expect(stdout).toContain('  | the price changed: Changed: "Price: $54.00" → "Price: $45.00"');
+    expect(stdout).toContain('outbox: email to ada@example.com: sent');
+    expect(stdout).toContain('[ASSISTANT] The price dropped below 50; I e-mailed Ada (status: sent).');
+    expect(stdout).toContain('status: COMPLETED');
+  });
+
+  it('examples/mcp.ts calls the tools of @modelcontextprotocol/server-everything over stdio to COMPLETED, offline', async () => {
+    const { stdout } = await tsx('examples/mcp.ts');
+    expect(stdout).toContain('tools offered from MCP: mcp__everything__echo, mcp__everything__get-sum');
+    expect(stdout).toContain('← The sum of 19 and 23 is 42.');
+    expect(stdout).toContain('← Echo: hello, MCP');
+    expect(stdout).toMatch(/mcp__everything +ready +stdio: .* — ready, 2 tools/);
+    expect(stdout).toContain('status: COMPLETED');
   });
 });

@@ -1,7 +1,7 @@
 /**
  * @module cli/agents
- * `agentry agents list | show <id> | artifacts <id> | pause <id> | resume <id> | delete <id>` on the serve account
- * (or `--account`).
+ * `agentry agents list | show <id> | artifacts <id> | outbox <id> | pause <id> | resume <id> | delete <id>` on the
+ * serve account (or `--account`).
  *
  * These act on the database through a runtime that steps nothing itself. A running `agentry serve` on the same
  * SQLite file sees the new status at once, but only the process that runs an agent can abort its in-flight model
@@ -31,6 +31,8 @@ export const usage = `Usage: agentry agents <subcommand>   [--db <path>] [--acco
   show <id>                                    status and transcript
   artifacts <id> [--out <dir>]                 what its tools kept; with --out, write each one to <dir>
                                                (created; names made safe, clashes get -2, -3, …)
+  outbox <id>                                  the e-mails and SMS its message_person calls tried, and how each
+                                               ended (sent, failed, unknown: may have been sent before a crash)
   pause <id>                                   pause (and its sub-agents)
   resume <id>                                  resume a paused or out-of-credits agent
   delete <id>                                  delete with sub-agents and transcript
@@ -47,7 +49,7 @@ export async function run(args: string[]): Promise<number> {
     out: { type: 'string' },
   });
   const [sub, ...params] = rest;
-  if (sub === undefined || !['list', 'show', 'artifacts', 'pause', 'resume', 'delete'].includes(sub)) {
+  if (sub === undefined || !['list', 'show', 'artifacts', 'outbox', 'pause', 'resume', 'delete'].includes(sub)) {
     throw subcommandError(sub, usage);
   }
   if (values.out !== undefined && sub !== 'artifacts') throw new UsageError('--out goes with `agents artifacts`');
@@ -108,6 +110,20 @@ export async function run(args: string[]): Promise<number> {
             ...(agent.artifacts?.length
               ? [['artifacts', `${agent.artifacts.length} (agentry agents artifacts ${agent.agent_id})`]]
               : []),
+            ...(agent.outbox
+              ? [
+                  [
+                    'messages',
+                    `${agent.outbox.sent} sent, ${agent.outbox.failed} failed, ${agent.outbox.unknown} unknown ` +
+                      `(agentry agents outbox ${agent.agent_id})`,
+                  ],
+                ]
+              : []),
+            ...(agent.monitors ?? []).map((m) => [
+              'monitor',
+              `${m.url} every ${m.interval_s} s, ${m.status}, ${m.changes} change(s), next check ` +
+                `${m.next_check_at ?? '-'}${m.last_error ? `, last error: ${m.last_error}` : ''}`,
+            ]),
           ]),
         );
         console.log('');
@@ -138,6 +154,27 @@ export async function run(args: string[]): Promise<number> {
               printable(a.mime_type),
               a.created_at,
               printable(a.name),
+            ]),
+          ]),
+        );
+      }
+      return 0;
+    }
+    if (sub === 'outbox') {
+      const outbox = await runtime.outbox(id!, scope);
+      if (values.json) console.log(JSON.stringify({ outbox }));
+      else if (outbox.length === 0) console.log(`Agent ${id} has sent no messages.`);
+      else {
+        console.log(
+          table([
+            ['MESSAGE', 'STATUS', 'CHANNEL', 'TO', 'CREATED', 'DETAIL'],
+            ...outbox.map((m) => [
+              m.message_id,
+              m.status,
+              m.channel,
+              printable(m.to),
+              m.created_at,
+              printable(m.error ?? m.provider_id ?? ''),
             ]),
           ]),
         );

@@ -8,7 +8,7 @@
  * account created by an application through `runtime.accounts.create()`).
  */
 import { parseArgs as parseNodeArgs, type ParseArgsConfig } from 'node:util';
-import { Accounts, AgentryError, AgentRuntime, sqliteStorage, systemClock } from '../index.js';
+import { Accounts, AgentryError, AgentRuntime, readMcpConfigFile, sqliteStorage, systemClock } from '../index.js';
 import type { StorageAdapter } from '../index.js';
 
 /** The id of the account `agentry serve` creates and the admin commands act on by default. */
@@ -110,6 +110,14 @@ export async function requireAccount(accounts: Accounts, accountId: string | und
     throw error;
   }
   return id;
+}
+
+/**
+ * The runtime's `mcpServers` option from `--mcp-config <file>` (the `{"mcpServers": {...}}` file of Claude Code and
+ * Claude Desktop). Without the flag nothing is passed, and the runtime reads `AGENTRY_MCP_CONFIG` if it is set.
+ */
+export function mcpServersOption(file: string | undefined): { mcpServers?: Record<string, unknown> } {
+  return file === undefined ? {} : { mcpServers: readMcpConfigFile(file) };
 }
 
 /** Exactly `count` positional arguments, or a usage error naming them. */

@@ -17,10 +17,14 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   credits: { summary: 'add credits or show the balance', load: () => import('./credits.js') },
   subscription: { summary: 'activate or deactivate the subscription', load: () => import('./subscription.js') },
   agents: {
-    summary: 'list, show, pause, resume or delete agents; download their artifacts',
+    summary: 'list, show, pause, resume or delete agents; download their artifacts; see their outbox',
     load: () => import('./agents.js'),
   },
   tools: { summary: 'list the tools agents can use, ready or not, and why', load: () => import('./tools.js') },
+  mcp: {
+    summary: 'serve agentry as an MCP server on stdio (for Claude Desktop, Claude Code, …)',
+    load: () => import('./mcp.js'),
+  },
 };
 
 function usage(): string {

@@ -11,6 +11,7 @@ import type { ModelProvider } from '../models/provider.js';
 import { sqliteStorage } from '../storage/sqlite/index.js';
 import type { Tool } from '../tools/define-tool.js';
 import type { Agent } from '../core/schemas.js';
+import { mcpServersOption } from './common.js';
 import { NAMED_SUB_AGENTS, ProgressView, subAgentLabel, type ProgressOutput } from './progress.js';
 
 /** How a direct sub-agent's end is told on the run's output. */
@@ -40,6 +41,7 @@ Options:
   --db <path>         SQLite database (default: $AGENTRY_DB or ./agentry.db)
   --credits <n>       budget for this run, in credits; the local account is topped up to cover it
   --resume <id>       continue a paused, stopped or interrupted agent
+  --mcp-config <file> MCP servers whose tools the agent may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
   -h, --help          show this help
 
 Needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server that speaks the Messages API).`;
@@ -76,6 +78,7 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
         db: { type: 'string' },
         credits: { type: 'string' },
         resume: { type: 'string' },
+        'mcp-config': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -107,10 +110,18 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
   }
 
   const path = values.db ?? io.env.AGENTRY_DB ?? './agentry.db';
+  let mcp: { mcpServers?: Record<string, unknown> };
+  try {
+    mcp = mcpServersOption(values['mcp-config']);
+  } catch (err) {
+    io.stderr.write(`agentry run: ${(err as Error).message}\n`);
+    return RUN_EXIT_CODES.usage;
+  }
   const runtime = await AgentRuntime.open({
     storage: sqliteStorage({ path }),
     model: io.model ?? anthropicProvider(),
     tools: io.tools ?? [],
+    ...mcp,
   });
   const view = new ProgressView(io.stdout);
   let interrupted = false;

@@ -10,6 +10,7 @@ import { startServer, type FetchHandlerOptions, type RunningServer } from '../ht
 import {
   COMMON_OPTIONS,
   formatCredits,
+  mcpServersOption,
   openStorage,
   parseCommandArgs,
   positionals,
@@ -21,9 +22,10 @@ import {
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
 
-export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>]
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>]
 
-Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth.
+Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth,
+and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key).
 On the first start against a database it creates an account with ${INITIAL_CREDITS} credits and prints its API key once.
 
 Options:
@@ -32,6 +34,7 @@ Options:
   --db <path>           SQLite database (default $AGENTRY_DB, else ./agentry.db)
   --rate-limit <c:r>    token bucket per API key: burst c, r per second; "off" disables (default 120:20)
   --cors <origins>      comma-separated origins allowed to call from a browser, or "*" (default: no CORS)
+  --mcp-config <file>   MCP servers whose tools agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
 
 The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
 
@@ -42,12 +45,13 @@ export async function run(args: string[]): Promise<number> {
     host: { type: 'string', default: '127.0.0.1' },
     'rate-limit': { type: 'string' },
     cors: { type: 'string' },
+    'mcp-config': { type: 'string' },
   });
   positionals(rest, [], usage);
   const port = Number(values.port);
   if (!/^\d{1,5}$/.test(values.port) || port > 65535)
     throw new UsageError(`--port must be 0..65535, got ${values.port}`);
-  const handlerOptions: FetchHandlerOptions = {};
+  const handlerOptions: FetchHandlerOptions = { mcp: true };
   if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);
   if (values.cors !== undefined) {
     handlerOptions.cors = {
@@ -68,7 +72,11 @@ export async function run(args: string[]): Promise<number> {
         'for a server that speaks the Messages API) and restart.',
     );
   }
-  const runtime = await AgentRuntime.open({ storage: await openStorage(db), model: anthropicProvider() });
+  const runtime = await AgentRuntime.open({
+    storage: await openStorage(db),
+    model: anthropicProvider(),
+    ...mcpServersOption(values['mcp-config']),
+  });
   let server: RunningServer;
   try {
     await ensureServeAccount(runtime);

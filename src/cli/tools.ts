@@ -4,24 +4,31 @@
  * comes from the environment (DESIGN §7), as for `agentry run` and `agentry serve`.
  */
 import { AgentRuntime, anthropicProvider, memoryStorage, type ToolStatus } from '../index.js';
-import { COMMON_OPTIONS, parseCommandArgs, positionals } from './common.js';
+import { COMMON_OPTIONS, mcpServersOption, parseCommandArgs, positionals } from './common.js';
 
-export const usage = `Usage: agentry tools [--json]
+export const usage = `Usage: agentry tools [--json] [--mcp-config <file>]
 
   Lists each tool agents can use — the runtime's own, the built-in tools and their backends — ready or not, and
   why. Built-in tools are configured from the environment: BRAVE_API_KEY, TAVILY_API_KEY, EXA_API_KEY or
-  SEARXNG_URL for web_search; AGENTRY_FETCH_ALLOW for the addresses read_page may reach although private.`;
+  SEARXNG_URL for web_search; AGENTRY_FETCH_ALLOW for the addresses read_page may reach although private.
+  MCP servers (--mcp-config, else AGENTRY_MCP_CONFIG) are started to list their tools, or why they failed.`;
 
 export async function run(args: string[]): Promise<number> {
-  const { values, positionals: rest } = parseCommandArgs(args, { ...COMMON_OPTIONS, json: { type: 'boolean' } });
+  const { values, positionals: rest } = parseCommandArgs(args, {
+    ...COMMON_OPTIONS,
+    json: { type: 'boolean' },
+    'mcp-config': { type: 'string' },
+  });
   positionals(rest, [], usage);
   // Nothing runs: a runtime in memory, with no scheduler, only to ask which tools it would offer.
   const runtime = await AgentRuntime.open({
     storage: memoryStorage(),
     model: anthropicProvider(),
     scheduler: 'manual',
+    ...mcpServersOption(values['mcp-config']),
   });
   try {
+    await runtime.startTools();
     const tools = runtime.toolStatus();
     if (values.json) console.log(JSON.stringify(tools, null, 2));
     else console.log(formatToolTable(tools));

@@ -12,6 +12,7 @@ import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
 import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import { createToolPlatform, type BuiltinToolsOptions, type ToolPlatform, type ToolStatus } from '../tools/platform.js';
+import { createMcpToolSource, type ToolSource } from '../tools/tool-source.js';
 import { Toolboxes } from './toolbox.js';
 import { Accounts } from './accounts.js';
 import { isoTime, systemClock, type Clock } from './clock.js';
@@ -25,11 +26,15 @@ import {
   toAgentWithMessages,
   toArtifactInfo,
   toCreatedForm,
+  toMonitorInfo,
+  toOutboxEntry,
   toReducedForm,
   toStatusForm,
 } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
 import { SubAgentCoordinator } from './sub-agents.js';
+import { monitorTimerId, TimerService } from './timers.js';
+import { backgroundServices } from './background.js';
 import {
   AgentStatusSchema,
   CreateAgentOptionsSchema,
@@ -42,6 +47,8 @@ import {
   type AgentWithMessages,
   type CreateAgentOptions,
   type ListAgentsOptions,
+  type MonitorInfo,
+  type OutboxEntry,
 } from './schemas.js';
 import { assertTransition, isTerminal, RUNNABLE_STATUSES, type AgentStatus } from './status.js';
 import { parseArgs } from './validate.js';
@@ -132,6 +139,13 @@ const RuntimeOptionsSchema = z
         z.custom<BuiltinToolsOptions>((v) => typeof v === 'object' && v !== null, 'must be an object or false'),
       ])
       .optional(),
+    /**
+     * MCP servers whose tools agents are offered as `mcp__<server>__<tool>`, in the format of Claude Code and Claude
+     * Desktop's `mcpServers` (`{"<name>": {"command", "args", "env"} | {"type": "http", "url", "headers"}}`), plus
+     * per server `allowed_tools`, `disallowed_tools` and timeouts. Checked by the MCP client (`src/mcp/config.ts`);
+     * a server starts when an agent first needs its tools. @default the file `AGENTRY_MCP_CONFIG` names, if set
+     */
+    mcpServers: z.record(z.string(), z.unknown()).optional(),
     /** How deep sub-agents may nest (a root agent is depth 0); 0 turns spawning off. */
     maxSpawnDepth: z.number().int().min(0).max(10).default(2),
     systemPrompt: z.string().min(1).default(DEFAULT_SYSTEM_PROMPT),
@@ -184,6 +198,8 @@ export class AgentRuntime {
   private readonly toolStatuses: ToolStatus[];
   private readonly subAgents: SubAgentCoordinator;
   private readonly credits: CreditGate;
+  /** Durable timers: waits that end at a time, monitors' checks (core/timers.ts). */
+  private readonly timers: TimerService;
   /** `waitFor` callers by agent id: told of every status change of that agent (null when it is deleted). */
   private readonly statusWaiters = new Map<string, Set<(row: AgentRow | null) => void>>();
   private closed = false;
@@ -195,8 +211,15 @@ export class AgentRuntime {
     private readonly options: z.output<typeof RuntimeOptionsSchema>,
     readonly prices: PriceTable,
     private readonly platform: ToolPlatform | null,
+    /** The MCP servers' tools (null without `mcpServers`); asked at every step, as they come and go. */
+    private readonly mcp: ToolSource | null = null,
   ) {
     this.credits = new CreditGate(storage);
+    this.timers = new TimerService(storage, clock, {
+      onError: (error, agentId) => this.reportError(error, agentId ?? '(timers)'),
+    });
+    // A call waiting until a time (ctx.waitUntil) runs again: the agent is made runnable, and its call decides.
+    this.timers.register(AGENT_WAKE_TIMER, async (timer) => this.scheduler.kick(timer.agent_id));
     this.accounts = new Accounts(storage, clock, (accountId) => this.credits.toppedUp(accountId));
     this.defaultAccountId = options.defaultAccount.id;
     this.events.statusHooks.push((row) => {
@@ -217,6 +240,7 @@ export class AgentRuntime {
       ...builtins.filter((t) => platform!.offered.has(t.name)),
       ...options.tools,
     ]);
+    if (mcp) this.registry.addSource(mcp);
     // Every tool a child may name: the agents' tools, built-ins left out of them, and the tools' own childTools.
     const catalog = new ToolRegistry(this.registry.all());
     for (const tool of [...builtins, ...options.tools]) {
@@ -248,10 +272,14 @@ export class AgentRuntime {
       // A sandbox holds a process tree and a browser context holds ~50 MB: their lanes are narrow unless set.
       laneConcurrency: { sandbox: 2, browser: 4, ...options.concurrency.lanes },
     });
+    const registry = this.registry;
     this.toolboxes = new Toolboxes(
       {
         system: options.systemPrompt,
-        specs: this.registry.specs(),
+        // Read at every step: MCP servers' tools come and go.
+        get specs() {
+          return registry.specs();
+        },
         get: (name) => this.registry.get(name),
         maxSteps: options.limits.maxSteps,
         needsResult: false,
@@ -276,6 +304,14 @@ export class AgentRuntime {
       inModelLane: (fn) => this.lanes.inModelLane(fn),
       backOffModels: (ms) => this.lanes.backOffModels(ms, clock),
       inToolLane: (lane, fn) => this.lanes.inToolLane(lane, fn),
+      wakeAt: (agentId, at) =>
+        this.timers.schedule({
+          timer_id: `${AGENT_WAKE_TIMER}:${agentId}`,
+          agent_id: agentId,
+          kind: AGENT_WAKE_TIMER,
+          due_at: at,
+        }),
+      ...(mcp ? { prepareTools: () => registry.prepare() } : {}),
     };
     this.scheduler = new Scheduler(deps, {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
@@ -305,6 +341,14 @@ export class AgentRuntime {
     // Options are checked before anything is opened: a bad builtinTools option leaves no storage open or locked.
     // With `builtinTools: false` custom tools still get the guarded fetch; only the built-in tools are left out.
     const platform = createToolPlatform(o.builtinTools === false ? { only: [] } : (o.builtinTools ?? {}));
+    // MCP servers start on first use: nothing is spawned here, only the configuration is checked.
+    let mcp: ToolSource | null;
+    try {
+      mcp = createMcpToolSource(o.mcpServers, { prices });
+    } catch (err) {
+      await platform?.close();
+      throw err;
+    }
     let runtime: AgentRuntime;
     try {
       await storage.init();
@@ -317,18 +361,21 @@ export class AgentRuntime {
         }
       }
       try {
-        runtime = new AgentRuntime(storage, model, clock, o, prices, platform);
+        runtime = new AgentRuntime(storage, model, clock, o, prices, platform, mcp);
       } catch (err) {
         await storage.close();
         throw err;
       }
     } catch (err) {
       await platform?.close();
+      await mcp?.close();
       throw err;
     }
     await runtime.ensureDefaultAccount();
     await runtime.attachPlatform();
     await runtime.recover();
+    // Timers fire only in a runtime that drives agents (the CLI's admin commands open one with 'manual').
+    if (o.scheduler === 'auto') runtime.timers.start();
     return runtime;
   }
 
@@ -581,7 +628,16 @@ export class AgentRuntime {
    * to set), and the custom tools. `agentry tools` prints it.
    */
   toolStatus(): ToolStatus[] {
-    return this.toolStatuses.map((t) => ({ ...t }));
+    return [...this.toolStatuses.map((t) => ({ ...t })), ...(this.mcp?.status() ?? [])];
+  }
+
+  /**
+   * Starts the tools that otherwise start when an agent first needs them (MCP servers) and resolves when each is
+   * ready or has failed (at most its startup timeout), so {@link toolStatus} can tell. `agentry tools` calls it.
+   */
+  async startTools(): Promise<void> {
+    this.assertOpen();
+    await this.registry.prepare();
   }
 
   /**
@@ -601,6 +657,19 @@ export class AgentRuntime {
   }
 
   /**
+   * The e-mails and SMS an agent's `message_person` calls tried, oldest first, with how each ended (`sent`, `failed`,
+   * `unknown` when it may have left before a crash; `queued` while it is being sent). `not_found` for an unknown
+   * agent, or an agent of another account (with `scope`).
+   *
+   * @example
+   * for (const m of await runtime.outbox(agentId)) console.log(m.status, m.channel, m.to, m.error ?? '');
+   */
+  async outbox(agentId: string, scope: AccountScope = {}): Promise<OutboxEntry[]> {
+    const row = await this.row(agentId, scope);
+    return (await this.storage.listOutbox(row.agent_id)).map(toOutboxEntry);
+  }
+
+  /**
    * The text of a page a tool read, by the SHA-256 a checked citation carries (`content_sha256`), or null. With the
    * citation's `span`, anyone can check again, offline, that the excerpt is on the page as it was read.
    */
@@ -608,6 +677,37 @@ export class AgentRuntime {
     this.assertOpen();
     const sha = parseArgs(z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'), contentSha256, 'content_sha256');
     return this.storage.getPageText(sha);
+  }
+
+  /**
+   * The pages an agent watches with the `monitor` tool, oldest first: ended and cancelled ones too, with their
+   * `status`. `not_found` for an unknown agent, or an agent of another account (with `scope`).
+   */
+  async monitors(agentId: string, scope: AccountScope = {}): Promise<MonitorInfo[]> {
+    const row = await this.row(agentId, scope);
+    return (await this.storage.listMonitors(row.agent_id)).map(toMonitorInfo);
+  }
+
+  /**
+   * Cancels a monitor: no more checks, and its queued changes are no longer delivered. Cancelling a cancelled or
+   * ended monitor changes nothing. `not_found` for an unknown id, or a monitor of another account's agent.
+   */
+  async cancelMonitor(monitorId: string, scope: AccountScope = {}): Promise<MonitorInfo> {
+    this.assertOpen();
+    const id = parseArgs(AgentIdSchema, monitorId, 'monitor id');
+    const monitor = await this.storage.getMonitor(id);
+    if (!monitor) throw notFound('Monitor', id);
+    try {
+      await this.row(monitor.agent_id, scope);
+    } catch {
+      throw notFound('Monitor', id);
+    }
+    if (monitor.status !== 'active') return toMonitorInfo(monitor);
+    const cancelled = { ...monitor, status: 'cancelled' as const, next_check_at: null };
+    await this.storage.updateMonitor(cancelled, { dropTimer: monitorTimerId(id) });
+    // A wait of its agent that had only this monitor left ends now (its call sees no active monitor).
+    this.scheduler.kick(monitor.agent_id);
+    return toMonitorInfo(cancelled);
   }
 
   /** Resolves when no agent is stepping or waiting for a run slot in this process. */
@@ -622,8 +722,11 @@ export class AgentRuntime {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
     await this.platform?.close();
+    // Every MCP server process is gone when close() resolves.
+    await this.mcp?.close();
     await this.storage.close();
   }
 
@@ -682,6 +785,17 @@ export class AgentRuntime {
       events: this.events,
       wake: (agentId) => this.scheduler.kick(agentId),
       reportError: (error, agentId) => this.reportError(error, agentId),
+      drivesAgents: this.options.scheduler === 'auto',
+      timers: this.timers,
+      ...backgroundServices({
+        storage: this.storage,
+        credits: this.credits,
+        model: this.model,
+        prices: this.prices,
+        clock: this.clock,
+        events: this.events,
+        inModelLane: (fn) => this.lanes.inModelLane(fn),
+      }),
     });
   }
 
@@ -698,6 +812,9 @@ export class AgentRuntime {
     else console.error(`agentry: agent ${agentId}:`, error);
   }
 }
+
+/** The kind of the timer that wakes an agent whose call waits until a time (`ctx.waitUntil`). */
+const AGENT_WAKE_TIMER = 'agent.wake';
 
 function pauseReason(): Error {
   const err = new Error('agent paused');

@@ -23,6 +23,28 @@ export interface AgentEvents {
     tokens_in: number;
     tokens_out: number;
   }) => void;
+  /**
+   * A monitored page changed in a way that matters (the monitor's condition, if any, said so). The owning agent got an
+   * ASSISTANT message with the summary and is woken with the change as the result of its `monitor` wait.
+   */
+  'monitor.changed': (event: {
+    agent_id: string;
+    monitor_id: string;
+    url: string;
+    diff_summary: string;
+    changed_at: string;
+  }) => void;
+  /**
+   * A monitor's check failed: its selector matched nothing (every time), or the site failed several checks in a row
+   * (once per run of failures, not on every check).
+   */
+  'monitor.error': (event: {
+    agent_id: string;
+    monitor_id: string;
+    url: string;
+    error: string;
+    failures: number;
+  }) => void;
   /** Something failed outside any agent's control (storage, a bug); the runtime keeps going. */
   error: (event: { error: unknown; agent_id?: string }) => void;
 }

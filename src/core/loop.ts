@@ -13,7 +13,14 @@ import { z } from 'zod';
 import { isAbortError, isoTime, type Clock } from './clock.js';
 import { estimateTokens, fitContext } from './context.js';
 import type { CreditGate, Reservation } from './credit-gate.js';
-import { affordableOutputTokens, inputTokenBound, modelCost, meteredCost, toolReservation, type PriceTable } from './credits.js';
+import {
+  affordableOutputTokens,
+  inputTokenBound,
+  modelCost,
+  meteredCost,
+  toolReservation,
+  type PriceTable,
+} from './credits.js';
 import type { RuntimeEvents } from './events.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
@@ -95,6 +102,16 @@ export interface StepDeps {
   backOffModels(ms: number): void;
   /** Runs a tool call in its lane. */
   inToolLane<T>(lane: string, fn: () => Promise<T>): Promise<T>;
+  /**
+   * Starts the tools that start on first use (MCP servers) before a step reads the agent's tools; undefined when
+   * there is nothing to wait for. Absent when the runtime has no such tools.
+   */
+  prepareTools?(): Promise<void> | undefined;
+  /**
+   * Wakes the agent at `at` (ms since the epoch) with a durable timer: a call that waits until then
+   * (`ctx.waitUntil`) runs again. Without it, such a call waits for a wake-up only.
+   */
+  wakeAt?(agentId: string, at: number): Promise<void>;
 }
 
 /**
@@ -196,6 +213,11 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   let agent = control.takeCommittedRow() ?? (await deps.storage.getAgent(agentId));
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
+  // Children with a spec of their own work with the tools of their spec only: they start no MCP server.
+  if (agent.spec === null && deps.prepareTools) {
+    const preparing = deps.prepareTools();
+    if (preparing) await preparing;
+  }
   const now = deps.clock.now();
 
   const box = deps.toolboxes.of(agent);
@@ -495,9 +517,7 @@ async function runToolCalls(
 
   // One hold covers every priced call of the turn, so either all of them can run or none starts. A price set only in
   // the price table counts too.
-  const prices = new Map(
-    toRun.map((c) => [c.use.id, c.tool ? toolReservation(deps.prices, c.tool, c.use.input) : 0]),
-  );
+  const prices = new Map(toRun.map((c) => [c.use.id, c.tool ? toolReservation(deps.prices, c.tool, c.use.input) : 0]));
   const priced = toRun.filter((c) => prices.get(c.use.id)! > 0);
   const total = [...prices.values()].reduce((a, b) => a + b, 0);
   /** Units metered tools reported (`ctx.meter`), by call. */
@@ -600,7 +620,12 @@ async function runToolCalls(
     if (total > 0 && settlements.length === 0) await deps.credits.release(reservationId);
     afterCommit(deps, agent, result, [], settlements);
     if (result.agent) {
-      for (const id of waiting) deps.subAgents.waitFor(agent.agent_id, results.get(id)!.waitsFor ?? id);
+      for (const id of waiting) {
+        const r = results.get(id)!;
+        // A call that waits for a time or a wake-up has no children to count: its timer (if any) or a wake-up ends it.
+        if (r.wakeAt === undefined) deps.subAgents.waitFor(agent.agent_id, r.waitsFor ?? id);
+        else if (r.wakeAt !== null) await deps.wakeAt?.(agent.agent_id, r.wakeAt);
+      }
     }
     return STOP;
   }
@@ -737,6 +762,8 @@ interface ToolOutcome {
   suspended?: string;
   /** The spawn group it waits for, when not the call's own. */
   waitsFor?: string | undefined;
+  /** Set when it waits for a time or a wake-up instead of sub-agents: when to wake it at the latest, or null. */
+  wakeAt?: number | null;
   /** Set when the call finished its agent with a result (submit_result). */
   completion?: ToolCompletion;
   /** Set when the tool threw rather than returned. */
@@ -761,7 +788,13 @@ async function runOneTool(
   try {
     const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
     if (output instanceof ToolSuspension) {
-      return { content: '', isError: false, suspended: output.statusMessage, waitsFor: output.spawnId };
+      return {
+        content: '',
+        isError: false,
+        suspended: output.statusMessage,
+        waitsFor: output.spawnId,
+        ...(output.wakeAt !== undefined ? { wakeAt: output.wakeAt } : {}),
+      };
     }
     if (output instanceof ToolCompletion) return { content: 'Result submitted.', isError: false, completion: output };
     return { content: clip(renderToolOutput(output), deps.limits.maxToolResultChars), isError: false };

@@ -2,7 +2,7 @@
  * @module core/records
  * Storage rows to the public record forms of DESIGN §2. Wire shape = in-process shape.
  */
-import type { AgentRow, ArtifactRow, MessageRow, StorageAdapter } from '../storage/adapter.js';
+import type { AgentRow, ArtifactRow, MessageRow, MonitorRow, OutboxRow, StorageAdapter } from '../storage/adapter.js';
 import type { AgentStatus } from './status.js';
 import {
   microsToCredits,
@@ -13,6 +13,9 @@ import {
   type Message,
   type SubAgentCounts,
   type ArtifactInfo,
+  type MonitorInfo,
+  type OutboxCounts,
+  type OutboxEntry,
 } from './schemas.js';
 
 export function toCreatedForm(row: AgentRow): AgentCreated {
@@ -32,6 +35,10 @@ export interface StatusExtras {
   subAgents?: SubAgentCounts | undefined;
   /** What its tools kept (agents that have any). */
   artifacts?: ArtifactInfo[] | undefined;
+  /** The pages it watches (agents that have monitors). */
+  monitors?: MonitorInfo[] | undefined;
+  /** Its message_person attempts by status (agents that tried any). */
+  outbox?: OutboxCounts | undefined;
 }
 
 /** The status form, with the extras of a `get` answer when given. */
@@ -56,6 +63,8 @@ export function toStatusForm(row: AgentRow, extras?: StatusExtras): Agent {
   };
   if (extras?.subAgents) agent.sub_agents = extras.subAgents;
   if (extras?.artifacts?.length) agent.artifacts = extras.artifacts;
+  if (extras?.monitors?.length) agent.monitors = extras.monitors;
+  if (extras?.outbox) agent.outbox = extras.outbox;
   return agent;
 }
 
@@ -94,16 +103,37 @@ export function toAgentWithMessages(row: AgentRow, messages: MessageRow[], extra
 
 /** The extras of a `get` answer, read from storage. */
 export async function statusExtras(
-  storage: Pick<StorageAdapter, 'countChildrenByStatus' | 'listArtifacts'>,
+  storage: Pick<StorageAdapter, 'countChildrenByStatus' | 'listArtifacts' | 'listMonitors' | 'countOutbox'>,
   row: AgentRow,
 ): Promise<StatusExtras> {
-  const [children, artifacts] = await Promise.all([
+  const [children, artifacts, monitors, outbox] = await Promise.all([
     row.sub_agent_count === 0 ? undefined : storage.countChildrenByStatus(row.agent_id, ''),
     storage.listArtifacts(row.agent_id),
+    storage.listMonitors(row.agent_id),
+    storage.countOutbox(row.agent_id),
   ]);
   return {
     subAgents: children && toSubAgentCounts(children),
     artifacts: artifacts.map(toArtifactInfo),
+    monitors: monitors.map(toMonitorInfo),
+    outbox: toOutboxCounts(outbox),
+  };
+}
+
+/** A monitor row as the status form (and `runtime.monitors()`) shows it: its state, not the page text it keeps. */
+export function toMonitorInfo(row: MonitorRow): MonitorInfo {
+  return {
+    monitor_id: row.monitor_id,
+    url: row.url,
+    interval_s: row.interval_s,
+    last_checked_at: row.last_checked_at,
+    next_check_at: row.next_check_at,
+    changes: row.changes,
+    last_error: row.last_error,
+    status: row.status,
+    selector: row.selector,
+    condition: row.condition,
+    until: row.until,
   };
 }
 
@@ -114,5 +144,35 @@ export function toArtifactInfo(row: ArtifactRow): ArtifactInfo {
     mime_type: row.mime_type,
     size: row.size,
     created_at: row.created_at,
+  };
+}
+
+// --- message_person (issue 17)
+
+/** Attempts by status as the status form shows them; undefined for an agent that never tried. */
+export function toOutboxCounts(byStatus: Partial<Record<OutboxEntry['status'], number>>): OutboxCounts | undefined {
+  const counts: OutboxCounts = {
+    queued: byStatus.queued ?? 0,
+    sent: byStatus.sent ?? 0,
+    failed: byStatus.failed ?? 0,
+    unknown: byStatus.unknown ?? 0,
+  };
+  return counts.queued + counts.sent + counts.failed + counts.unknown === 0 ? undefined : counts;
+}
+
+/** An outbox row as `runtime.outbox()` shows it (without the account and the tool call). */
+export function toOutboxEntry(row: OutboxRow): OutboxEntry {
+  return {
+    message_id: row.message_id,
+    agent_id: row.agent_id,
+    channel: row.channel,
+    to: row.to,
+    subject: row.subject,
+    body_hash: row.body_hash,
+    status: row.status,
+    provider_id: row.provider_id,
+    error: row.error,
+    created_at: row.created_at,
+    sent_at: row.sent_at,
   };
 }

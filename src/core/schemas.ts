@@ -49,6 +49,56 @@ export const ArtifactInfoSchema = z
   .meta({ id: 'ArtifactInfo' });
 export type ArtifactInfo = z.infer<typeof ArtifactInfoSchema>;
 
+/** A page an agent watches with the `monitor` tool, as its status form shows it. */
+export const MonitorInfoSchema = z
+  .object({
+    monitor_id: z.string(),
+    url: z.string(),
+    interval_s: z.number().int().positive(),
+    last_checked_at: Timestamp.nullable(),
+    next_check_at: Timestamp.nullable().describe('null while no check is planned: agent paused, monitor ended'),
+    changes: z.number().int().min(0).describe('changes that mattered so far'),
+    last_error: z.string().nullable(),
+    status: z.enum(['active', 'cancelled', 'ended']),
+    selector: z.string().nullable(),
+    condition: z.string().nullable(),
+    until: Timestamp.nullable(),
+  })
+  .meta({ id: 'MonitorInfo' });
+export type MonitorInfo = z.infer<typeof MonitorInfoSchema>;
+
+// --- message_person (issue 17)
+/** One attempt of `message_person`, as `runtime.outbox()` and `agentry agents outbox` show it. */
+export const OutboxEntrySchema = z
+  .object({
+    message_id: z.uuid(),
+    agent_id: AgentId,
+    channel: z.enum(['email', 'sms']),
+    to: z.string().describe('the recipient as normalised: lower-case e-mail address or E.164 number'),
+    subject: z.string().nullable(),
+    body_hash: z.string().describe('SHA-256 (hex) of the body; the body itself is not kept'),
+    status: z
+      .enum(['queued', 'sent', 'failed', 'unknown'])
+      .describe('unknown: it may have been sent (a crash or a lost connection mid-send); never sent again'),
+    provider_id: z.string().nullable().describe('SMTP Message-ID or Twilio message SID'),
+    error: z.string().nullable(),
+    created_at: Timestamp,
+    sent_at: Timestamp.nullable(),
+  })
+  .meta({ id: 'OutboxEntry' });
+export type OutboxEntry = z.infer<typeof OutboxEntrySchema>;
+
+/** An agent's message_person attempts counted by status (status form, answers of get). */
+export const OutboxCountsSchema = z
+  .object({
+    queued: z.number().int().min(0).describe('being sent right now'),
+    sent: z.number().int().min(0),
+    failed: z.number().int().min(0),
+    unknown: z.number().int().min(0),
+  })
+  .meta({ id: 'OutboxCounts' });
+export type OutboxCounts = z.infer<typeof OutboxCountsSchema>;
+
 /** Agent, status form: the creation form plus what changes while it runs. */
 export const AgentSchema = AgentCreatedSchema.extend({
   status_message: z.string(),
@@ -71,6 +121,14 @@ export const AgentSchema = AgentCreatedSchema.extend({
     .array(ArtifactInfoSchema)
     .optional()
     .describe('beyond the interface: what its tools kept (in answers of get, for agents that have any)'),
+  monitors: z
+    .array(MonitorInfoSchema)
+    .optional()
+    .describe('beyond the interface: the pages it watches with the monitor tool (in answers of get, when it has any)'),
+  outbox: OutboxCountsSchema.optional().describe(
+    'beyond the interface: the e-mails and SMS of its message_person calls, counted by status (in answers of get, ' +
+      'for agents that tried any; the entries: runtime.outbox() and `agentry agents outbox`)',
+  ),
 }).meta({ id: 'Agent' });
 export type Agent = z.infer<typeof AgentSchema>;
 

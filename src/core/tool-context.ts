@@ -47,6 +47,8 @@ export function createToolContext(
     meter,
     spawn: async (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
     suspend: (message, spawnId) => new ToolSuspension(message, spawnId),
+    waitUntil: (message, options = {}) =>
+      new ToolSuspension(message, undefined, options.until === undefined ? null : +options.until),
     async pagesRead(options = {}) {
       // The call's own reads and those of every child it spawned, in any group (their spawn keys start with its id).
       // The key goes on with '#' (the call's own group) or '/' (a named one): "call_12#0" is not a child of "call_1".

@@ -83,6 +83,7 @@ const FetchHandlerOptionsSchema = z
       )
       .optional(),
     now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
+    mcp: z.boolean().default(false),
   })
   .strict();
 
@@ -120,6 +121,14 @@ export interface FetchHandlerOptions {
   onError?: (error: unknown, context: { request_id: string }) => void;
   /** Milliseconds since the epoch, for the rate limiter. For tests. @default Date.now */
   now?: () => number;
+  /**
+   * Serves agentry's MCP tools (`create_agent`, `get_agent`, … as `agentry mcp` does) at `{basePath}/mcp` over
+   * Streamable HTTP (stateless: POST with JSON answers). Like every route it needs an `x-api-key`, is rate limited,
+   * and sees only the key's account's agents.
+   * @default false
+   * @example createFetchHandler(runtime, { mcp: true }) // MCP clients connect to http://host:8787/mcp
+   */
+  mcp?: boolean;
 }
 
 /** The router as a function: `Request -> Response`. */
@@ -138,7 +147,7 @@ export interface FetchHandler {
   plainGet(pathname: string, header: (name: string) => string | null): Promise<PlainResponse | null>;
 }
 
-type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'artifact' | 'openapi';
+type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'artifact' | 'openapi' | 'mcp';
 
 interface RouteMatch {
   methods: Readonly<Record<string, RouteName>>;
@@ -228,6 +237,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   let openApiText: string | undefined;
 
   function match(pathname: string): RouteMatch | null {
+    // Stateless Streamable HTTP: POST only (no server-initiated stream to GET, no session to DELETE).
+    if (o.mcp && pathname === `${o.basePath}/mcp`) return { methods: { POST: 'mcp' } };
     if (!pathname.startsWith(prefix)) return null;
     const rest = pathname.slice(prefix.length);
     if (rest === 'openapi.json') return { methods: { GET: 'openapi' } };
@@ -339,6 +350,12 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           method: request.method,
           ifNoneMatch: request.headers.get('if-none-match'),
         });
+      }
+      case 'mcp': {
+        const body = await jsonBody(request, true);
+        // The SDK's server side loads on the first MCP request, not with the router.
+        const { handleAgentryMcpRequest } = await import('../mcp/agentry-server.js');
+        return handleAgentryMcpRequest(runtime, scope, request, body);
       }
       case 'events':
         return agentEventStream(

@@ -227,6 +227,11 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
         get: {
           operationId: 'getAgent',
           summary: 'An agent (status form) and its transcript',
+          description:
+            'Beyond the interface, the status form of this answer carries what costs a query: `sub_agents`, ' +
+            '`artifacts`, and `outbox`: the e-mails and SMS of its message_person calls counted by status (`sent`, ' +
+            '`failed`, `unknown` when one may have left before a crash, `queued` while one is being sent); the ' +
+            'entries themselves are listed by `runtime.outbox()` and `agentry agents outbox <id>`.',
           parameters: [idParam],
           responses: {
             '200': { description: 'The agent', content: json(ref('AgentWithMessages')) },

@@ -190,6 +190,137 @@ export interface PageReadRow {
   retrieved_at: string;
 }
 
+// --- outbox (message_person): every attempt to message a person, and the recipients who opted out
+
+/** Where a message goes: an e-mail address or a phone number (E.164). */
+export type OutboxChannel = 'email' | 'sms';
+
+/**
+ * `queued`: recorded, about to be handed to the provider (or handed over when the process died); `sent`: the provider
+ * accepted it; `failed`: it did not leave (or the provider refused it); `unknown`: it may have left, and is never
+ * tried again (a crash between the record and the answer, or a connection lost mid-send).
+ */
+export type OutboxStatus = 'queued' | 'sent' | 'failed' | 'unknown';
+
+/** One attempt of `message_person`, recorded before anything is sent. The body is kept only as its SHA-256. */
+export interface OutboxRow {
+  message_id: string;
+  agent_id: string;
+  account_id: string;
+  /** The tool call that made the attempt: one attempt per call, ever. */
+  tool_use_id: string;
+  channel: OutboxChannel;
+  /** The normalised recipient (lower-case e-mail address, E.164 number). */
+  to: string;
+  subject: string | null;
+  /** SHA-256 (hex) of the body's UTF-8 bytes. */
+  body_hash: string;
+  status: OutboxStatus;
+  /** The provider's id of the message (SMTP Message-ID, Twilio SID), once known. */
+  provider_id: string | null;
+  error: string | null;
+  created_at: string;
+  /** When the provider accepted it. */
+  sent_at: string | null;
+}
+
+/** The end of an attempt: what the provider answered (or that nobody knows). */
+export interface OutboxOutcome {
+  status: Exclude<OutboxStatus, 'queued'>;
+  provider_id: string | null;
+  error: string | null;
+  sent_at: string | null;
+}
+
+/** How many attempts (any status) may start in a window, counted inside the write that records one. */
+export interface OutboxRateLimits {
+  /** A new attempt is refused when the agent already has `max` attempts created at or after `since` (ISO). */
+  agent: { max: number; since: string };
+  /** The same for all the account's agents together. */
+  account: { max: number; since: string };
+}
+
+/** A recipient who asked not to be messaged (or whom the provider refused for good), per account and channel. */
+export interface OptOutRow {
+  account_id: string;
+  channel: OutboxChannel;
+  recipient: string;
+  reason: string;
+  at: string;
+}
+
+/**
+ * Why an attempt was not recorded (nothing was written). Returned rather than thrown, like an artifact's refusal:
+ * an ordinary answer the tool turns into its message.
+ */
+export type OutboxRefusal =
+  | { reason: 'opted_out'; opt_out: OptOutRow }
+  | { reason: 'agent_rate' | 'account_rate'; count: number }
+  | { reason: 'exists'; existing: OutboxRow };
+
+// monitors and durable timers (issue 16)
+
+/**
+ * A durable timer: work the runtime does at `due_at` for an agent (wake it, check a monitored page). One row per timer,
+ * keyed by `timer_id` (scheduling an existing id moves it); only due rows are ever read, so idle timers cost rows, not
+ * memory. A timer missed while no process ran fires once when one starts: the row holds one time.
+ */
+export interface TimerRow {
+  timer_id: string;
+  agent_id: string;
+  /** When it is due, milliseconds since the epoch. */
+  due_at: number;
+  /** Which handler fires it (`agent.wake`, `monitor.check`). */
+  kind: string;
+  /** JSON text the handler gets. */
+  payload: string;
+}
+
+export type MonitorStatus = 'active' | 'cancelled' | 'ended';
+
+/** A page watched for an agent by the `monitor` tool. */
+export interface MonitorRow {
+  monitor_id: string;
+  agent_id: string;
+  url: string;
+  /** CSS selector whose text is watched; null for the page's main text. */
+  selector: string | null;
+  /** JSON text of a string array: parts of the page left out before comparing. */
+  ignore_selectors: string;
+  /** A change matters only when a short model call says it meets this; null: every change matters. */
+  condition: string | null;
+  interval_s: number;
+  /** When the monitor ends (ISO), or null. */
+  until: string | null;
+  status: MonitorStatus;
+  created_at: string;
+  last_checked_at: string | null;
+  /** Null while no check is planned (paused agent, ended monitor). */
+  next_check_at: string | null;
+  /** Changes that mattered so far. */
+  changes: number;
+  last_error: string | null;
+  /** Checks that failed in a row (the back-off and the report count them). */
+  failures: number;
+  etag: string | null;
+  last_modified: string | null;
+  /** SHA-256 (hex) of the normalised text of the last successful check, or null before the first. */
+  content_sha256: string | null;
+  /** That text, which the next change is diffed against. */
+  content: string | null;
+}
+
+/** A change that mattered, queued for the agent's next `monitor` wait. */
+export interface MonitorChangeRow {
+  /** Queue order. */
+  seq: number;
+  agent_id: string;
+  monitor_id: string;
+  /** JSON text of what `wait` returns. */
+  change: string;
+  created_at: string;
+}
+
 export interface AgentPatch {
   progress?: number;
   status_message?: string;
@@ -330,8 +461,8 @@ export interface StorageAdapter {
   /** Compare-and-set status change. Returns the updated row, or null if the agent is missing or not in `from`. */
   changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null>;
   /**
-   * Deletes the agent and its whole subtree with their messages, turns, tool calls, tool states, artifacts, page reads
-   * and holds (not the page texts they read). Returns ids deleted.
+   * Deletes the agent and its whole subtree with their messages, turns, tool calls, tool states, artifacts, page reads,
+   * timers, monitors, queued monitor changes and holds (not the page texts they read). Returns ids deleted.
    */
   deleteAgentTree(agentId: string): Promise<string[]>;
   /** How many children of `parentId` whose spawn key starts with the prefix are in each status. */
@@ -381,6 +512,61 @@ export interface StorageAdapter {
   listPageReads(agentIds: readonly string[]): Promise<PageReadRow[]>;
   /** A stored page text by its SHA-256, or null. Texts outlive the agents that read them (citations point at them). */
   getPageText(contentSha256: string): Promise<string | null>;
+
+  // outbox (message_person); its rows outlive their agent (the account's rate limit and audit trail count them)
+  /**
+   * Records an attempt as `queued` (on disk when the promise resolves), unless the recipient opted out of this account
+   * and channel, the agent's or the account's attempts since the limits' `since` already reach `max`, or the call
+   * (`agent_id`, `tool_use_id`) has an attempt already: then nothing is written and the refusal says why. The checks
+   * and the write are one transaction, so two calls racing for the last slot cannot both get it.
+   */
+  queueOutbox(row: OutboxRow, limits: OutboxRateLimits): Promise<OutboxRefusal | null>;
+  /** Ends a `queued` attempt; a row already ended is left alone. Returns the row as it is now, or null if missing. */
+  finishOutbox(messageId: string, outcome: OutboxOutcome): Promise<OutboxRow | null>;
+  /** The agent's attempts, oldest first. */
+  listOutbox(agentId: string): Promise<OutboxRow[]>;
+  /** The agent's attempts counted by status (the status form's `messages`). */
+  countOutbox(agentId: string): Promise<Partial<Record<OutboxStatus, number>>>;
+  /**
+   * After a crash: every `queued` attempt becomes `unknown` with `error` (it may have left). Returns those rows, as
+   * they are now. Only a runtime that drives agents calls it (an admin command beside a live one must not).
+   */
+  markQueuedOutboxUnknown(error: string): Promise<OutboxRow[]>;
+  /** Remembers an opt-out (upsert: the latest reason wins). */
+  putOptOut(row: OptOutRow): Promise<void>;
+  /** The opt-out of this recipient on this account and channel, or null. */
+  getOptOut(accountId: string, channel: OutboxChannel, recipient: string): Promise<OptOutRow | null>;
+
+  // monitors and durable timers (issue 16)
+  /** Schedules a timer (upsert by `timer_id`). The timer of an agent that does not exist is dropped. */
+  putTimer(timer: TimerRow): Promise<void>;
+  /** Deletes a timer; with `dueAt`, only if it is still due then (a handler that rescheduled it keeps it). */
+  deleteTimer(timerId: string, dueAt?: number): Promise<boolean>;
+  /** Timers due at or before `dueBy`, soonest first, at most `limit`. */
+  listDueTimers(dueBy: number, limit: number): Promise<TimerRow[]>;
+  /** When the soonest timer is due, or null when there is none. */
+  nextTimerDue(): Promise<number | null>;
+  /**
+   * Stores a new monitor with its first check's timer, in one transaction, and answers the stored row: a monitor with
+   * this id that exists already wins (a re-run call finds the monitor it created). Refused with `not_found` when the
+   * agent does not exist.
+   */
+  insertMonitor(monitor: MonitorRow, timer: TimerRow | null): Promise<MonitorRow>;
+  getMonitor(monitorId: string): Promise<MonitorRow | null>;
+  /** The agent's monitors, oldest first. */
+  listMonitors(agentId: string): Promise<MonitorRow[]>;
+  /**
+   * Replaces a monitor's row and, in the same transaction, queues a change, schedules its next timer, or drops a
+   * timer — only while the stored monitor is `active`: false (and nothing written) when it no longer exists or was
+   * cancelled or ended meanwhile (a check that ran during a cancel must not bring it back).
+   */
+  updateMonitor(
+    monitor: MonitorRow,
+    also?: { change?: Omit<MonitorChangeRow, 'seq'>; timer?: TimerRow; dropTimer?: string },
+  ): Promise<boolean>;
+  /** The oldest queued change of an agent (of one of its monitors, with `monitorId`), or null. */
+  nextMonitorChange(agentId: string, monitorId?: string): Promise<MonitorChangeRow | null>;
+  deleteMonitorChange(seq: number): Promise<void>;
 
   // idempotency keys of the HTTP create route
   getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;

@@ -14,6 +14,15 @@ import type {
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  MonitorChangeRow,
+  MonitorRow,
+  OptOutRow,
+  OutboxChannel,
+  OutboxOutcome,
+  OutboxRateLimits,
+  OutboxRefusal,
+  OutboxRow,
+  OutboxStatus,
   PageReadRow,
   ReservationRefusal,
   ReservationRequest,
@@ -23,6 +32,7 @@ import type {
   StepCommit,
   StepCommitResult,
   StorageAdapter,
+  TimerRow,
   ToolCallRow,
   TurnRow,
 } from './adapter.js';
@@ -62,6 +72,15 @@ class MemoryStorage implements StorageAdapter {
   private readonly pages = new Map<string, string>();
   private seq = 0;
   private pageReadSeq = 0;
+  // monitors and durable timers (issue 16)
+  private readonly timers = new Map<string, TimerRow>();
+  private readonly monitors = new Map<string, MonitorRow>();
+  private monitorChanges: MonitorChangeRow[] = [];
+  private monitorChangeSeq = 0;
+  /** message_person's attempts, oldest first, by message_id; they outlive their agents. */
+  private readonly outbox = new Map<string, OutboxRow>();
+  /** Opt-outs by account, channel and recipient (joined by NUL). */
+  private readonly optOuts = new Map<string, OptOutRow>();
 
   async init(): Promise<void> {}
   async close(): Promise<void> {}
@@ -288,6 +307,7 @@ class MemoryStorage implements StorageAdapter {
         parent.row.sub_agent_count--;
       }
     }
+    this.forgetTimersAndMonitors(idSet);
     for (const id of ids) this.agents.delete(id);
     return ids;
   }
@@ -416,6 +436,135 @@ class MemoryStorage implements StorageAdapter {
     return this.pages.get(contentSha256) ?? null;
   }
 
+  // outbox (message_person)
+
+  async queueOutbox(row: OutboxRow, limits: OutboxRateLimits): Promise<OutboxRefusal | null> {
+    let agentCount = 0;
+    let accountCount = 0;
+    for (const r of this.outbox.values()) {
+      if (r.agent_id === row.agent_id && r.tool_use_id === row.tool_use_id)
+        return { reason: 'exists', existing: clone(r) };
+      if (r.agent_id === row.agent_id && r.created_at >= limits.agent.since) agentCount++;
+      if (r.account_id === row.account_id && r.created_at >= limits.account.since) accountCount++;
+    }
+    const optOut = this.optOuts.get(optOutKey(row.account_id, row.channel, row.to));
+    if (optOut) return { reason: 'opted_out', opt_out: clone(optOut) };
+    if (agentCount >= limits.agent.max) return { reason: 'agent_rate', count: agentCount };
+    if (accountCount >= limits.account.max) return { reason: 'account_rate', count: accountCount };
+    if (this.outbox.has(row.message_id)) throw new Error(`outbox message ${row.message_id} exists`);
+    this.outbox.set(row.message_id, { ...row });
+    return null;
+  }
+
+  async finishOutbox(messageId: string, outcome: OutboxOutcome): Promise<OutboxRow | null> {
+    const r = this.outbox.get(messageId);
+    if (!r) return null;
+    if (r.status === 'queued') Object.assign(r, outcome);
+    return clone(r);
+  }
+
+  async listOutbox(agentId: string): Promise<OutboxRow[]> {
+    return [...this.outbox.values()].filter((r) => r.agent_id === agentId).map(clone);
+  }
+
+  async countOutbox(agentId: string): Promise<Partial<Record<OutboxStatus, number>>> {
+    const counts: Partial<Record<OutboxStatus, number>> = {};
+    for (const r of this.outbox.values()) if (r.agent_id === agentId) counts[r.status] = (counts[r.status] ?? 0) + 1;
+    return counts;
+  }
+
+  async markQueuedOutboxUnknown(error: string): Promise<OutboxRow[]> {
+    const marked: OutboxRow[] = [];
+    for (const r of this.outbox.values()) {
+      if (r.status !== 'queued') continue;
+      Object.assign(r, { status: 'unknown', error });
+      marked.push(clone(r));
+    }
+    return marked;
+  }
+
+  async putOptOut(row: OptOutRow): Promise<void> {
+    this.optOuts.set(optOutKey(row.account_id, row.channel, row.recipient), { ...row });
+  }
+
+  async getOptOut(accountId: string, channel: OutboxChannel, recipient: string): Promise<OptOutRow | null> {
+    const r = this.optOuts.get(optOutKey(accountId, channel, recipient));
+    return r ? clone(r) : null;
+  }
+
+  // monitors and durable timers (issue 16)
+
+  async putTimer(timer: TimerRow): Promise<void> {
+    if (this.agents.has(timer.agent_id)) this.timers.set(timer.timer_id, { ...timer });
+  }
+
+  async deleteTimer(timerId: string, dueAt?: number): Promise<boolean> {
+    const t = this.timers.get(timerId);
+    if (!t || (dueAt !== undefined && t.due_at !== dueAt)) return false;
+    return this.timers.delete(timerId);
+  }
+
+  async listDueTimers(dueBy: number, limit: number): Promise<TimerRow[]> {
+    return [...this.timers.values()]
+      .filter((t) => t.due_at <= dueBy)
+      .sort((a, b) => a.due_at - b.due_at || (a.timer_id < b.timer_id ? -1 : 1))
+      .slice(0, limit)
+      .map(clone);
+  }
+
+  async nextTimerDue(): Promise<number | null> {
+    let next: number | null = null;
+    for (const t of this.timers.values()) if (next === null || t.due_at < next) next = t.due_at;
+    return next;
+  }
+
+  async insertMonitor(monitor: MonitorRow, timer: TimerRow | null): Promise<MonitorRow> {
+    const existing = this.monitors.get(monitor.monitor_id);
+    if (existing) return clone(existing);
+    if (!this.agents.has(monitor.agent_id)) throw notFound('Agent', monitor.agent_id);
+    this.monitors.set(monitor.monitor_id, { ...monitor });
+    if (timer) this.timers.set(timer.timer_id, { ...timer });
+    return clone(monitor);
+  }
+
+  async getMonitor(monitorId: string): Promise<MonitorRow | null> {
+    const m = this.monitors.get(monitorId);
+    return m ? clone(m) : null;
+  }
+
+  async listMonitors(agentId: string): Promise<MonitorRow[]> {
+    return [...this.monitors.values()].filter((m) => m.agent_id === agentId).map(clone);
+  }
+
+  async updateMonitor(
+    monitor: MonitorRow,
+    also: { change?: Omit<MonitorChangeRow, 'seq'>; timer?: TimerRow; dropTimer?: string } = {},
+  ): Promise<boolean> {
+    if (this.monitors.get(monitor.monitor_id)?.status !== 'active') return false;
+    this.monitors.set(monitor.monitor_id, { ...monitor });
+    if (also.change) this.monitorChanges.push({ ...also.change, seq: ++this.monitorChangeSeq });
+    if (also.dropTimer !== undefined) this.timers.delete(also.dropTimer);
+    if (also.timer) this.timers.set(also.timer.timer_id, { ...also.timer });
+    return true;
+  }
+
+  async nextMonitorChange(agentId: string, monitorId?: string): Promise<MonitorChangeRow | null> {
+    const c = this.monitorChanges.find(
+      (x) => x.agent_id === agentId && (monitorId === undefined || x.monitor_id === monitorId),
+    );
+    return c ? clone(c) : null;
+  }
+
+  async deleteMonitorChange(seq: number): Promise<void> {
+    this.monitorChanges = this.monitorChanges.filter((c) => c.seq !== seq);
+  }
+
+  private forgetTimersAndMonitors(agentIds: ReadonlySet<string>): void {
+    for (const [id, t] of this.timers) if (agentIds.has(t.agent_id)) this.timers.delete(id);
+    for (const [id, m] of this.monitors) if (agentIds.has(m.agent_id)) this.monitors.delete(id);
+    this.monitorChanges = this.monitorChanges.filter((c) => !agentIds.has(c.agent_id));
+  }
+
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {
     const r = this.idempotency.get(`${accountId}\u0000${key}`);
     return r ? clone(r) : null;
@@ -426,6 +575,9 @@ class MemoryStorage implements StorageAdapter {
     if (!this.idempotency.has(k)) this.idempotency.set(k, { ...record });
   }
 }
+
+const optOutKey = (accountId: string, channel: OutboxChannel, recipient: string) =>
+  `${accountId}\u0000${channel}\u0000${recipient}`;
 
 /**
  * In-memory storage: fast, nothing survives the process.

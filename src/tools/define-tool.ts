@@ -41,6 +41,17 @@ export interface ToolContext {
    */
   suspend(statusMessage: string, spawnId?: string): ToolSuspension;
   /**
+   * Returns a value that suspends this call until `until` passes or the agent is woken (`PlatformServices.wake`, e.g.
+   * by a monitor that saw a change), whichever comes first; then the call runs again (and may wait again). The agent
+   * stays ACTIVE with `statusMessage` and holds no run slot meanwhile. The time is a durable timer: it survives a
+   * restart. Without `until`, only a wake-up ends the wait.
+   *
+   * @example
+   * const change = await queue.next(ctx.agent.agent_id);
+   * if (!change && Date.now() < deadline) return ctx.waitUntil('Watching example.com', { until: deadline });
+   */
+  waitUntil(statusMessage: string, options?: { until?: Date | number }): ToolSuspension;
+  /**
    * Results of the sub-agents spawned by the call `spawnId`, a page at a time: each child's last answer, and for a
    * child with a result schema the validated object it submitted (`data`).
    */
@@ -165,12 +176,17 @@ export class ToolCompletion {
   constructor(readonly result: unknown) {}
 }
 
-/** Marks a tool call as waiting for its sub-agents; see {@link ToolContext.suspend}. */
+/** Marks a tool call as waiting for its sub-agents, a time or a wake-up; see {@link ToolContext.suspend}. */
 export class ToolSuspension {
   constructor(
     readonly statusMessage: string,
     /** The spawn group whose children it waits for; the call's own when undefined. */
     readonly spawnId?: string,
+    /**
+     * Set for a call that waits for a time or a wake-up instead of sub-agents ({@link ToolContext.waitUntil}): when to
+     * wake it at the latest (milliseconds since the epoch), or null for a wake-up only.
+     */
+    readonly wakeAt?: number | null,
   ) {}
 }
 
@@ -238,7 +254,10 @@ const ToolDefinitionSchema = z.object({
   lane: z.string().min(1).max(64).optional(),
   childTools: z.array(z.custom<Tool>((v) => typeof (v as Tool)?.run === 'function')).optional(),
   describe: z.function().optional(),
-  meter: z.object({ unit: z.string().min(1).max(64), maxUnits: z.function() }).strict().optional(),
+  meter: z
+    .object({ unit: z.string().min(1).max(64), maxUnits: z.function() })
+    .strict()
+    .optional(),
   run: z.function(),
 });
 

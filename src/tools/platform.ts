@@ -7,15 +7,20 @@
  */
 import type { Clock } from '../core/clock.js';
 import type { RuntimeEvents } from '../core/events.js';
+import type { Timers } from '../core/timers.js';
 import type { StorageAdapter } from '../storage/adapter.js';
+import type { MessagingOptions } from '../messaging/config.js';
 import type { SearchProvider } from '../web/search-provider.js';
 import type { PageContent, Tool, ToolContext } from './define-tool.js';
 
 /** Whether a tool can work, and if not, what to set. `agentry tools` and `runtime.toolStatus()` show it. */
 export interface ToolStatus {
   name: string;
-  /** `builtin`, `custom` (passed to the runtime), or `runtime` (update_plan, spawn_sub_agents, …). */
-  source: 'builtin' | 'custom' | 'runtime';
+  /**
+   * `builtin`, `custom` (passed to the runtime), `runtime` (update_plan, spawn_sub_agents, …), or `mcp`: an MCP
+   * server (named `mcp__<server>`, its state in `detail`) or one of its tools (`mcp__<server>__<tool>`).
+   */
+  source: 'builtin' | 'custom' | 'runtime' | 'mcp';
   ready: boolean;
   /** What backs it when ready (`brave`), or what to set when not. */
   detail: string;
@@ -45,6 +50,24 @@ export interface BuiltinToolsOptions {
   };
   /** Where coding agents' workspaces live (spawn_claude_code_agent). @default `<os tmpdir>/agentry-workspaces` */
   dataDir?: string;
+  /**
+   * spawn_browser_agent (issue 14): the Chromium to drive, how long an idle browser stays up, and how many contexts
+   * (browser agents) are open at once. @example { executablePath: '/usr/bin/chromium', idleMs: 60_000 }
+   */
+  browser?: {
+    /** @default AGENTRY_CHROMIUM_PATH, then chromium / chromium-browser / google-chrome on PATH */
+    executablePath?: string;
+    /** The browser process is closed after this long without an open context. @default 30_000 */
+    idleMs?: number;
+    /** Browser agents with an open context at once (the browser lane); more wait their turn. @default 4 */
+    maxContexts?: number;
+  };
+  /**
+   * message_person (issue 17): the SMTP server and Twilio account (or transports of your own), the recipients it may
+   * write to (nobody until set), its rate limits and body caps. @default from SMTP_URL, AGENTRY_EMAIL_FROM, TWILIO_*,
+   * AGENTRY_TWILIO_BASE_URL and AGENTRY_MESSAGE_ALLOW
+   */
+  messaging?: MessagingOptions;
   /** Where configuration falls back to. @default process.env */
   env?: NodeJS.ProcessEnv;
 }
@@ -65,6 +88,32 @@ export interface PlatformServices {
   wake(agentId: string): void;
   /** Reports an error of background work the way the runtime reports its own (the `error` event). */
   reportError(error: unknown, agentId: string): void;
+  /**
+   * True when this runtime steps agents (`scheduler: 'auto'`); false for an admin runtime (the CLI's commands) that
+   * may run beside a live one: it must not repair work in flight there (message_person's queued outbox entries).
+   */
+  drivesAgents: boolean;
+  // background work of agents (monitor, issue 16)
+  /** Durable timers: register a handler per kind, schedule and cancel (core/timers.ts). */
+  timers: Timers;
+  /**
+   * Charges an agent for a tool's work done outside a call (a monitor's check) at the tool's price (the price table's
+   * entry, else `ownPrice` credits), through the credit gate and the ledger. When the balance (or the tree's cap)
+   * cannot pay it, nothing is charged, the agent stops as OUT_OF_CREDITS, and the answer is false.
+   */
+  chargeTool(agentId: string, toolName: string, ownPrice: number): Promise<boolean>;
+  /**
+   * A short model call on the agent's model and account, billed like its own model use (reserved before, settled
+   * after). Rejects with `insufficient_credits` (the agent stopped as OUT_OF_CREDITS) when it cannot be paid.
+   */
+  askModel(agentId: string, request: { system: string; prompt: string; maxTokens?: number }): Promise<string>;
+  /** Adds an ASSISTANT message to the agent's transcript (and the `agent.message` event); false if it is gone. */
+  appendMessage(agentId: string, text: string): Promise<boolean>;
+  /**
+   * Sets the status message of an ACTIVE agent whose message starts with `ifStartsWith` (one that is waiting and says
+   * so), leaving any other message alone (an agent at work, paused, done).
+   */
+  setStatusMessage(agentId: string, message: string, ifStartsWith: string): Promise<void>;
 }
 
 /** The built-in tools and the services of `ToolContext` that reach outside the process. */

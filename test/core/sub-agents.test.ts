@@ -111,6 +111,8 @@ describe('sub-agents', () => {
     const { runtime, storage } = await openTestRuntime(fanOutScript('one'), {
       scheduler: 'manual',
       limits: { maxOutputTokens: 100 },
+      // 1 credit covers the strict input bound of the runtime's own tools, not of every built-in tool's definition
+      builtinTools: false,
     });
     const { agent_id } = await runtime.create({ goal: 'fan out 1', maxCredits: 1 });
     await runtime.step(agent_id);

@@ -15,9 +15,14 @@ import type {
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  MonitorRow,
+  OptOutRow,
+  OutboxRateLimits,
+  OutboxRow,
   PageReadRow,
   Settlement,
   StorageAdapter,
+  TimerRow,
   ToolCallRow,
   TurnRow,
 } from '../../src/storage/adapter.js';
@@ -1391,6 +1396,264 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         await Promise.all(reads.map((r) => s.recordPageRead(r, `text of ${r.agent_id}`)));
         expect(await s.listPageReads(ids)).toEqual(reads);
         expect(await s.listPageReads(ids.slice(0, 3))).toEqual(reads.slice(-3));
+      });
+    });
+
+    // --- outbox (message_person, issue 17)
+    describe('outbox', () => {
+      const limits = (max = 100, since = at(0)): OutboxRateLimits => ({
+        agent: { max, since },
+        account: { max, since },
+      });
+      const attempt = (agentId: string, call: string, extra: Partial<OutboxRow> = {}): OutboxRow => ({
+        message_id: `msg-${agentId}-${call}`,
+        agent_id: agentId,
+        account_id: ACCT,
+        tool_use_id: call,
+        channel: 'email',
+        to: 'ada@example.com',
+        subject: 'Price alert',
+        body_hash: sha256(`body of ${call}`),
+        status: 'queued',
+        provider_id: null,
+        error: null,
+        created_at: at(10),
+        sent_at: null,
+        ...extra,
+      });
+
+      it('records an attempt as queued, ends it once, lists and counts by agent', async () => {
+        await insertWithLog(s, agent('a1'));
+        const first = attempt('a1', 'tu_1');
+        expect(await s.queueOutbox(first, limits())).toBeNull();
+        const second = attempt('a1', 'tu_2', { channel: 'sms', to: '+4930123456', subject: null });
+        expect(await s.queueOutbox(second, limits())).toBeNull();
+        expect(await s.listOutbox('a1')).toEqual([first, second]);
+        const sent = { status: 'sent', provider_id: '<x@agentry>', error: null, sent_at: at(11) } as const;
+        expect(await s.finishOutbox(first.message_id, sent)).toEqual({ ...first, ...sent });
+        // An attempt ends once: a later outcome leaves it as it is.
+        expect(
+          await s.finishOutbox(first.message_id, { status: 'failed', provider_id: null, error: 'late', sent_at: null }),
+        ).toEqual({ ...first, ...sent });
+        expect(await s.finishOutbox('missing', sent)).toBeNull();
+        expect(await s.countOutbox('a1')).toEqual({ sent: 1, queued: 1 });
+        expect(await s.countOutbox('nobody')).toEqual({});
+        expect(await s.listOutbox('nobody')).toEqual([]);
+      });
+
+      it('allows one attempt per tool call', async () => {
+        await insertWithLog(s, agent('a1'));
+        await s.queueOutbox(attempt('a1', 'tu_1'), limits());
+        const again = await s.queueOutbox(attempt('a1', 'tu_1', { message_id: 'other' }), limits());
+        expect(again).toEqual({ reason: 'exists', existing: attempt('a1', 'tu_1') });
+        expect(await s.listOutbox('a1')).toHaveLength(1);
+      });
+
+      it('refuses past the rate limits of the agent and of the account, counting only the window', async () => {
+        await insertWithLog(s, agent('a1'));
+        await insertWithLog(s, agent('a2'));
+        await s.queueOutbox(attempt('a1', 'old', { created_at: at(1) }), limits());
+        await s.queueOutbox(attempt('a1', 'tu_1', { created_at: at(5) }), limits());
+        const window = (agentMax: number, accountMax: number): OutboxRateLimits => ({
+          agent: { max: agentMax, since: at(5) },
+          account: { max: accountMax, since: at(5) },
+        });
+        // The attempt at 1 s is outside the window: a1 has one attempt in it.
+        expect(await s.queueOutbox(attempt('a1', 'tu_2'), window(1, 10))).toEqual({ reason: 'agent_rate', count: 1 });
+        expect(await s.queueOutbox(attempt('a2', 'tu_1'), window(1, 1))).toEqual({ reason: 'account_rate', count: 1 });
+        expect(await s.queueOutbox(attempt('a2', 'tu_1'), window(1, 2))).toBeNull();
+        // Two calls racing for the last slot: one gets it.
+        const racing = await Promise.all([
+          s.queueOutbox(attempt('a1', 'r1'), window(10, 3)),
+          s.queueOutbox(attempt('a2', 'r2'), window(10, 3)),
+        ]);
+        expect(racing.filter((r) => r === null)).toHaveLength(1);
+        expect(racing.find((r) => r !== null)).toEqual({ reason: 'account_rate', count: 3 });
+      });
+
+      it('remembers opt-outs per account and channel, and refuses attempts to them', async () => {
+        await insertWithLog(s, agent('a1'));
+        const optOut: OptOutRow = {
+          account_id: ACCT,
+          channel: 'sms',
+          recipient: '+4930123456',
+          reason: 'Twilio 21610: unsubscribed',
+          at: at(3),
+        };
+        await s.putOptOut(optOut);
+        expect(await s.getOptOut(ACCT, 'sms', '+4930123456')).toEqual(optOut);
+        expect(await s.getOptOut(ACCT, 'email', '+4930123456')).toBeNull();
+        expect(await s.getOptOut('acct-b', 'sms', '+4930123456')).toBeNull();
+        const sms = attempt('a1', 'tu_1', { channel: 'sms', to: '+4930123456', subject: null });
+        expect(await s.queueOutbox(sms, limits())).toEqual({ reason: 'opted_out', opt_out: optOut });
+        expect(await s.listOutbox('a1')).toEqual([]);
+        const later = { ...optOut, reason: 'STOP received', at: at(4) };
+        await s.putOptOut(later);
+        expect(await s.getOptOut(ACCT, 'sms', '+4930123456')).toEqual(later);
+        expect(await s.queueOutbox({ ...sms, account_id: 'acct-b' }, limits())).toBeNull();
+      });
+
+      it('marks queued attempts unknown after a crash, keeps them across a reopen, and outlives the agent', async () => {
+        await insertWithLog(s, agent('a1'));
+        await s.queueOutbox(attempt('a1', 'tu_1'), limits());
+        await s.queueOutbox(attempt('a1', 'tu_2'), limits());
+        await s.finishOutbox(attempt('a1', 'tu_2').message_id, {
+          status: 'failed',
+          provider_id: null,
+          error: 'rejected',
+          sent_at: null,
+        });
+        if (sut.reopen) {
+          await s.close();
+          s = await sut.reopen();
+          await s.init();
+        }
+        const marked = await s.markQueuedOutboxUnknown('crashed');
+        expect(marked).toEqual([attempt('a1', 'tu_1', { status: 'unknown', error: 'crashed' })]);
+        expect(await s.markQueuedOutboxUnknown('again')).toEqual([]);
+        expect(await s.countOutbox('a1')).toEqual({ unknown: 1, failed: 1 });
+        await s.deleteAgentTree('a1');
+        expect((await s.listOutbox('a1')).map((r) => r.status)).toEqual(['unknown', 'failed']);
+      });
+    });
+
+    // monitors and durable timers (issue 16)
+    describe('timers and monitors', () => {
+      const timer = (id: string, agentId: string, dueAt: number, extra: Partial<TimerRow> = {}): TimerRow => ({
+        timer_id: id,
+        agent_id: agentId,
+        due_at: dueAt,
+        kind: 'monitor.check',
+        payload: JSON.stringify({ id }),
+        ...extra,
+      });
+      const monitor = (id: string, agentId: string, extra: Partial<MonitorRow> = {}): MonitorRow => ({
+        monitor_id: id,
+        agent_id: agentId,
+        url: `https://example.com/${id}`,
+        selector: null,
+        ignore_selectors: '[]',
+        condition: null,
+        interval_s: 60,
+        until: null,
+        status: 'active',
+        created_at: at(1),
+        last_checked_at: at(1),
+        next_check_at: at(61),
+        changes: 0,
+        last_error: null,
+        failures: 0,
+        etag: null,
+        last_modified: null,
+        content_sha256: null,
+        content: null,
+        ...extra,
+      });
+
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+        await s.insertAgents([agent('root'), agent('kid', { parent_id: 'root', root_id: 'root' }), agent('b')], [], []);
+      });
+
+      it('reads only due timers, soonest first, and moves a timer by its id', async () => {
+        expect(await s.nextTimerDue()).toBeNull();
+        await s.putTimer(timer('t3', 'root', 3_000));
+        await s.putTimer(timer('t1', 'b', 1_000));
+        await s.putTimer(timer('t2', 'kid', 2_000, { kind: 'agent.wake', payload: 'null' }));
+        expect(await s.nextTimerDue()).toBe(1_000);
+        expect((await s.listDueTimers(2_000, 10)).map((t) => t.timer_id)).toEqual(['t1', 't2']);
+        expect(await s.listDueTimers(2_500, 1)).toEqual([timer('t1', 'b', 1_000)]);
+        await s.putTimer(timer('t1', 'b', 5_000));
+        expect((await s.listDueTimers(3_000, 10)).map((t) => t.timer_id)).toEqual(['t2', 't3']);
+        expect(await s.listDueTimers(999, 10)).toEqual([]);
+      });
+
+      it('deletes a timer only while it is still due at the time given', async () => {
+        await s.putTimer(timer('t1', 'b', 1_000));
+        expect(await s.deleteTimer('t1', 999)).toBe(false);
+        expect(await s.deleteTimer('t1', 1_000)).toBe(true);
+        expect(await s.deleteTimer('t1')).toBe(false);
+        await s.putTimer(timer('t2', 'b', 1_000));
+        expect(await s.deleteTimer('t2')).toBe(true);
+        expect(await s.nextTimerDue()).toBeNull();
+      });
+
+      it('drops the timer of an agent that does not exist', async () => {
+        await s.putTimer(timer('t1', 'ghost', 1_000));
+        expect(await s.nextTimerDue()).toBeNull();
+      });
+
+      it('inserts a monitor with its timer once; the first one wins', async () => {
+        const m = monitor('m1', 'root');
+        expect(await s.insertMonitor(m, timer('c:m1', 'root', 61_000))).toEqual(m);
+        expect(await s.insertMonitor({ ...m, url: 'https://other.example' }, timer('c:m1', 'root', 1))).toEqual(m);
+        expect(await s.getMonitor('m1')).toEqual(m);
+        expect(await s.nextTimerDue()).toBe(61_000);
+        await s.insertMonitor(monitor('m2', 'root'), null);
+        await s.insertMonitor(monitor('m3', 'b'), null);
+        expect((await s.listMonitors('root')).map((x) => x.monitor_id)).toEqual(['m1', 'm2']);
+        expect(await s.getMonitor('nope')).toBeNull();
+        await expect(s.insertMonitor(monitor('m4', 'ghost'), null)).rejects.toMatchObject({ code: 'not_found' });
+      });
+
+      it('updates a monitor with its queued change and next timer in one write', async () => {
+        await s.insertMonitor(monitor('m1', 'root'), timer('c:m1', 'root', 61_000));
+        const checked = monitor('m1', 'root', {
+          last_checked_at: at(61),
+          next_check_at: at(121),
+          changes: 1,
+          etag: '"v2"',
+          content: 'Price: $45',
+          content_sha256: 'f'.repeat(64),
+        });
+        const change = { agent_id: 'root', monitor_id: 'm1', change: '{"diff_summary":"x"}', created_at: at(61) };
+        expect(await s.updateMonitor(checked, { change, timer: timer('c:m1', 'root', 121_000) })).toBe(true);
+        expect(await s.getMonitor('m1')).toEqual(checked);
+        expect(await s.listDueTimers(200_000, 10)).toEqual([timer('c:m1', 'root', 121_000)]);
+        await s.updateMonitor(checked, { change: { ...change, change: '{"n":2}' } });
+        const first = await s.nextMonitorChange('root');
+        expect(first).toMatchObject({ ...change });
+        expect(await s.nextMonitorChange('root', 'other')).toBeNull();
+        expect(await s.nextMonitorChange('b')).toBeNull();
+        await s.deleteMonitorChange(first!.seq);
+        expect((await s.nextMonitorChange('root', 'm1'))?.change).toBe('{"n":2}');
+        const cancelled = { ...checked, status: 'cancelled' as const, next_check_at: null };
+        expect(await s.updateMonitor(cancelled, { dropTimer: 'c:m1' })).toBe(true);
+        expect(await s.nextTimerDue()).toBeNull();
+        // A check that ran during the cancel cannot bring the monitor (or its timer) back.
+        expect(await s.updateMonitor(checked, { timer: timer('c:m1', 'root', 181_000) })).toBe(false);
+        expect(await s.getMonitor('m1')).toEqual(cancelled);
+        expect(await s.nextTimerDue()).toBeNull();
+        expect(await s.updateMonitor(monitor('gone', 'root'), { timer: timer('x', 'root', 1) })).toBe(false);
+        expect(await s.nextTimerDue()).toBeNull();
+      });
+
+      it('deletes timers, monitors and queued changes with their agent tree', async () => {
+        await s.insertMonitor(monitor('m1', 'kid'), timer('c:m1', 'kid', 1_000));
+        await s.insertMonitor(monitor('m2', 'b'), timer('c:m2', 'b', 2_000));
+        await s.putTimer(timer('w:root', 'root', 500, { kind: 'agent.wake' }));
+        await s.updateMonitor(monitor('m1', 'kid'), {
+          change: { agent_id: 'kid', monitor_id: 'm1', change: '{}', created_at: at(2) },
+        });
+        await s.deleteAgentTree('root');
+        expect(await s.getMonitor('m1')).toBeNull();
+        expect(await s.nextMonitorChange('kid')).toBeNull();
+        expect((await s.listDueTimers(10_000, 10)).map((t) => t.timer_id)).toEqual(['c:m2']);
+        expect(await s.getMonitor('m2')).not.toBeNull();
+      });
+
+      it('keeps timers and monitors across close and reopen', async (ctx) => {
+        if (!sut.reopen) ctx.skip();
+        await s.insertMonitor(monitor('m1', 'root'), timer('c:m1', 'root', 61_000));
+        await s.updateMonitor(monitor('m1', 'root', { changes: 1 }), {
+          change: { agent_id: 'root', monitor_id: 'm1', change: '{"a":1}', created_at: at(3) },
+        });
+        await s.close();
+        s = await sut.reopen!();
+        await s.init();
+        expect(await s.getMonitor('m1')).toEqual(monitor('m1', 'root', { changes: 1 }));
+        expect(await s.listDueTimers(61_000, 10)).toEqual([timer('c:m1', 'root', 61_000)]);
+        expect((await s.nextMonitorChange('root'))?.change).toBe('{"a":1}');
       });
     });
 

@@ -50,7 +50,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(3);
+    expect(SCHEMA_VERSION).toBe(5);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -67,6 +67,8 @@ describe('sqliteStorage', () => {
       { version: 1, name: 'initial schema', applied_at: expect.any(String) },
       { version: 2, name: 'leaner hot path', applied_at: expect.any(String) },
       { version: 3, name: 'child specs, tool state, artifacts, pages read', applied_at: expect.any(String) },
+      { version: 4, name: 'durable timers, monitors', applied_at: expect.any(String) },
+      { version: 5, name: 'message outbox and opt-outs', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -106,7 +108,7 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3]);
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5]);
     expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null });
     expect((await v1.listTurns('ag')).map((t) => t.content)).toEqual([
       '[{"type":"text","text":"goal"}]',
@@ -144,11 +146,16 @@ describe('sqliteStorage', () => {
       'artifacts',
       'idempotency_keys',
       'ledger',
+      'message_opt_outs',
       'messages',
+      'monitor_changes',
+      'monitors',
+      'outbox',
       'page_reads',
       'pages',
       'reservations',
       'schema_migrations',
+      'timers',
       'tool_calls',
       'tool_state',
       'turns',
@@ -172,7 +179,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -223,6 +230,58 @@ describe('sqliteStorage', () => {
       };
       await storage.putArtifact(row, new Uint8Array([0, 255]), { maxBytes: 10, maxBytesPerAgent: 10 });
       expect(await storage.getArtifact('root', 'a1')).toEqual({ row, data: new Uint8Array([0, 255]) });
+    } finally {
+      await storage.close();
+    }
+  });
+
+  // --- migration 5 (message_person's outbox, issue 17)
+  it('migrates a version-4 database forward to the outbox: its agents stay, and the outbox and opt-outs work', async () => {
+    const old = new Database(file);
+    expect(migrate(old, MIGRATIONS.slice(0, 4))).toEqual([1, 2, 3, 4]);
+    old
+      .prepare(
+        'INSERT INTO accounts (id, name, subscription_active, balance, reserved, created_at) VALUES (?, ?, 1, 500, 0, ?)',
+      )
+      .run('acct', 'A', at(0));
+    old.close();
+    const storage = sqliteStorage({ path: file });
+    await storage.init(); // migrates 4 -> 5
+    try {
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5]);
+      expect((await storage.getAccount('acct'))?.balance).toBe(500);
+      const row = {
+        message_id: 'm1',
+        agent_id: 'ag',
+        account_id: 'acct',
+        tool_use_id: 'tu_1',
+        channel: 'sms' as const,
+        to: '+49301234567',
+        subject: null,
+        body_hash: 'h',
+        status: 'queued' as const,
+        provider_id: null,
+        error: null,
+        created_at: at(1),
+        sent_at: null,
+      };
+      const limits = { agent: { max: 1, since: at(0) }, account: { max: 1, since: at(0) } };
+      expect(await storage.queueOutbox(row, limits)).toBeNull();
+      expect(await storage.queueOutbox({ ...row, message_id: 'm2', tool_use_id: 'tu_2' }, limits)).toEqual({
+        reason: 'agent_rate',
+        count: 1,
+      });
+      await storage.putOptOut({
+        account_id: 'acct',
+        channel: 'sms',
+        recipient: '+49301234567',
+        reason: 'STOP',
+        at: at(2),
+      });
+      expect(await storage.markQueuedOutboxUnknown('crashed')).toEqual([
+        { ...row, status: 'unknown', error: 'crashed' },
+      ]);
+      expect(await storage.countOutbox('ag')).toEqual({ unknown: 1 });
     } finally {
       await storage.close();
     }

@@ -543,6 +543,9 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       ['find_all', false],
       ['enrich', false],
       ['spawn_claude_code_agent', false],
+      ['spawn_browser_agent', false],
+      ['monitor', false],
+      ['message_person', false],
     ]);
   });
 
@@ -566,7 +569,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       name: 'AgentryError',
       code: 'invalid_request',
       message:
-        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research, find_all, enrich, spawn_claude_code_agent',
+        'builtinTools.only: there is no built-in tool "nope"; the built-in tools are web_search, read_page, deep_research, find_all, enrich, spawn_claude_code_agent, spawn_browser_agent, monitor, message_person',
     });
   });
 });

@@ -20,6 +20,15 @@ import type {
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  MonitorChangeRow,
+  MonitorRow,
+  OptOutRow,
+  OutboxChannel,
+  OutboxOutcome,
+  OutboxRateLimits,
+  OutboxRefusal,
+  OutboxRow,
+  OutboxStatus,
   PageReadRow,
   ReservationRefusal,
   ReservationRequest,
@@ -29,11 +38,14 @@ import type {
   StepCommit,
   StepCommitResult,
   StorageAdapter,
+  TimerRow,
   ToolCallRow,
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
 import { migrate } from './migrations.js';
+import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
+import { prepareMonitorStatements, type MonitorStatements } from './monitors.js';
 import { acquireRunnerLock, releaseRunnerLock } from './runner-lock.js';
 import {
   SELECT_AGENTS,
@@ -94,6 +106,10 @@ interface Connection {
   writer: SqliteWriter;
   /** listAgents statements by which filters are present (24 shapes at most), prepared on first use. */
   listStatements: Map<string, Stmt<AgentTuple>>;
+  /** message_person's reads (its tables, migration 5). */
+  outbox: OutboxStatements;
+  /** Timers' and monitors' reads (their tables, migration 4). */
+  monitors: MonitorStatements;
 }
 
 /**
@@ -135,7 +151,14 @@ class SqliteStorage implements SqliteStorageAdapter {
     }
     try {
       if (!this.readonly) migrate(db);
-      this.conn = { db, st: prepareStatements(db), writer: new SqliteWriter(db), listStatements: new Map() };
+      this.conn = {
+        db,
+        st: prepareStatements(db),
+        writer: new SqliteWriter(db),
+        listStatements: new Map(),
+        outbox: prepareOutboxStatements(db),
+        monitors: prepareMonitorStatements(db),
+      };
     } catch (err) {
       db.close();
       throw err;
@@ -575,7 +598,87 @@ class SqliteStorage implements SqliteStorageAdapter {
     return this.s.getPageText.get(contentSha256) ?? null;
   }
 
+  // outbox (message_person)
+
+  async queueOutbox(row: OutboxRow, limits: OutboxRateLimits): Promise<OutboxRefusal | null> {
+    return this.write('queueOutbox', row, limits);
+  }
+
+  async finishOutbox(messageId: string, outcome: OutboxOutcome): Promise<OutboxRow | null> {
+    return this.write('finishOutbox', messageId, outcome);
+  }
+
+  async listOutbox(agentId: string): Promise<OutboxRow[]> {
+    return this.c.outbox.listOfAgent.all(agentId);
+  }
+
+  async countOutbox(agentId: string): Promise<Partial<Record<OutboxStatus, number>>> {
+    const counts: Partial<Record<OutboxStatus, number>> = {};
+    for (const r of this.c.outbox.countOfAgent.all(agentId)) counts[r.status] = r.n;
+    return counts;
+  }
+
+  async markQueuedOutboxUnknown(error: string): Promise<OutboxRow[]> {
+    return this.write('markQueuedOutboxUnknown', error);
+  }
+
+  async putOptOut(row: OptOutRow): Promise<void> {
+    await this.write('putOptOut', row);
+  }
+
+  async getOptOut(accountId: string, channel: OutboxChannel, recipient: string): Promise<OptOutRow | null> {
+    return this.c.outbox.getOptOut.get(accountId, channel, recipient) ?? null;
+  }
+
   // idempotency keys
+
+  // monitors and durable timers (issue 16)
+
+  async putTimer(timer: TimerRow): Promise<void> {
+    await this.write('putTimer', timer);
+  }
+
+  async deleteTimer(timerId: string, dueAt?: number): Promise<boolean> {
+    return this.write('deleteTimer', timerId, dueAt);
+  }
+
+  async listDueTimers(dueBy: number, limit: number): Promise<TimerRow[]> {
+    return this.c.monitors.dueTimers.all(dueBy, limit);
+  }
+
+  async nextTimerDue(): Promise<number | null> {
+    return this.c.monitors.nextDue.get() ?? null;
+  }
+
+  async insertMonitor(monitor: MonitorRow, timer: TimerRow | null): Promise<MonitorRow> {
+    const stored = await this.write('insertMonitor', monitor, timer);
+    if (stored === 'no_agent') throw notFound('Agent', monitor.agent_id);
+    return stored;
+  }
+
+  async getMonitor(monitorId: string): Promise<MonitorRow | null> {
+    return this.c.monitors.getMonitor.get(monitorId) ?? null;
+  }
+
+  async listMonitors(agentId: string): Promise<MonitorRow[]> {
+    return this.c.monitors.listMonitors.all(agentId);
+  }
+
+  async updateMonitor(
+    monitor: MonitorRow,
+    also: { change?: Omit<MonitorChangeRow, 'seq'>; timer?: TimerRow; dropTimer?: string } = {},
+  ): Promise<boolean> {
+    return this.write('updateMonitor', monitor, also);
+  }
+
+  async nextMonitorChange(agentId: string, monitorId?: string): Promise<MonitorChangeRow | null> {
+    const m = this.c.monitors;
+    return (monitorId === undefined ? m.nextChange.get(agentId) : m.nextChangeOf.get(agentId, monitorId)) ?? null;
+  }
+
+  async deleteMonitorChange(seq: number): Promise<void> {
+    await this.write('deleteMonitorChange', seq);
+  }
 
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {
     return this.s.getIdempotency.get(accountId, key) ?? null;

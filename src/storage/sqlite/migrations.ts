@@ -216,6 +216,94 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX page_reads_agent ON page_reads (agent_id, seq);
     `,
   },
+  {
+    version: 4,
+    name: 'durable timers, monitors',
+    // Timers are read only when due, through the (due_at) index: 10,000 idle monitors are rows, not memory. The agent
+    // indexes serve deleting an agent's timers, monitors and queued changes with it.
+    up: `
+      CREATE TABLE timers (
+        timer_id TEXT PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        due_at INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        payload TEXT NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX timers_due ON timers (due_at);
+      CREATE INDEX timers_agent ON timers (agent_id);
+
+      CREATE TABLE monitors (
+        seq INTEGER PRIMARY KEY,
+        monitor_id TEXT NOT NULL UNIQUE,
+        agent_id TEXT NOT NULL,
+        url TEXT NOT NULL,
+        selector TEXT,
+        ignore_selectors TEXT NOT NULL,
+        condition TEXT,
+        interval_s INTEGER NOT NULL,
+        until TEXT,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        last_checked_at TEXT,
+        next_check_at TEXT,
+        changes INTEGER NOT NULL,
+        last_error TEXT,
+        failures INTEGER NOT NULL,
+        etag TEXT,
+        last_modified TEXT,
+        content_sha256 TEXT,
+        content TEXT
+      );
+      CREATE INDEX monitors_agent ON monitors (agent_id, seq);
+
+      CREATE TABLE monitor_changes (
+        seq INTEGER PRIMARY KEY,
+        agent_id TEXT NOT NULL,
+        monitor_id TEXT NOT NULL,
+        change TEXT NOT NULL,
+        created_at TEXT NOT NULL
+      );
+      CREATE INDEX monitor_changes_agent ON monitor_changes (agent_id, seq);
+    `,
+  },
+  // --- migration 5: message_person's outbox (issue 17). Migration 4 is the monitor's.
+  {
+    version: 5,
+    name: 'message outbox and opt-outs',
+    // Outbox rows outlive their agent: the account's rate limit and its record of who was messaged count them. One
+    // attempt per tool call (the unique index), and a partial index so recovery finds queued rows without a scan.
+    up: `
+      CREATE TABLE outbox (
+        seq INTEGER PRIMARY KEY,
+        message_id TEXT NOT NULL UNIQUE,
+        agent_id TEXT NOT NULL,
+        account_id TEXT NOT NULL,
+        tool_use_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        "to" TEXT NOT NULL,
+        subject TEXT,
+        body_hash TEXT NOT NULL,
+        status TEXT NOT NULL,
+        provider_id TEXT,
+        error TEXT,
+        created_at TEXT NOT NULL,
+        sent_at TEXT
+      );
+      CREATE UNIQUE INDEX outbox_call ON outbox (agent_id, tool_use_id);
+      CREATE INDEX outbox_agent_created ON outbox (agent_id, created_at);
+      CREATE INDEX outbox_account_created ON outbox (account_id, created_at);
+      CREATE INDEX outbox_queued ON outbox (status) WHERE status = 'queued';
+
+      CREATE TABLE message_opt_outs (
+        account_id TEXT NOT NULL,
+        channel TEXT NOT NULL,
+        recipient TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        at TEXT NOT NULL,
+        PRIMARY KEY (account_id, channel, recipient)
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

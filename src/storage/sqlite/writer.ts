@@ -15,11 +15,19 @@ import type {
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
+  MonitorChangeRow,
+  MonitorRow,
+  OptOutRow,
+  OutboxOutcome,
+  OutboxRateLimits,
+  OutboxRefusal,
+  OutboxRow,
   PageReadRow,
   Settlement,
   StatusChange,
   StepCommit,
   StepCommitResult,
+  TimerRow,
   ToolCallRow,
   TurnRow,
 } from '../adapter.js';
@@ -34,6 +42,15 @@ import {
   type Statements,
 } from './statements.js';
 import type { AgentStatus } from '../../core/status.js';
+import {
+  deleteMonitorsOf,
+  insertMonitor,
+  prepareMonitorStatements,
+  putTimer,
+  updateMonitor,
+  type MonitorStatements,
+} from './monitors.js';
+import { finishOutbox, prepareOutboxStatements, putOptOut, queueOutbox, type OutboxStatements } from './outbox.js';
 
 /** The write operations and their arguments, as the storage sends them. */
 export interface WriteOps {
@@ -52,6 +69,20 @@ export interface WriteOps {
   putArtifact: [row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits];
   recordPageRead: [read: PageReadRow, text: string];
   putIdempotency: [record: IdempotencyRecord];
+  // outbox (message_person)
+  queueOutbox: [row: OutboxRow, limits: OutboxRateLimits];
+  finishOutbox: [messageId: string, outcome: OutboxOutcome];
+  markQueuedOutboxUnknown: [error: string];
+  putOptOut: [row: OptOutRow];
+  // monitors and durable timers (issue 16)
+  putTimer: [timer: TimerRow];
+  deleteTimer: [timerId: string, dueAt: number | undefined];
+  insertMonitor: [monitor: MonitorRow, timer: TimerRow | null];
+  updateMonitor: [
+    monitor: MonitorRow,
+    also: { change?: Omit<MonitorChangeRow, 'seq'>; timer?: TimerRow; dropTimer?: string },
+  ];
+  deleteMonitorChange: [seq: number];
 }
 
 /** What each operation returns. Account and agent rows come back without the in-memory holds (reserved = 0). */
@@ -72,6 +103,19 @@ export interface WriteResults {
   putArtifact: ArtifactRefusal | null;
   recordPageRead: void;
   putIdempotency: void;
+  // outbox (message_person)
+  /** Null when recorded; otherwise why not (nothing was written), returned like an artifact's refusal. */
+  queueOutbox: OutboxRefusal | null;
+  finishOutbox: OutboxRow | null;
+  markQueuedOutboxUnknown: OutboxRow[];
+  putOptOut: void;
+  // monitors and durable timers (issue 16)
+  putTimer: void;
+  deleteTimer: boolean;
+  /** The stored row, or 'no_agent' (nothing written) for the storage to throw `not_found`. */
+  insertMonitor: MonitorRow | 'no_agent';
+  updateMonitor: boolean;
+  deleteMonitorChange: void;
 }
 
 /**
@@ -111,9 +155,17 @@ export class SqliteWriter {
   /** Balances written by the current batch. */
   private written = new Map<string, number>();
 
+  /** message_person's tables (storage/sqlite/outbox.ts). */
+  private readonly outbox: OutboxStatements;
+
   constructor(private readonly db: Database.Database) {
     this.s = prepareStatements(db);
+    this.outbox = prepareOutboxStatements(db);
+    this.monitors = prepareMonitorStatements(db);
   }
+
+  /** Timers and monitors' tables (storage/sqlite/monitors.ts). */
+  private readonly monitors: MonitorStatements;
 
   /**
    * Commits the batch in one IMMEDIATE transaction. Writes validate before they write, so one rarely throws; when one
@@ -216,6 +268,32 @@ export class SqliteWriter {
         s.putIdempotency.run(r.account_id, r.key, r.request_hash, r.response, r.status, r.created_at);
         return undefined;
       }
+      // outbox (message_person)
+      case 'queueOutbox':
+        return queueOutbox(this.outbox, ...w.args);
+      case 'finishOutbox':
+        return finishOutbox(this.outbox, ...w.args);
+      case 'markQueuedOutboxUnknown':
+        return this.outbox.markQueuedUnknown.all(...w.args);
+      case 'putOptOut':
+        putOptOut(this.outbox, ...w.args);
+        return undefined;
+      // monitors and durable timers (issue 16)
+      case 'putTimer':
+        putTimer(this.monitors, ...w.args);
+        return undefined;
+      case 'deleteTimer': {
+        const [timerId, dueAt] = w.args;
+        const m = this.monitors;
+        return (dueAt === undefined ? m.deleteTimer.run(timerId) : m.deleteTimerIfDue.run(timerId, dueAt)).changes > 0;
+      }
+      case 'insertMonitor':
+        return insertMonitor(this.monitors, ...w.args);
+      case 'updateMonitor':
+        return updateMonitor(this.monitors, ...w.args);
+      case 'deleteMonitorChange':
+        this.monitors.deleteChange.run(w.args[0]);
+        return undefined;
     }
   }
 
@@ -371,6 +449,7 @@ export class SqliteWriter {
     s.deleteArtifactDataOf.run(idSet);
     s.deleteArtifactsOf.run(idSet);
     s.deletePageReadsOf.run(idSet);
+    deleteMonitorsOf(this.monitors, idSet);
     s.deleteAgents.run(idSet);
     return ids;
   }
