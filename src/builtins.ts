@@ -133,7 +133,17 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     ...(o.browser?.maxContexts !== undefined ? { maxContexts: o.browser.maxContexts } : {}),
   });
   // Its checks between calls go through the same guarded fetch; AGENTRY_MONITOR_MIN_INTERVAL_S is read from `env`.
-  const monitor = monitorTool({ fetch: (url, init) => fetch(url, init), env });
+  // `render: true` monitors read pages through the browser agent's pool (same address rules, a context per read).
+  const monitor = monitorTool({
+    fetch: (url, init) => fetch(url, init),
+    render: async (url, init) => {
+      const ready = browserAgent.readiness();
+      if (!ready.ready) throw new Error(`render: true needs the browser: ${ready.detail}`);
+      const { renderedFetch } = await import('./browser/rendered-fetch.js');
+      return renderedFetch(browserAgent.pool)(url, init);
+    },
+    env,
+  });
   const tools = [
     webSearchTool({ provider: search, missing: searchProviderSetupHint() }),
     readPageTool(),

@@ -134,6 +134,7 @@ export function toMonitorInfo(row: MonitorRow): MonitorInfo {
     selector: row.selector,
     condition: row.condition,
     until: row.until,
+    render: row.render,
   };
 }
 

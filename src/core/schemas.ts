@@ -63,6 +63,7 @@ export const MonitorInfoSchema = z
     selector: z.string().nullable(),
     condition: z.string().nullable(),
     until: Timestamp.nullable(),
+    render: z.boolean().describe('checked as the browser renders the page (`render: true`)'),
   })
   .meta({ id: 'MonitorInfo' });
 export type MonitorInfo = z.infer<typeof MonitorInfoSchema>;

@@ -308,6 +308,8 @@ export interface MonitorRow {
   content_sha256: string | null;
   /** That text, which the next change is diffed against. */
   content: string | null;
+  /** Checked through the browser (the page as its scripts render it) instead of the served HTML. */
+  render: boolean;
 }
 
 /** A change that mattered, queued for the agent's next `monitor` wait. */

@@ -1547,6 +1547,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         last_modified: null,
         content_sha256: null,
         content: null,
+        render: false,
         ...extra,
       });
 
@@ -1589,9 +1590,13 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         expect(await s.insertMonitor({ ...m, url: 'https://other.example' }, timer('c:m1', 'root', 1))).toEqual(m);
         expect(await s.getMonitor('m1')).toEqual(m);
         expect(await s.nextTimerDue()).toBe(61_000);
-        await s.insertMonitor(monitor('m2', 'root'), null);
+        await s.insertMonitor(monitor('m2', 'root', { render: true }), null);
         await s.insertMonitor(monitor('m3', 'b'), null);
-        expect((await s.listMonitors('root')).map((x) => x.monitor_id)).toEqual(['m1', 'm2']);
+        expect((await s.listMonitors('root')).map((x) => [x.monitor_id, x.render])).toEqual([
+          ['m1', false],
+          ['m2', true],
+        ]);
+        expect((await s.insertMonitor(monitor('m2', 'root'), null)).render).toBe(true);
         expect(await s.getMonitor('nope')).toBeNull();
         await expect(s.insertMonitor(monitor('m4', 'ghost'), null)).rejects.toMatchObject({ code: 'not_found' });
       });

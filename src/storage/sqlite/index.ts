@@ -45,7 +45,7 @@ import type {
 import type { AgentStatus } from '../../core/status.js';
 import { migrate } from './migrations.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
-import { prepareMonitorStatements, type MonitorStatements } from './monitors.js';
+import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
 import { acquireRunnerLock, releaseRunnerLock } from './runner-lock.js';
 import {
   SELECT_AGENTS,
@@ -657,11 +657,12 @@ class SqliteStorage implements SqliteStorageAdapter {
   }
 
   async getMonitor(monitorId: string): Promise<MonitorRow | null> {
-    return this.c.monitors.getMonitor.get(monitorId) ?? null;
+    const row = this.c.monitors.getMonitor.get(monitorId);
+    return row ? monitorFromSql(row) : null;
   }
 
   async listMonitors(agentId: string): Promise<MonitorRow[]> {
-    return this.c.monitors.listMonitors.all(agentId);
+    return this.c.monitors.listMonitors.all(agentId).map(monitorFromSql);
   }
 
   async updateMonitor(

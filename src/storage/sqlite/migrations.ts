@@ -252,7 +252,8 @@ export const MIGRATIONS: readonly Migration[] = [
         etag TEXT,
         last_modified TEXT,
         content_sha256 TEXT,
-        content TEXT
+        content TEXT,
+        render INTEGER NOT NULL DEFAULT 0
       );
       CREATE INDEX monitors_agent ON monitors (agent_id, seq);
 

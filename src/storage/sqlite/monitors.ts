@@ -11,7 +11,7 @@ import { ID_SET } from './statements.js';
 /** Columns in {@link MonitorRow} order. */
 const MONITOR_COLUMNS =
   'monitor_id, agent_id, url, selector, ignore_selectors, condition, interval_s, until, status, created_at, ' +
-  'last_checked_at, next_check_at, changes, last_error, failures, etag, last_modified, content_sha256, content';
+  'last_checked_at, next_check_at, changes, last_error, failures, etag, last_modified, content_sha256, content, render';
 const TIMER_COLUMNS = 'timer_id, agent_id, due_at, kind, payload';
 
 export function prepareMonitorStatements(db: Database.Database) {
@@ -31,10 +31,10 @@ export function prepareMonitorStatements(db: Database.Database) {
     dueTimers: p<TimerRow>(`SELECT ${TIMER_COLUMNS} FROM timers WHERE due_at <= ? ORDER BY due_at LIMIT ?`),
     nextDue: pluck<number | null>('SELECT min(due_at) FROM timers'),
     insertMonitor: p(
-      `INSERT INTO monitors (${MONITOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO monitors (${MONITOR_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
-    getMonitor: p<MonitorRow>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE monitor_id = ?`),
-    listMonitors: p<MonitorRow>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE agent_id = ? ORDER BY seq`),
+    getMonitor: p<SqlMonitorRow>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE monitor_id = ?`),
+    listMonitors: p<SqlMonitorRow>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE agent_id = ? ORDER BY seq`),
     updateMonitor: p(
       'UPDATE monitors SET url = ?, selector = ?, ignore_selectors = ?, condition = ?, interval_s = ?, until = ?, ' +
         'status = ?, last_checked_at = ?, next_check_at = ?, changes = ?, last_error = ?, failures = ?, etag = ?, ' +
@@ -57,6 +57,13 @@ export function prepareMonitorStatements(db: Database.Database) {
 
 export type MonitorStatements = ReturnType<typeof prepareMonitorStatements>;
 
+/** A monitor as SQLite answers it: `render` is 0 or 1. */
+export type SqlMonitorRow = Omit<MonitorRow, 'render'> & { render: number };
+
+export function monitorFromSql(row: SqlMonitorRow): MonitorRow {
+  return { ...row, render: row.render === 1 };
+}
+
 function monitorParams(m: MonitorRow): Bind[] {
   return [
     m.monitor_id,
@@ -78,6 +85,7 @@ function monitorParams(m: MonitorRow): Bind[] {
     m.last_modified,
     m.content_sha256,
     m.content,
+    m.render ? 1 : 0,
   ];
 }
 
@@ -92,7 +100,7 @@ export function insertMonitor(
   timer: TimerRow | null,
 ): MonitorRow | 'no_agent' {
   const existing = s.getMonitor.get(monitor.monitor_id);
-  if (existing) return existing;
+  if (existing) return monitorFromSql(existing);
   if (s.agentExists.get(monitor.agent_id) === undefined) return 'no_agent';
   s.insertMonitor.run(...monitorParams(monitor));
   if (timer) putTimer(s, timer);

@@ -3,8 +3,7 @@
  * The `monitor` tool (DESIGN §7): `create` a durable watch of a page (or a part of it), `list` and `cancel` them, and
  * `wait` until one reports a change that matters — the wait gives up the agent's run slot and survives restarts. The
  * checks themselves run between calls (service.ts), on durable timers, through the guarded fetch.
- *
- * `render: true` (checking through the browser) is not offered: checks read the served HTML.
+ * With `render: true` a page is checked as the browser renders it (its scripts ran), when the browser is available.
  */
 import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';
@@ -43,6 +42,7 @@ const MonitorInput = z.object({
     .optional()
     .describe('ISO 8601. create: monitor ends; wait: stop waiting'),
   monitor_id: z.string().min(1).max(100).optional().describe('cancel; wait: only this one'),
+  render: z.boolean().optional().describe('create: check the page as the browser renders it'),
 });
 
 export type MonitorToolInput = z.infer<typeof MonitorInput>;
@@ -50,6 +50,11 @@ export type MonitorToolInput = z.infer<typeof MonitorInput>;
 export interface MonitorToolOptions {
   /** The platform's guarded fetch, for the checks that run between calls. */
   fetch: CheckFetch;
+  /**
+   * Reads a page as the browser renders it, for monitors created with `render: true`; absent or failing with a message
+   * naming what to install when there is no browser.
+   */
+  render?: CheckFetch;
   /** Where `AGENTRY_MONITOR_MIN_INTERVAL_S` is read. @default process.env */
   env?: NodeJS.ProcessEnv;
 }
@@ -71,7 +76,7 @@ export type MonitorTool = Tool<MonitorToolInput> & {
  */
 export function monitorTool(options: MonitorToolOptions): MonitorTool {
   const minIntervalS = minIntervalFrom(options.env ?? process.env);
-  const service = new MonitorService(options.fetch, minIntervalS);
+  const service = new MonitorService(options.fetch, minIntervalS, options.render);
   const tool = defineTool<MonitorToolInput>({
     name: MONITOR_TOOL_NAME,
     description:
@@ -105,6 +110,7 @@ export function monitorTool(options: MonitorToolOptions): MonitorTool {
               condition: input.condition,
               interval_s: input.interval_s,
               until: input.until,
+              render: input.render,
             },
             (url, init) => ctx.fetch(url, init),
             ctx.signal,

@@ -54,6 +54,8 @@ export interface CreateMonitorInput {
   condition?: string | undefined;
   interval_s?: number | undefined;
   until?: string | undefined;
+  /** Check the page as the browser renders it. */
+  render?: boolean | undefined;
 }
 
 const CONDITION_SYSTEM =
@@ -68,7 +70,17 @@ export class MonitorService {
     private readonly fetch: CheckFetch,
     /** The shortest interval allowed, seconds. */
     readonly minIntervalS: number,
+    /** Reads a page as the browser renders it (`render: true`); undefined without a browser. */
+    private readonly render?: CheckFetch,
   ) {}
+
+  /** The reader of `render: true` monitors; without a browser, one whose every read fails saying so. */
+  private renderer(): CheckFetch {
+    return (
+      this.render ??
+      (() => Promise.reject(new Error('render: true needs the browser, which this runtime does not have')))
+    );
+  }
 
   /** Called by `ToolPlatform.attach`: registers the check timer's handler and the resume hook. */
   attach(services: PlatformServices): void {
@@ -115,7 +127,7 @@ export class MonitorService {
       throw new Error(`until (${input.until}) has passed already; give a time in the future`);
     }
     const spec = { url: input.url, selector: input.selector ?? null, ignoreSelectors: input.ignore_selectors ?? [] };
-    const page = await fetchWatchedText(fetch, spec, { etag: null, lastModified: null }, signal).catch(
+    const page = await fetchWatchedText(input.render ? this.renderer() : fetch, spec, { etag: null, lastModified: null }, signal).catch(
       (err: unknown) => {
         throw err instanceof MonitorCheckError ? new Error(err.message) : err;
       },
@@ -142,6 +154,7 @@ export class MonitorService {
       last_modified: page.lastModified,
       content_sha256: page.sha256,
       content: page.text,
+      render: input.render === true,
     };
     const stored = await storage.insertMonitor(row, checkTimer(row, next));
     this.s.timers.noteScheduled(next);
@@ -221,7 +234,7 @@ export class MonitorService {
     let page: FetchedPage;
     try {
       page = await fetchWatchedText(
-        this.fetch,
+        monitor.render ? this.renderer() : this.fetch,
         {
           url: monitor.url,
           selector: monitor.selector,
