@@ -234,7 +234,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
       name: MONITOR_TOOL_NAME,
       source: 'builtin',
       ready: true,
-      detail: `durable timers + guarded fetch (checks at least ${monitor.minIntervalS} s apart)`,
+      detail: `durable timers + guarded fetch, or the browser with render: true (checks at least ${monitor.minIntervalS} s apart)`,
       offered: offered.has(MONITOR_TOOL_NAME),
     },
     {
