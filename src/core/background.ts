@@ -13,7 +13,7 @@ import type { AgentRow, MessageRow, Settlement, StorageAdapter } from '../storag
 import type { PlatformServices } from '../tools/platform.js';
 import { isoTime, type Clock } from './clock.js';
 import type { CreditGate } from './credit-gate.js';
-import { inputTokenBound, modelCost, toolPrice, type PriceTable } from './credits.js';
+import { modelCost, modelReservation, settlementOf, toolPrice, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
 import { changeStatus } from './loop.js';
 import { toMessage, toStatusForm } from './records.js';
@@ -89,20 +89,10 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
       if (amount === 0) return true;
       const id = await hold(agent, amount, `a ${toolName} check`);
       if (id === null) return false;
-      await settle(agent, {
-        reservation_id: id,
-        root_id: agent.root_id,
-        ledger: {
-          account_id: agent.account_id,
-          agent_id: agent.agent_id,
-          kind: 'tool',
-          item: toolName,
-          tokens_in: 0,
-          tokens_out: 0,
-          cost: amount,
-          created_at: isoTime(clock.now()),
-        },
-      });
+      await settle(
+        agent,
+        settlementOf(agent, id, { kind: 'tool', item: toolName, cost: amount, at: isoTime(clock.now()) }),
+      );
       return true;
     },
 
@@ -120,7 +110,7 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
         agentId,
       };
       // The same strict bound as the loop's: a call can never cost more than it held.
-      const worstCase = modelCost(price, { inputTokens: inputTokenBound(request), outputTokens: maxTokens });
+      const worstCase = modelReservation(price, request);
       const id = await hold(agent, worstCase, 'a model call');
       if (id === null) {
         throw new AgentryError('insufficient_credits', 'The agent is out of credits: the model call was not made');
@@ -133,20 +123,17 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
         throw err;
       }
       const tokens = totalTokens(response.usage);
-      await settle(agent, {
-        reservation_id: id,
-        root_id: agent.root_id,
-        ledger: {
-          account_id: agent.account_id,
-          agent_id: agent.agent_id,
+      await settle(
+        agent,
+        settlementOf(agent, id, {
           kind: 'model',
           item: agent.model,
-          tokens_in: tokens.input,
-          tokens_out: tokens.output,
+          tokensIn: tokens.input,
+          tokensOut: tokens.output,
           cost: Math.min(worstCase, modelCost(price, response.usage)),
-          created_at: isoTime(clock.now()),
-        },
-      });
+          at: isoTime(clock.now()),
+        }),
+      );
       return response.content
         .filter((b) => b.type === 'text')
         .map((b) => (b as { text: string }).text)

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { totalTokens, type ModelRequest, type ModelUsage } from '../models/provider.js';
+import type { AgentRow, Settlement } from '../storage/adapter.js';
 import type { Tool } from '../tools/define-tool.js';
 import { creditsToMicros } from './schemas.js';
 
@@ -127,4 +128,26 @@ export function toolReservation(prices: PriceTable, tool: Tool, input: unknown):
 /** What a metered call costs for the units it reported, micro-credits: never more than it reserved. */
 export function meteredCost(prices: PriceTable, tool: Tool, units: number, reserved: number): number {
   return Math.min(reserved, Math.ceil(toolPrice(prices, tool.name, tool.price) * units));
+}
+
+/** What settles a hold: the ledger row of one model or tool call of an agent, at its real cost (micro-credits). */
+export function settlementOf(
+  agent: Pick<AgentRow, 'account_id' | 'agent_id' | 'root_id'>,
+  reservationId: string,
+  charge: { kind: 'model' | 'tool'; item: string; cost: number; at: string; tokensIn?: number; tokensOut?: number },
+): Settlement {
+  return {
+    reservation_id: reservationId,
+    root_id: agent.root_id,
+    ledger: {
+      account_id: agent.account_id,
+      agent_id: agent.agent_id,
+      kind: charge.kind,
+      item: charge.item,
+      tokens_in: charge.tokensIn ?? 0,
+      tokens_out: charge.tokensOut ?? 0,
+      cost: charge.cost,
+      created_at: charge.at,
+    },
+  };
 }

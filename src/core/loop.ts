@@ -18,6 +18,7 @@ import {
   inputTokenBound,
   modelCost,
   meteredCost,
+  settlementOf,
   toolReservation,
   type PriceTable,
 } from './credits.js';
@@ -412,20 +413,14 @@ async function runModelTurn(
     is_error: false,
     updated_at: now,
   }));
-  const settlement: Settlement = {
-    reservation_id: reservationId,
-    root_id: agent.root_id,
-    ledger: {
-      account_id: agent.account_id,
-      agent_id: agent.agent_id,
-      kind: 'model',
-      item: agent.model,
-      tokens_in: tokens.input,
-      tokens_out: tokens.output,
-      cost: modelCost(price, response.usage),
-      created_at: now,
-    },
-  };
+  const settlement = settlementOf(agent, reservationId, {
+    kind: 'model',
+    item: agent.model,
+    tokensIn: tokens.input,
+    tokensOut: tokens.output,
+    cost: modelCost(price, response.usage),
+    at: now,
+  });
   // A child with a result schema is done only when it submits its result: a plain answer gets it a reminder.
   const remind = toolUses.length === 0 && box.needsResult;
   const done = toolUses.length === 0 && !remind;
@@ -583,22 +578,16 @@ async function runToolCalls(
     });
   const settlements: Settlement[] = priced
     .filter((c) => !unfinished.has(c.use.id))
-    .map((c) => ({
-      reservation_id: reservationId,
-      root_id: agent.root_id,
-      ledger: {
-        account_id: agent.account_id,
-        agent_id: agent.agent_id,
+    .map((c) =>
+      settlementOf(agent, reservationId, {
         kind: 'tool',
         item: c.tool!.name,
-        tokens_in: 0,
-        tokens_out: 0,
         cost: c.tool!.meter
           ? meteredCost(deps.prices, c.tool!, metered.get(c.use.id) ?? 0, prices.get(c.use.id)!)
           : prices.get(c.use.id)!,
-        created_at: at,
-      },
-    }));
+        at,
+      }),
+    );
 
   if (unfinished.size > 0) {
     // A call that must never run twice was marked started; one that suspended did not finish, and runs again when its
