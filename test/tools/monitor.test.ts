@@ -12,13 +12,8 @@ import type { ScriptedTurn } from 'agentry/testing';
 import { eventually, openTestRuntime, type TestRuntime } from '../support/runtime.js';
 import { startPricePage, type PricePage } from '../fixtures/price-page.js';
 import { isConditionCall, monitorTools, watcherScript } from './monitor-support.js';
-import {
-  diffText,
-  htmlLines,
-  MonitorService,
-  monitorTool,
-  normaliseVolatile,
-} from '../../src/tools/builtin/monitor/index.js';
+import { MonitorService, monitorTool, normaliseVolatile } from '../../src/tools/builtin/monitor/index.js';
+import { diffText, htmlLines } from '../../src/tools/builtin/monitor/check.js';
 import { RuntimeEvents } from '../../src/core/events.js';
 import type { PlatformServices } from '../../src/tools/platform.js';
 import { deferred } from '../support/runtime.js';

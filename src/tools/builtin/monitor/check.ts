@@ -10,6 +10,7 @@ import { diffArrays } from 'diff';
 import { parseHTML } from 'linkedom';
 import { markupDepth } from '../../../web/page-reader/dom.js';
 import { normaliseLines } from './normalise.js';
+import { MonitorCheckError } from './check-error.js';
 
 /** The largest body a check reads. */
 const MAX_BYTES = 2 * 1024 * 1024;
@@ -19,16 +20,7 @@ const MAX_DEPTH = 2_000;
 export const MAX_TEXT_CHARS = 200_000;
 const SUMMARY_CHARS = 400;
 
-/** Why a check failed; `selector` is the monitor's own mistake, the rest are the site's (or the network's). */
-export class MonitorCheckError extends Error {
-  constructor(
-    message: string,
-    readonly reason: 'selector' | 'http' | 'network' | 'content',
-  ) {
-    super(message);
-    this.name = 'MonitorCheckError';
-  }
-}
+export { MonitorCheckError };
 
 export interface WatchSpec {
   url: string;

@@ -22,7 +22,6 @@ import {
 export { MonitorService, watchingMessage, monitorIdFor, MONITOR_TOOL_NAME, MONITOR_PRICE } from './service.js';
 export type { MonitorChange } from './service.js';
 export { normaliseVolatile } from './normalise.js';
-export { diffText, htmlLines } from './check.js';
 
 const MonitorInput = z.object({
   action: z.enum(['create', 'list', 'cancel', 'wait']),

@@ -17,14 +17,13 @@ import type { AgentStatus } from '../../../core/status.js';
 import { isoTime } from '../../../core/clock.js';
 import { monitorTimerId } from '../../../core/timers.js';
 import type { PlatformServices } from '../../platform.js';
-import {
-  diffText,
-  fetchWatchedText,
-  MonitorCheckError,
-  type CheckFetch,
-  type FetchedPage,
-  type TextDiff,
-} from './check.js';
+import type * as CheckModule from './check.js';
+import type { CheckFetch, FetchedPage, TextDiff } from './check.js';
+import { MonitorCheckError } from './check-error.js';
+
+/** The checking code (a DOM, a diff library) loads with the first check, not when agentry is imported. */
+let checkModule: Promise<typeof CheckModule> | undefined;
+const checks = () => (checkModule ??= import('./check.js'));
 
 export const MONITOR_TOOL_NAME = 'monitor';
 /** Credits per call and per background check. */
@@ -127,11 +126,15 @@ export class MonitorService {
       throw new Error(`until (${input.until}) has passed already; give a time in the future`);
     }
     const spec = { url: input.url, selector: input.selector ?? null, ignoreSelectors: input.ignore_selectors ?? [] };
-    const page = await fetchWatchedText(input.render ? this.renderer() : fetch, spec, { etag: null, lastModified: null }, signal).catch(
-      (err: unknown) => {
-        throw err instanceof MonitorCheckError ? new Error(err.message) : err;
-      },
-    );
+    const { fetchWatchedText } = await checks();
+    const page = await fetchWatchedText(
+      input.render ? this.renderer() : fetch,
+      spec,
+      { etag: null, lastModified: null },
+      signal,
+    ).catch((err: unknown) => {
+      throw err instanceof MonitorCheckError ? new Error(err.message) : err;
+    });
     if (page.notModified) throw new Error(`${input.url} answered 304 to a request without validators`);
     const next = now + intervalS * 1000;
     const row: MonitorRow = {
@@ -233,6 +236,7 @@ export class MonitorService {
     }
     let page: FetchedPage;
     try {
+      const { fetchWatchedText } = await checks();
       page = await fetchWatchedText(
         monitor.render ? this.renderer() : this.fetch,
         {
@@ -304,6 +308,7 @@ export class MonitorService {
       await this.sayWatching(agent.agent_id);
       return moved;
     }
+    const { diffText } = await checks();
     const diff = diffText(monitor.content, page.text);
     row = { ...row, ...contentOf(page) };
     const matters = monitor.condition === null || (await this.conditionMet(agent.agent_id, monitor, diff, page.text));
