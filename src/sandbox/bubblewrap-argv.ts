@@ -22,7 +22,7 @@
  */
 import { posix } from 'node:path';
 import { AgentryError } from '../errors.js';
-import type { SandboxLimits } from './sandbox.js';
+import type { SandboxLimits, SandboxMount } from './sandbox.js';
 
 /** One top-level path of the sandbox's root besides /usr: a symlink (merged-/usr hosts) or a read-only bind. */
 export type RootEntry = { path: string; symlinkTo: string } | { path: string; bind: true };
@@ -46,6 +46,8 @@ export interface BubblewrapConfig {
   workspace: string;
   /** Working directory relative to the workspace ('' or '.' for the workspace itself). */
   cwd: string;
+  /** More host paths bound inside (after the workspace, so none can hide it). */
+  mounts?: SandboxMount[];
   /** The complete environment of the command (the sandbox starts from an empty one). */
   env: Record<string, string>;
   limits: SandboxLimits;
@@ -112,6 +114,30 @@ export function sandboxCwd(cwd: string): string {
   return joined;
 }
 
+/** Paths the sandbox itself provides; a mount there would replace or hide them. */
+const RESERVED = [SANDBOX_WORKSPACE, '/proc', '/dev', '/tmp', '/usr', '/etc', '/bin', '/sbin', '/lib', '/lib64'];
+
+function checkMount(mount: SandboxMount): void {
+  for (const [field, path] of [
+    ['host', mount.host],
+    ['at', mount.at],
+  ] as const) {
+    if (!posix.isAbsolute(path) || path.includes('\0') || posix.normalize(path) !== path || path === '/') {
+      throw new AgentryError(
+        'invalid_request',
+        `Expected \`mounts[].${field}\` to be a normalised absolute path other than /, got ${JSON.stringify(path)}`,
+      );
+    }
+  }
+  const clash = RESERVED.find((r) => mount.at === r || mount.at.startsWith(`${r}/`) || r.startsWith(`${mount.at}/`));
+  if (clash) {
+    throw new AgentryError(
+      'invalid_request',
+      `Expected \`mounts[].at\` outside ${clash} (the sandbox provides it), got ${JSON.stringify(mount.at)}`,
+    );
+  }
+}
+
 function positiveInteger(name: string, value: number): string {
   if (!Number.isSafeInteger(value) || value <= 0) {
     throw new AgentryError('invalid_request', `Expected \`limits.${name}\` to be a positive integer, got ${value}`);
@@ -153,6 +179,10 @@ export function bubblewrapArgv(config: BubblewrapConfig): string[] {
   for (const path of config.etc) argv.push('--ro-bind-try', path, path);
   argv.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
   argv.push('--bind', config.workspace, SANDBOX_WORKSPACE, '--chdir', sandboxCwd(config.cwd));
+  for (const mount of config.mounts ?? []) {
+    checkMount(mount);
+    argv.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.at);
+  }
   argv.push('--clearenv');
   for (const [name, value] of Object.entries(config.env)) {
     if (name === '' || name.includes('=') || name.includes('\0') || value.includes('\0')) {

@@ -6,7 +6,7 @@
  * namespace, killing bwrap's init also kills every process inside, including daemonised ones. stdout and stderr are
  * kept up to a cap and then read and dropped, so a chatty command never blocks on a full pipe.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, readFileSync } from 'node:fs';
 import { access, chown, lstat, mkdtemp, readlink, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -19,6 +19,8 @@ import {
   type SandboxCommand,
   type SandboxLimits,
   type SandboxProbe,
+  type SandboxProcess,
+  type SandboxSpawnCommand,
   type SandboxResult,
   type SandboxRunOptions,
 } from './sandbox.js';
@@ -100,6 +102,8 @@ function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
 
+type Ended = Awaited<SandboxProcess['exited']>;
+
 interface Host {
   bwrap: string;
   setpriv: string;
@@ -151,7 +155,16 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     return host;
   }
 
-  async function spawnSandboxed(h: Host, command: SandboxCommand, signal?: AbortSignal): Promise<SandboxResult> {
+  /**
+   * Starts the command in a new sandbox and ends it on timeout or abort. `exited` resolves when bwrap has exited and
+   * its streams are closed; the caller reads stdout and stderr (and writes stdin when it is a pipe).
+   */
+  function launch(
+    h: Host,
+    command: SandboxSpawnCommand | SandboxCommand,
+    stdin: 'ignore' | 'pipe',
+    signal?: AbortSignal,
+  ): { child: ChildProcess; kill: () => void; exited: Promise<Ended> } {
     const limits: SandboxLimits = { ...baseLimits, ...command.limits };
     const argv = bubblewrapArgv({
       bwrap: h.bwrap,
@@ -164,92 +177,64 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       hostname: 'sandbox',
       workspace: command.workspace,
       cwd: command.cwd ?? '.',
+      ...(command.mounts ? { mounts: command.mounts } : {}),
       env: sandboxEnv(command.env),
       limits,
       command: ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...commandArgv(command)],
     });
     const started = performance.now();
-    if (signal?.aborted) {
-      return {
-        exitCode: null,
-        signal: 'SIGKILL',
-        stdout: '',
-        stderr: '',
-        stdoutTruncated: false,
-        stderrTruncated: false,
-        timedOut: false,
-        durationMs: 0,
-      };
-    }
-    return new Promise<SandboxResult>((resolve, reject) => {
-      const child = spawn(argv[0]!, argv.slice(1), {
-        detached: true,
-        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
-        env: {},
-      });
-      let timedOut = false;
-      let killed = false;
-      let ended = false;
-      let fallback: NodeJS.Timeout | undefined;
-      const killGroup = () => {
-        if (ended || child.pid === undefined) return;
+    const child = spawn(argv[0]!, argv.slice(1), {
+      detached: true,
+      stdio: [stdin, 'pipe', 'pipe', 'pipe'],
+      env: {},
+    });
+    let timedOut = false;
+    let killed = false;
+    let ended = false;
+    let fallback: NodeJS.Timeout | undefined;
+    const killGroup = () => {
+      if (ended || child.pid === undefined) return;
+      try {
+        process.kill(-child.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    };
+    // SIGKILL to bwrap's init inside the sandbox first: the kernel then kills every process of the pid namespace,
+    // and bwrap, which waits for it, exits and is reaped here. Killing bwrap first would leave its init to the
+    // host's pid 1 to reap (a zombie for a while). The whole group is killed as well a moment later, or at once
+    // when the init cannot be found.
+    const killSandbox = () => {
+      if (ended || killed || child.pid === undefined) return;
+      killed = true;
+      const inits = childrenOf(child.pid);
+      for (const pid of inits) {
         try {
-          process.kill(-child.pid, 'SIGKILL');
+          process.kill(pid, 'SIGKILL');
         } catch {
           // already gone
         }
-      };
-      // SIGKILL to bwrap's init inside the sandbox first: the kernel then kills every process of the pid namespace,
-      // and bwrap, which waits for it, exits and is reaped here. Killing bwrap first would leave its init to the
-      // host's pid 1 to reap (a zombie for a while). The whole group is killed as well a moment later, or at once
-      // when the init cannot be found.
-      const killSandbox = () => {
-        if (ended || killed || child.pid === undefined) return;
-        killed = true;
-        const inits = childrenOf(child.pid);
-        for (const pid of inits) {
-          try {
-            process.kill(pid, 'SIGKILL');
-          } catch {
-            // already gone
-          }
-        }
-        if (inits.length === 0) killGroup();
-        else fallback = setTimeout(killGroup, 500);
-      };
-      const onAbort = () => killSandbox();
-      const timer = setTimeout(() => {
-        timedOut = true;
-        killSandbox();
-      }, command.timeoutMs);
-      signal?.addEventListener('abort', onAbort, { once: true });
+      }
+      if (inits.length === 0) killGroup();
+      else fallback = setTimeout(killGroup, 500);
+    };
+    const onAbort = () => killSandbox();
+    const timer = setTimeout(() => {
+      timedOut = true;
+      killSandbox();
+    }, command.timeoutMs);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (signal?.aborted) killSandbox();
 
-      const capture = (stream: NodeJS.ReadableStream) => {
-        const chunks: Buffer[] = [];
-        const state = { kept: 0, truncated: false, chunks };
-        stream.on('data', (chunk: Buffer) => {
-          const room = command.maxOutputBytes - state.kept;
-          if (chunk.length <= room) {
-            chunks.push(chunk);
-            state.kept += chunk.length;
-          } else {
-            if (room > 0) chunks.push(chunk.subarray(0, room));
-            state.kept += Math.max(room, 0);
-            state.truncated = true; // past the cap the bytes are read and dropped
-          }
-        });
-        return state;
-      };
-      const out = capture(child.stdout!);
-      const err = capture(child.stderr!);
-      let cpuReport = '';
-      (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
-        if (cpuReport.length < 256) cpuReport += chunk.toString('utf8');
-      });
-      child.on('exit', () => {
-        // The command is done, or bwrap was killed: either way the pid namespace is gone with bwrap's init.
-        ended = true;
-      });
+    let cpuReport = '';
+    (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
+      if (cpuReport.length < 256) cpuReport += chunk.toString('utf8');
+    });
+    child.on('exit', () => {
+      // The command is done, or bwrap was killed: either way the pid namespace is gone with bwrap's init.
+      ended = true;
+    });
+    const exited = new Promise<Ended>((resolve, reject) => {
       child.on('error', (error) => {
         clearTimeout(timer);
         signal?.removeEventListener('abort', onAbort);
@@ -264,16 +249,55 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
           // Killed on timeout or abort: reported as SIGKILL, whether bwrap died of it or exited after its init did.
           exitCode: killed ? null : code,
           signal: killed ? 'SIGKILL' : sig,
-          stdout: Buffer.concat(out.chunks).toString('utf8'),
-          stderr: Buffer.concat(err.chunks).toString('utf8'),
-          stdoutTruncated: out.truncated,
-          stderrTruncated: err.truncated,
           timedOut,
           durationMs: Math.round((performance.now() - started) * 10) / 10,
           ...cpuTimeOf(killed ? '' : cpuReport),
         });
       });
     });
+    return { child, kill: killSandbox, exited };
+  }
+
+  async function runSandboxed(h: Host, command: SandboxCommand, signal?: AbortSignal): Promise<SandboxResult> {
+    if (signal?.aborted) {
+      return {
+        exitCode: null,
+        signal: 'SIGKILL',
+        stdout: '',
+        stderr: '',
+        stdoutTruncated: false,
+        stderrTruncated: false,
+        timedOut: false,
+        durationMs: 0,
+      };
+    }
+    const { child, exited } = launch(h, command, 'ignore', signal);
+    const capture = (stream: NodeJS.ReadableStream) => {
+      const chunks: Buffer[] = [];
+      const state = { kept: 0, truncated: false, chunks };
+      stream.on('data', (chunk: Buffer) => {
+        const room = command.maxOutputBytes - state.kept;
+        if (chunk.length <= room) {
+          chunks.push(chunk);
+          state.kept += chunk.length;
+        } else {
+          if (room > 0) chunks.push(chunk.subarray(0, room));
+          state.kept += Math.max(room, 0);
+          state.truncated = true; // past the cap the bytes are read and dropped
+        }
+      });
+      return state;
+    };
+    const out = capture(child.stdout!);
+    const err = capture(child.stderr!);
+    const ended = await exited;
+    return {
+      ...ended,
+      stdout: Buffer.concat(out.chunks).toString('utf8'),
+      stderr: Buffer.concat(err.chunks).toString('utf8'),
+      stdoutTruncated: out.truncated,
+      stderrTruncated: err.truncated,
+    };
   }
 
   async function probeOnce(): Promise<SandboxProbe> {
@@ -282,7 +306,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     const workspace = await mkdtemp(join(tmpdir(), 'agentry-sandbox-probe-'));
     try {
       if (isRoot()) await chown(workspace, uid, gid);
-      const r = await spawnSandboxed(h, {
+      const r = await runSandboxed(h, {
         argv: ['/bin/cat', '/proc/net/dev'],
         workspace,
         timeoutMs: 10_000,
@@ -313,31 +337,44 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
 
   const probe = (): Promise<SandboxProbe> => (probed ??= probeOnce());
 
+  /** The host, once the probe passed, and the checks every command must pass. */
+  async function ready(command: SandboxSpawnCommand | SandboxCommand): Promise<Host> {
+    const probed = await probe();
+    if (!probed.ok) throw new AgentryError('not_configured', `No sandbox available: ${probed.reason}`);
+    const h = await findHost();
+    if (typeof h === 'string') throw new AgentryError('not_configured', `No sandbox available: ${h}`);
+    if (!Number.isFinite(command.timeoutMs) || command.timeoutMs <= 0) {
+      throw new AgentryError(
+        'invalid_request',
+        `Expected \`timeoutMs\` to be a positive number, got ${command.timeoutMs}`,
+      );
+    }
+    const workspace = await stat(command.workspace).catch(() => undefined);
+    if (!workspace?.isDirectory()) {
+      throw new AgentryError('invalid_request', `Expected \`workspace\` to be a directory, got ${command.workspace}`);
+    }
+    return h;
+  }
+
   return {
     name: 'bubblewrap',
     probe,
     async run(command, runOptions: SandboxRunOptions = {}) {
-      const probed = await probe();
-      if (!probed.ok) throw new AgentryError('not_configured', `No sandbox available: ${probed.reason}`);
-      const h = await findHost();
-      if (typeof h === 'string') throw new AgentryError('not_configured', `No sandbox available: ${h}`);
-      if (!Number.isFinite(command.timeoutMs) || command.timeoutMs <= 0) {
-        throw new AgentryError(
-          'invalid_request',
-          `Expected \`timeoutMs\` to be a positive number, got ${command.timeoutMs}`,
-        );
-      }
       if (!Number.isSafeInteger(command.maxOutputBytes) || command.maxOutputBytes < 0) {
         throw new AgentryError(
           'invalid_request',
           `Expected \`maxOutputBytes\` to be a non-negative integer, got ${command.maxOutputBytes}`,
         );
       }
-      const workspace = await stat(command.workspace).catch(() => undefined);
-      if (!workspace?.isDirectory()) {
-        throw new AgentryError('invalid_request', `Expected \`workspace\` to be a directory, got ${command.workspace}`);
-      }
-      return spawnSandboxed(h, command, runOptions.signal);
+      const h = await ready(command);
+      return runSandboxed(h, command, runOptions.signal);
+    },
+    async spawn(command, runOptions: SandboxRunOptions = {}): Promise<SandboxProcess> {
+      const h = await ready(command);
+      const { child, kill, exited } = launch(h, command, 'pipe', runOptions.signal);
+      // A start that fails rejects `exited`; the caller sees it there, not as an unhandled rejection here.
+      exited.catch(() => undefined);
+      return { stdin: child.stdin!, stdout: child.stdout!, stderr: child.stderr!, kill, exited };
     },
   };
 }

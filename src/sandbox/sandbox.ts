@@ -51,6 +51,22 @@ interface SandboxCommandBase {
   limits?: Partial<SandboxLimits>;
   /** Bytes kept of stdout, and of stderr, each; the rest is read and dropped so the command never blocks. */
   maxOutputBytes: number;
+  /**
+   * More host paths to show inside, besides the system directories and the workspace: a program the command needs
+   * (Claude Code's binary), a unix socket to reach one service of the host by (the model bridge), a directory of the
+   * runtime's own. Read-only unless `writable`. They are the host application's choice, never a model's.
+   */
+  mounts?: SandboxMount[];
+}
+
+/** One host path bound into the sandbox. */
+export interface SandboxMount {
+  /** Absolute host path (a file, a directory or a unix socket). */
+  host: string;
+  /** Absolute path inside the sandbox, outside `/workspace`, `/proc`, `/dev` and `/tmp`. */
+  at: string;
+  /** @default false */
+  writable?: boolean;
 }
 
 /** One command to run: an argv (no shell) or a shell line run by `/bin/sh -c`. */
@@ -82,6 +98,23 @@ export interface SandboxResult {
   cpuMs?: number;
 }
 
+/** A command started with {@link Sandbox.spawn}: its limits, but no output cap (the caller reads the streams). */
+export type SandboxSpawnCommand = Omit<SandboxCommandBase, 'maxOutputBytes'> & { argv: string[] };
+
+/**
+ * A process running in a sandbox, its standard streams open to the caller (Claude Code speaks JSON lines over them).
+ * The wall-clock limit and the abort signal still kill it, and everything it started, as in `run()`.
+ */
+export interface SandboxProcess {
+  stdin: NodeJS.WritableStream;
+  stdout: NodeJS.ReadableStream;
+  stderr: NodeJS.ReadableStream;
+  /** Kills every process of the sandbox at once (SIGKILL); `exited` then resolves. */
+  kill(): void;
+  /** How it ended: `exitCode`, `signal`, `timedOut`, `durationMs` and `cpuMs` as in {@link SandboxResult}. */
+  exited: Promise<Omit<SandboxResult, 'stdout' | 'stderr' | 'stdoutTruncated' | 'stderrTruncated'>>;
+}
+
 /** Whether a sandbox can run commands here, and if not, why (naming what to install or set). */
 export type SandboxProbe = { ok: true } | { ok: false; reason: string };
 
@@ -102,4 +135,9 @@ export interface Sandbox {
    * (`invalid_request`) when the command is malformed; a command that fails, times out or is aborted resolves.
    */
   run(command: SandboxCommand, options?: SandboxRunOptions): Promise<SandboxResult>;
+  /**
+   * Starts one long-running process whose standard streams the caller drives (a coding agent of its own, such as
+   * Claude Code). Optional: a sandbox without it cannot host the `claude-agent-sdk` backend. Rejects like `run()`.
+   */
+  spawn?(command: SandboxSpawnCommand, options?: SandboxRunOptions): Promise<SandboxProcess>;
 }
