@@ -31,7 +31,7 @@ export interface BackgroundDeps {
 
 export type BackgroundServices = Pick<
   PlatformServices,
-  'chargeTool' | 'askModel' | 'appendMessage' | 'setStatusMessage'
+  'chargeTool' | 'askModel' | 'generate' | 'appendMessage' | 'setStatusMessage'
 >;
 
 /** Background holds need unique ids among live holds, like the loop's. */
@@ -41,8 +41,16 @@ let holdSeq = 0;
 export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
   const { storage, credits, clock, events } = deps;
 
-  /** Holds `amount` for the agent; on a refusal stops it as OUT_OF_CREDITS (what the loop does) and answers null. */
-  const hold = async (agent: AgentRow, amount: number, what: string): Promise<string | null> => {
+  /**
+   * Holds `amount` for the agent and answers the hold's id; on a refusal answers null, after stopping the agent as
+   * OUT_OF_CREDITS (what the loop does) unless `stopWhenRefused` is false (a call in flight reports it instead).
+   */
+  const hold = async (
+    agent: AgentRow,
+    amount: number,
+    what: string,
+    stopWhenRefused = true,
+  ): Promise<string | null> => {
     const id = HOLD_PREFIX + (++holdSeq).toString(36);
     const reservation = await credits.reserve({
       id,
@@ -52,6 +60,7 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
       amount,
     });
     if (reservation.granted) return id;
+    if (!stopWhenRefused) return null;
     const limit = reservation.refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
     await changeStatus(deps, agent, 'exhaust_credits', {
       status_message: `Out of credits: ${what} needs ${microsToCredits(amount)} credits, more than ${limit} allows`,
@@ -81,11 +90,51 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     }
   };
 
+  const generate: BackgroundServices['generate'] = async (agentId, turn, options = {}) => {
+    const agent = await storage.getAgent(agentId);
+    if (!agent) throw new AgentryError('not_found', `Agent ${agentId} not found`);
+    const price = deps.prices.models[agent.model];
+    if (!price) throw new AgentryError('not_configured', `no price is configured for model ${agent.model}`);
+    const request: ModelRequest = { model: agent.model, ...turn, agentId };
+    // The same strict bound as the loop's: a call can never cost more than it held.
+    const worstCase = modelReservation(price, request);
+    const stopWhenRefused = options.signal === undefined;
+    const id = await hold(agent, worstCase, 'a model call', stopWhenRefused);
+    if (id === null) {
+      throw new AgentryError(
+        'insufficient_credits',
+        `The agent is out of credits: a model call needs up to ${microsToCredits(worstCase)} credits and was not made`,
+      );
+    }
+    let response;
+    try {
+      response = await deps.inModelLane(() =>
+        deps.model.generate(request, { signal: options.signal ?? new AbortController().signal }),
+      );
+    } catch (err) {
+      await credits.release(id);
+      throw err;
+    }
+    const tokens = totalTokens(response.usage);
+    await settle(
+      agent,
+      settlementOf(agent, id, {
+        kind: 'model',
+        item: agent.model,
+        tokensIn: tokens.input,
+        tokensOut: tokens.output,
+        cost: Math.min(worstCase, modelCost(price, response.usage)),
+        at: isoTime(clock.now()),
+      }),
+    );
+    return response;
+  };
+
   return {
-    async chargeTool(agentId, toolName, ownPrice) {
+    async chargeTool(agentId, toolName, ownPrice, units = 1) {
       const agent = await storage.getAgent(agentId);
       if (!agent) return false;
-      const amount = toolPrice(deps.prices, toolName, ownPrice);
+      const amount = Math.ceil(toolPrice(deps.prices, toolName, ownPrice) * units);
       if (amount === 0) return true;
       const id = await hold(agent, amount, `a ${toolName} check`);
       if (id === null) return false;
@@ -97,49 +146,20 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     },
 
     async askModel(agentId, { system, prompt, maxTokens = 256 }) {
-      const agent = await storage.getAgent(agentId);
-      if (!agent) throw new AgentryError('not_found', `Agent ${agentId} not found`);
-      const price = deps.prices.models[agent.model];
-      if (!price) throw new AgentryError('not_configured', `no price is configured for model ${agent.model}`);
-      const request: ModelRequest = {
-        model: agent.model,
+      const response = await generate(agentId, {
         system,
         messages: [{ role: 'user', content: [{ type: 'text', text: prompt }] }],
         tools: [],
         maxTokens,
-        agentId,
-      };
-      // The same strict bound as the loop's: a call can never cost more than it held.
-      const worstCase = modelReservation(price, request);
-      const id = await hold(agent, worstCase, 'a model call');
-      if (id === null) {
-        throw new AgentryError('insufficient_credits', 'The agent is out of credits: the model call was not made');
-      }
-      let response;
-      try {
-        response = await deps.inModelLane(() => deps.model.generate(request, { signal: new AbortController().signal }));
-      } catch (err) {
-        await credits.release(id);
-        throw err;
-      }
-      const tokens = totalTokens(response.usage);
-      await settle(
-        agent,
-        settlementOf(agent, id, {
-          kind: 'model',
-          item: agent.model,
-          tokensIn: tokens.input,
-          tokensOut: tokens.output,
-          cost: Math.min(worstCase, modelCost(price, response.usage)),
-          at: isoTime(clock.now()),
-        }),
-      );
+      });
       return response.content
         .filter((b) => b.type === 'text')
         .map((b) => (b as { text: string }).text)
         .join('\n')
         .trim();
     },
+
+    generate,
 
     async appendMessage(agentId, text) {
       const at = isoTime(clock.now());

@@ -8,6 +8,7 @@
 import type { Clock } from '../core/clock.js';
 import type { RuntimeEvents } from '../core/events.js';
 import type { Timers } from '../core/timers.js';
+import type { ModelRequest, ModelResponse } from '../models/provider.js';
 import type { StorageAdapter } from '../storage/adapter.js';
 import type { MessagingOptions } from '../messaging/config.js';
 import type { SearchProvider } from '../web/search-provider.js';
@@ -50,6 +51,19 @@ export interface BuiltinToolsOptions {
   };
   /** Where coding agents' workspaces live (spawn_claude_code_agent). @default `<os tmpdir>/agentry-workspaces` */
   dataDir?: string;
+  /**
+   * spawn_claude_code_agent (issue 15): who codes. `runtime` is a child agent of the runtime's model with Claude Code's
+   * six tools; `claude-agent-sdk` is Claude Code itself in the same sandbox, thinking with the runtime's model through
+   * a billed model bridge (install the optional `@anthropic-ai/claude-agent-sdk`).
+   * @default { backend: AGENTRY_CODE_AGENT_BACKEND ?? 'runtime', maxTurns: 100, maxOutputTokens: 8192 }
+   */
+  codeAgent?: {
+    backend?: 'runtime' | 'claude-agent-sdk';
+    /** Claude Code's model turns per call at most. */
+    maxTurns?: number;
+    /** Output tokens of one of Claude Code's model turns at most. */
+    maxOutputTokens?: number;
+  };
   /**
    * spawn_browser_agent (issue 14): the Chromium to drive, how long an idle browser stays up, and how many contexts
    * (browser agents) are open at once. @example { executablePath: '/usr/bin/chromium', idleMs: 60_000 }
@@ -99,14 +113,26 @@ export interface PlatformServices {
   /**
    * Charges an agent for a tool's work done outside a call (a monitor's check) at the tool's price (the price table's
    * entry, else `ownPrice` credits), through the credit gate and the ledger. When the balance (or the tree's cap)
-   * cannot pay it, nothing is charged, the agent stops as OUT_OF_CREDITS, and the answer is false.
+   * cannot pay it, nothing is charged, the agent stops as OUT_OF_CREDITS, and the answer is false. With `units`, the
+   * price of that many units of a metered tool (CPU-seconds of a sandbox). @default units 1
    */
-  chargeTool(agentId: string, toolName: string, ownPrice: number): Promise<boolean>;
+  chargeTool(agentId: string, toolName: string, ownPrice: number, units?: number): Promise<boolean>;
   /**
    * A short model call on the agent's model and account, billed like its own model use (reserved before, settled
    * after). Rejects with `insufficient_credits` (the agent stopped as OUT_OF_CREDITS) when it cannot be paid.
    */
   askModel(agentId: string, request: { system: string; prompt: string; maxTokens?: number }): Promise<string>;
+  /**
+   * One model turn on the agent's model and account, billed like its own model use (reserved with the strict bound
+   * before, settled at the real usage after): a coding agent of its own (Claude Code through the model bridge) thinks
+   * with the runtime's model and budget. With `signal` (a call in flight), a balance that cannot pay rejects with
+   * `insufficient_credits` and leaves the agent's status alone; without it, the agent stops as OUT_OF_CREDITS first.
+   */
+  generate(
+    agentId: string,
+    turn: Pick<ModelRequest, 'system' | 'messages' | 'tools' | 'maxTokens'>,
+    options?: { signal?: AbortSignal },
+  ): Promise<ModelResponse>;
   /** Adds an ASSISTANT message to the agent's transcript (and the `agent.message` event); false if it is gone. */
   appendMessage(agentId: string, text: string): Promise<boolean>;
   /**
