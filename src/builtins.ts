@@ -7,7 +7,12 @@
 import { z } from 'zod';
 import { parseArgs } from './core/validate.js';
 import { AgentryError } from './errors.js';
-import { CODE_AGENT_TOOL_NAME, codeAgentTool } from './tools/builtin/code-agent/index.js';
+import {
+  CODE_AGENT_BACKENDS,
+  CODE_AGENT_TOOL_NAME,
+  codeAgentTool,
+  type CodeAgentBackend,
+} from './tools/builtin/code-agent/index.js';
 import { deepResearchTool } from './tools/builtin/deep-research/index.js';
 import { enrichTool } from './tools/builtin/enrich/index.js';
 import { findAllTool } from './tools/builtin/find-all/index.js';
@@ -62,6 +67,14 @@ const OptionsSchema = z
       .optional(),
     env: z.record(z.string(), z.string().optional()).optional(),
     dataDir: z.string().min(1).optional(),
+    codeAgent: z
+      .object({
+        backend: z.enum(CODE_AGENT_BACKENDS).optional(),
+        maxTurns: z.number().int().min(1).max(1_000).optional(),
+        maxOutputTokens: z.number().int().min(256).max(128_000).optional(),
+      })
+      .strict()
+      .optional(),
     browser: z
       .object({
         executablePath: z.string().min(1).optional(),
@@ -96,6 +109,18 @@ function configuredHosts(env: NodeJS.ProcessEnv): string[] {
   return hosts;
 }
 
+/** The coding backend: the option, else AGENTRY_CODE_AGENT_BACKEND, else the runtime's own child. */
+function codeAgentBackend(option: CodeAgentBackend | undefined, env: NodeJS.ProcessEnv): CodeAgentBackend {
+  const value = option ?? (env['AGENTRY_CODE_AGENT_BACKEND']?.trim() || 'runtime');
+  if (!(CODE_AGENT_BACKENDS as readonly string[]).includes(value)) {
+    throw new AgentryError(
+      'invalid_request',
+      `AGENTRY_CODE_AGENT_BACKEND must be one of ${CODE_AGENT_BACKENDS.join(', ')}, got ${JSON.stringify(value)}`,
+    );
+  }
+  return value as CodeAgentBackend;
+}
+
 /** Builds the built-in tools and their services. */
 export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatform {
   const o = parseArgs(OptionsSchema, options, 'builtinTools options') as BuiltinToolsOptions;
@@ -122,7 +147,18 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
   });
   const messaging = messagingFromConfig(o.messaging, env, (url, init) => twilioFetch(url, init));
   // Its sandbox (bubblewrap) is probed on the first call; workspaces under <os.tmpdir()>/agentry-workspaces.
-  const codeAgent = codeAgentTool(o.dataDir !== undefined ? { dataDir: o.dataDir } : {});
+  const codeAgent = codeAgentTool({
+    ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
+    backend: codeAgentBackend(o.codeAgent?.backend, env),
+    ...(o.codeAgent?.maxTurns !== undefined || o.codeAgent?.maxOutputTokens !== undefined
+      ? {
+          claudeCode: {
+            ...(o.codeAgent.maxTurns !== undefined ? { maxTurns: o.codeAgent.maxTurns } : {}),
+            ...(o.codeAgent.maxOutputTokens !== undefined ? { maxOutputTokens: o.codeAgent.maxOutputTokens } : {}),
+          },
+        }
+      : {}),
+  });
   // The browser starts on the first call; its pages obey the guarded fetch's address rules and allow list.
   const browserAgent = browserAgentTool({
     allow: parseAllowList([...(o.fetch?.allow ?? []), ...(env['AGENTRY_FETCH_ALLOW']?.split(',') ?? [])]),
@@ -265,6 +301,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
       await Promise.all([codeAgent.agentsDeleted(ids), browserAgent.agentsDeleted(ids)]);
     },
     async attach(services) {
+      codeAgent.attach(services);
       browserAgent.attach(services);
       // Registers the check timers' handler before recovery and the timer loop start.
       monitor.attach(services);

@@ -11,8 +11,14 @@
  * child's agent id (why: `session.ts`). The spawn is keyed by the call, so a re-run after a crash re-attaches to the
  * same child and finds its workspace; once the call has kept its output in its durable state, the workspace is
  * removed.
+ *
+ * Two backends do the coding. `runtime` (the default) is the child above: the runtime's model with Claude Code's six
+ * tools. `claude-agent-sdk` runs Claude Code itself in the sandbox (`claude-sdk/`), thinking with the runtime's model
+ * through a billed model bridge; it needs the optional `@anthropic-ai/claude-agent-sdk` package. Both end the same
+ * way: the named files as artifacts, the commands, and the acceptance command re-run by the runtime.
  */
 import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { lstat, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, extname, join } from 'node:path';
@@ -21,9 +27,12 @@ import { AgentryError } from '../../../errors.js';
 import { bubblewrapSandbox } from '../../../sandbox/bubblewrap.js';
 import type { Sandbox, SandboxProbe } from '../../../sandbox/sandbox.js';
 import { chownToSandbox, createWorkspace, resolveInWorkspace } from '../../../sandbox/workspace.js';
-import { defineTool, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
-import { codeChildTools, makeParents, relativePath } from './child-tools.js';
-import { CODER_INSTRUCTIONS, CODER_STEPS, coderGoal } from './prompts.js';
+import { defineTool, ToolSuspension, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
+import type { PlatformServices } from '../../platform.js';
+import { CLAUDE_AGENT_SDK, removeClaudeRuns, runClaudeCodeBackend } from './claude-sdk/backend.js';
+import type { ClaudeAgentSdk } from './claude-sdk/run-claude-code.js';
+import { BASH_CPU_SECOND_PRICE, codeChildTools, makeParents, relativePath } from './child-tools.js';
+import { CLAUDE_CODE_INSTRUCTIONS, CODER_INSTRUCTIONS, CODER_STEPS, coderGoal } from './prompts.js';
 import { readCommands, readSession, removeSession, writeSession, type CommandRecord } from './session.js';
 
 export const CODE_AGENT_TOOL_NAME = 'spawn_claude_code_agent';
@@ -49,7 +58,41 @@ export interface CodeAgentToolOptions {
   price?: number;
   /** Largest file kept as an artifact; a larger one is reported, not kept. @default 1 MB */
   maxFileBytes?: number;
+  /**
+   * Who does the coding: `runtime`, a child agent of the runtime's model with Claude Code's six tools, or
+   * `claude-agent-sdk`, Claude Code itself in the same sandbox (needs the optional package
+   * `@anthropic-ai/claude-agent-sdk`; its model turns go to the runtime's model, billed to the calling agent).
+   * @default AGENTRY_CODE_AGENT_BACKEND, else 'runtime'
+   */
+  backend?: CodeAgentBackend;
+  /** The claude-agent-sdk backend's bounds. */
+  claudeCode?: {
+    /** Model turns of one call at most. @default 100 */
+    maxTurns?: number;
+    /** Output tokens of one model turn at most (Claude Code asks for up to 64k; the reservation counts on it). @default 8192 */
+    maxOutputTokens?: number;
+    /**
+     * Loads the SDK module (typed loosely so that this type does not need the optional package).
+     * @default () => import('@anthropic-ai/claude-agent-sdk')
+     */
+    loadSdk?: () => Promise<unknown>;
+  };
 }
+
+export const CODE_AGENT_BACKENDS = ['runtime', 'claude-agent-sdk'] as const;
+export type CodeAgentBackend = (typeof CODE_AGENT_BACKENDS)[number];
+
+const OptionsSchema = z.object({
+  backend: z.enum(CODE_AGENT_BACKENDS).optional(),
+  claudeCode: z
+    .object({
+      maxTurns: z.number().int().min(1).max(1_000).optional(),
+      maxOutputTokens: z.number().int().min(256).max(128_000).optional(),
+      loadSdk: z.custom<() => Promise<unknown>>((v) => typeof v === 'function').optional(),
+    })
+    .strict()
+    .optional(),
+});
 
 const Input = z.object({
   task: z
@@ -127,12 +170,25 @@ function bwrapOnPath(): boolean {
   return dirs.some((d) => d.startsWith('/') && existsSync(join(d, 'bwrap')));
 }
 
+/** Whether the optional SDK can be found from here (without loading it). */
+function sdkInstalled(): boolean {
+  try {
+    createRequire(import.meta.url).resolve(CLAUDE_AGENT_SDK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The tool, with its readiness for `agentry tools`. */
 export type CodeAgentTool = Tool<z.input<typeof Input>> & {
   /** Ready or not, and why: the probe's answer once it ran, else a quick look for bwrap ("checked on first use"). */
   readiness(): { ready: boolean; detail: string };
   /** Removes the workspaces of deleted agents (a coding child's workspace is keyed by the child's id). */
   agentsDeleted(agentIds: readonly string[]): Promise<void>;
+  /** The runtime's services: the claude-agent-sdk backend's model turns are billed through them. */
+  attach(services: PlatformServices): void;
+  readonly backend: CodeAgentBackend;
 };
 
 /**
@@ -145,6 +201,16 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
   const dataDir = options.dataDir ?? join(tmpdir(), 'agentry-workspaces');
   const sandbox = options.sandbox ?? bubblewrapSandbox();
   const maxFileBytes = options.maxFileBytes ?? 1024 * 1024;
+  const parsed = OptionsSchema.safeParse({ backend: options.backend, claudeCode: options.claudeCode });
+  if (!parsed.success) {
+    throw new AgentryError(
+      'invalid_request',
+      `Invalid ${CODE_AGENT_TOOL_NAME} options: ${z.prettifyError(parsed.error)}`,
+    );
+  }
+  const backend = options.backend ?? 'runtime';
+  const loadSdk = (options.claudeCode?.loadSdk ?? (() => import(CLAUDE_AGENT_SDK))) as () => Promise<ClaudeAgentSdk>;
+  let services: PlatformServices | undefined;
   let probed: SandboxProbe | undefined;
   const probe = async () => (probed = await sandbox.probe());
 
@@ -175,6 +241,46 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       }
       const budgetMs = (input.timeout_s ?? DEFAULT_TIMEOUT_S) * 1000;
       const given = (input.files ?? []).map((f) => relativePath(f.path));
+      const writeGivenFiles = async (root: string) => {
+        for (const [i, file] of (input.files ?? []).entries()) {
+          await makeParents(root, given[i]!);
+          const host = await resolveInWorkspace(root, given[i]!);
+          await writeFile(host, file.content);
+          await chownToSandbox(host);
+        }
+      };
+      if (backend === 'claude-agent-sdk') {
+        const ran = await runClaudeCodeBackend(
+          {
+            dataDir,
+            sandbox,
+            services: () => services,
+            loadSdk,
+            maxTurns: options.claudeCode?.maxTurns ?? CODER_STEPS,
+            maxOutputTokens: options.claudeCode?.maxOutputTokens ?? 8192,
+          },
+          input,
+          { first: coderGoal(input.task, given, input.acceptance_command), instructions: CLAUDE_CODE_INSTRUCTIONS },
+          ctx,
+          budgetMs,
+          writeGivenFiles,
+        );
+        if (ran instanceof ToolSuspension) return ran;
+        // Its sandbox's CPU time, billed like the Bash tool's.
+        if (ran.cpuMs > 0)
+          await services?.chargeTool(ctx.agent.agent_id, 'Bash', BASH_CPU_SECOND_PRICE, ran.cpuMs / 1000);
+        const output = await finish(
+          ctx,
+          ran.root,
+          { summary: ran.summary, files: ran.files },
+          ran.commands,
+          input,
+          budgetMs,
+        );
+        await ctx.state.set({ phase: 'done', output } satisfies State);
+        await removeClaudeRuns(dataDir, [ctx.agent.agent_id]);
+        return output;
+      }
       const task: ChildTask = {
         goal: coderGoal(input.task, given, input.acceptance_command),
         instructions: CODER_INSTRUCTIONS,
@@ -189,13 +295,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       if (!(await readSession(dataDir, child.agent_id))) {
         // First run (or a crash before the session was recorded): the caller's files, then the session, which tells
         // the child's tools the workspace is ready.
-        const root = await createWorkspace(dataDir, child.agent_id);
-        for (const [i, file] of (input.files ?? []).entries()) {
-          await makeParents(root, given[i]!);
-          const host = await resolveInWorkspace(root, given[i]!);
-          await writeFile(host, file.content);
-          await chownToSandbox(host);
-        }
+        await writeGivenFiles(await createWorkspace(dataDir, child.agent_id));
         await writeSession(dataDir, child.agent_id, {
           parent_id: ctx.agent.agent_id,
           tool_call_id: ctx.toolCallId,
@@ -205,27 +305,36 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       const done = (spawned.counts.COMPLETED ?? 0) + (spawned.counts.FAILED ?? 0);
       if (done < spawned.total) return ctx.suspend(`Coding: ${input.task.slice(0, 80)}`, spawned.spawn_id);
 
-      const output = await finish(ctx, child, input, budgetMs);
+      const submitted = ChildResult.safeParse(child.data);
+      const summary = submitted.success
+        ? submitted.data.summary
+        : `The coding child did not submit a result (${child.status})${child.result ? `: ${child.result}` : '.'}`;
+      const output = await finish(
+        ctx,
+        await createWorkspace(dataDir, child.agent_id),
+        { summary, files: submitted.data?.files ?? [] },
+        await readCommands(dataDir, child.agent_id),
+        input,
+        budgetMs,
+      );
       await ctx.state.set({ phase: 'done', output } satisfies State);
       await removeSession(dataDir, child.agent_id);
       return output;
     },
   });
 
+  /** The output of either backend: the named files as artifacts, the commands, and the acceptance command's verdict. */
   async function finish(
     ctx: ToolContext,
-    child: { agent_id: string; status: string; result: string | null; data?: unknown },
+    root: string,
+    { summary, files: namedFiles }: { summary: string; files: string[] },
+    commands: CommandRecord[],
     input: z.output<typeof Input>,
     budgetMs: number,
   ): Promise<Output> {
-    const root = await createWorkspace(dataDir, child.agent_id);
-    const submitted = ChildResult.safeParse(child.data);
-    const summary = submitted.success
-      ? submitted.data.summary
-      : `The coding child did not submit a result (${child.status})${child.result ? `: ${child.result}` : '.'}`;
     const files: Output['files'] = [];
     const notSaved: NonNullable<Output['not_saved']> = [];
-    for (const named of new Set(submitted.data?.files ?? [])) {
+    for (const named of new Set(namedFiles)) {
       const rel = relativePath(named);
       try {
         const host = await resolveInWorkspace(root, rel);
@@ -249,7 +358,6 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
         notSaved.push({ path: named, reason: (error as Error).message });
       }
     }
-    const commands = await readCommands(dataDir, child.agent_id);
     const output: Output = {
       summary,
       files,
@@ -276,13 +384,25 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
   }
 
   return Object.assign(tool, {
+    backend,
+    attach(given: PlatformServices) {
+      services = given;
+    },
     async agentsDeleted(agentIds: readonly string[]) {
       for (const id of agentIds) await removeSession(dataDir, id);
+      await removeClaudeRuns(dataDir, agentIds);
     },
     readiness(): { ready: boolean; detail: string } {
+      const coder =
+        backend === 'claude-agent-sdk'
+          ? 'Claude Code (claude-agent-sdk) thinking with the runtime’s model, in a'
+          : 'a coding child whose commands run in a';
+      if (backend === 'claude-agent-sdk' && !options.claudeCode?.loadSdk && !sdkInstalled()) {
+        return { ready: false, detail: `the claude-agent-sdk backend needs ${CLAUDE_AGENT_SDK} (npm install it)` };
+      }
       if (probed) {
         return probed.ok
-          ? { ready: true, detail: `a coding child whose commands run in a ${sandbox.name} sandbox` }
+          ? { ready: true, detail: `${coder} ${sandbox.name} sandbox` }
           : { ready: false, detail: `no sandbox: ${probed.reason}` };
       }
       if (!options.sandbox && process.platform === 'linux' && !bwrapOnPath()) {
@@ -291,10 +411,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       if (!options.sandbox && process.platform !== 'linux') {
         return { ready: false, detail: `no sandbox: bubblewrap needs Linux, this is ${process.platform}` };
       }
-      return {
-        ready: true,
-        detail: `a coding child whose commands run in a ${sandbox.name} sandbox (checked on first use)`,
-      };
+      return { ready: true, detail: `${coder} ${sandbox.name} sandbox (checked on first use)` };
     },
   }) as CodeAgentTool;
 }

@@ -18,6 +18,19 @@ export const CODER_INSTRUCTIONS = [
   'files the caller should receive (at most 50).',
 ].join(' ');
 
+/**
+ * Appended to Claude Code's own system prompt (the claude-agent-sdk backend): its tools need no introduction, its
+ * situation and its way of handing back the result do.
+ */
+export const CLAUDE_CODE_INSTRUCTIONS = [
+  'You work alone, for another agent, in a sandbox: /workspace is your working directory, there is no network (no',
+  'package installs: use the standard libraries of Python 3 and Node.js), and nobody will answer questions.',
+  'Do not claim that something works unless you ran it and saw it work.',
+  'When the task is done, call the tool mcp__agentry__submit_result once with: summary — what you built, the commands',
+  'you ran and the output that shows it works (or what still fails, honestly) — and files — the paths, relative to',
+  '/workspace, of the files the caller should receive (at most 50).',
+].join(' ');
+
 /** The child's first USER message: the task verbatim, then the files it was given and the check it will face. */
 export function coderGoal(task: string, files: readonly string[], acceptanceCommand?: string): string {
   const parts = [`Do this coding task in your workspace (/workspace):\n\n${task}`];
