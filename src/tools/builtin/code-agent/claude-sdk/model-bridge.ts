@@ -131,7 +131,10 @@ export function toModelTurn(body: MessagesRequest, maxOutputTokens: number): Bri
   }
   const tools: ModelToolSpec[] = (body.tools ?? [])
     // Server tools (web search and the like, marked by `type`) have no schema and are not the runtime's to run.
-    .filter((t) => (t.type === undefined || t.type === 'custom') && typeof t.input_schema === 'object')
+    .filter(
+      (t) =>
+        (t.type === undefined || t.type === 'custom') && typeof t.input_schema === 'object' && t.input_schema !== null,
+    )
     .map((t) => ({
       name: t.name,
       description: typeof t.description === 'string' ? t.description : '',
@@ -273,7 +276,8 @@ export async function startModelBridge(options: ModelBridgeOptions): Promise<Mod
       if (path === '/v1/messages/count_tokens') {
         // An estimate (4 bytes a token), free: Claude Code uses it to decide when to compact.
         res.writeHead(200, { 'content-type': 'application/json' });
-        return res.end(JSON.stringify({ input_tokens: Math.ceil(JSON.stringify(body.messages).length / 4) }));
+        const counted = JSON.stringify([body.system ?? '', body.messages, body.tools ?? []]).length;
+        return res.end(JSON.stringify({ input_tokens: Math.ceil(counted / 4) }));
       }
       const abort = new AbortController();
       inFlight.add(abort);
