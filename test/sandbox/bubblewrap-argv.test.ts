@@ -130,6 +130,36 @@ describe('bubblewrapArgv', () => {
   });
 });
 
+describe('bubblewrapArgv mounts', () => {
+  it('binds each mount after the workspace, read-only unless writable', () => {
+    const argv = bubblewrapArgv(
+      config({
+        mounts: [
+          { host: '/opt/claude/bin/claude', at: '/opt/agentry/claude' },
+          { host: '/data/homes/a1', at: '/home/claude', writable: true },
+        ],
+      }),
+    );
+    const workspaceAt = argv.indexOf('/data/workspaces/a1');
+    const ro = argv.indexOf('/opt/claude/bin/claude');
+    const rw = argv.indexOf('/data/homes/a1');
+    expect(argv.slice(ro - 1, ro + 2)).toEqual(['--ro-bind', '/opt/claude/bin/claude', '/opt/agentry/claude']);
+    expect(argv.slice(rw - 1, rw + 2)).toEqual(['--bind', '/data/homes/a1', '/home/claude']);
+    expect(ro).toBeGreaterThan(workspaceAt);
+    expect(argv.indexOf('--clearenv')).toBeGreaterThan(rw);
+  });
+
+  it('refuses a mount over or around what the sandbox provides, and paths that are not plain absolute ones', () => {
+    for (const at of ['/workspace', '/workspace/x', '/proc/sys', '/dev', '/tmp/x', '/usr/bin', '/etc', '/', '/lib']) {
+      expect(() => bubblewrapArgv(config({ mounts: [{ host: '/data/x', at }] })), at).toThrow(AgentryError);
+    }
+    for (const host of ['data/x', '/data/../etc', '/data/x\0']) {
+      expect(() => bubblewrapArgv(config({ mounts: [{ host, at: '/opt/x' }] })), host).toThrow(/normalised absolute/);
+    }
+    expect(() => bubblewrapArgv(config({ mounts: [{ host: '/data/x', at: '/opt' }] }))).not.toThrow();
+  });
+});
+
 describe('sandboxCwd', () => {
   it('stays inside /workspace', () => {
     expect(sandboxCwd('.')).toBe('/workspace');

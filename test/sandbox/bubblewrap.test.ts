@@ -162,6 +162,73 @@ describe.skipIf(!probe.ok)('bubblewrap sandbox: real runs', () => {
   });
 });
 
+describe.skipIf(!probe.ok)('bubblewrap sandbox: spawn() and mounts', () => {
+  let hostDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), 'agentry-sandbox-spawn-'));
+    await chmod(dataDir, 0o711);
+    workspace = await createWorkspace(dataDir, 'spawned');
+    hostDir = await mkdtemp(join(dataDir, 'mounted-'));
+    await chmod(hostDir, 0o777);
+    await writeFile(join(hostDir, 'given.txt'), 'from the host\n');
+  });
+  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+  const readAll = async (stream: NodeJS.ReadableStream) => {
+    let text = '';
+    for await (const chunk of stream) text += String(chunk);
+    return text;
+  };
+
+  it('drives a process over its standard streams, and reports how it ended', async () => {
+    const p = await sandbox.spawn!({
+      argv: ['/bin/sh', '-c', 'read line; echo "got $line"; echo oops >&2'],
+      workspace,
+      timeoutMs: 10_000,
+    });
+    p.stdin.end('hello\n');
+    const [out, err, ended] = await Promise.all([readAll(p.stdout), readAll(p.stderr), p.exited]);
+    expect(out).toBe('got hello\n');
+    expect(err).toBe('oops\n');
+    expect(ended).toMatchObject({ exitCode: 0, signal: null, timedOut: false });
+    expect(ended.cpuMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('kill() and the abort signal end every process of the sandbox at once', async () => {
+    const controller = new AbortController();
+    const a = await sandbox.spawn!({
+      argv: ['/bin/sh', '-c', 'sleep 42.4241 & sleep 42.4242'],
+      workspace,
+      timeoutMs: 30_000,
+    });
+    const b = await sandbox.spawn!(
+      { argv: ['/bin/sh', '-c', 'sleep 42.4243'], workspace, timeoutMs: 30_000 },
+      { signal: controller.signal },
+    );
+    const started = Date.now();
+    a.kill();
+    controller.abort();
+    expect(await a.exited).toMatchObject({ exitCode: null, signal: 'SIGKILL' });
+    expect(await b.exited).toMatchObject({ exitCode: null, signal: 'SIGKILL' });
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(await processesWith('42.424')).toBe(0);
+  });
+
+  it('shows a read-only mount that cannot be written, and a writable one whose writes reach the host', async () => {
+    const r = await run({
+      shell: 'cat /opt/given/given.txt; echo x > /opt/given/new.txt; echo $?; echo made > /home/rw/made.txt',
+      mounts: [
+        { host: hostDir, at: '/opt/given' },
+        { host: join(hostDir), at: '/home/rw', writable: true },
+      ],
+    });
+    expect(r.stdout).toMatch(/^from the host\n/);
+    expect(r.stderr).toMatch(/Read-only file system/);
+    expect(await readFile(join(hostDir, 'made.txt'), 'utf8')).toBe('made\n');
+    expect(existsSync(join(hostDir, 'new.txt'))).toBe(false);
+  });
+});
+
 describe.skipIf(!probe.ok)('bubblewrap sandbox: escape suite', () => {
   let server: Server;
   let port = 0;
