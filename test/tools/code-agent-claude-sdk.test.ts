@@ -219,6 +219,32 @@ describe.skipIf(!ready && !strict)('spawn_claude_code_agent, claude-agent-sdk ba
     await t.runtime.close();
   });
 
+  it('Claude Code’s commands see none of the host’s environment, no network, and a bridge that wants the run’s key', async () => {
+    process.env.AGENTRY_TEST_CANARY = 'canary-7f3a';
+    const probeBridge =
+      "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/agentry/model.sock'); " +
+      "s.sendall(b'POST /v1/messages HTTP/1.0\\r\\ncontent-length: 2\\r\\n\\r\\n{}'); print(s.recv(200).split(b' ')[1].decode())\"";
+    const t = await open({ task: 'Look around' }, [
+      call('Bash', { command: 'env | sort', description: 'env' }),
+      call('Bash', { command: 'python3 -c "import socket; socket.create_connection((\'1.1.1.1\', 80), 3)"' }),
+      call('Bash', { command: probeBridge, description: 'bridge without the key' }),
+      call('mcp__agentry__submit_result', { summary: 'looked' }),
+    ]);
+    try {
+      const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
+      expect((await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) })).status).toBe('COMPLETED');
+      const shown = (i: number) => (t.seen.claude[i]!.messages.at(-1)!.content as ToolResultBlock[])[0]!.content;
+      expect(shown(1)).toContain('HOME=/home/claude');
+      expect(shown(1)).not.toContain('canary-7f3a');
+      expect(shown(1)).not.toMatch(/^(VITEST|NODE_OPTIONS|npm_)/m);
+      expect(shown(2)).toMatch(/Network is unreachable|OSError/);
+      expect(shown(3).trim()).toBe('401');
+    } finally {
+      delete process.env.AGENTRY_TEST_CANARY;
+      await t.runtime.close();
+    }
+  });
+
   it('a budget that cannot pay Claude Code’s next turn ends the call with insufficient_credits; no overshoot', async () => {
     // Claude Code's request is ~50 KB: the strict input bound alone reserves far more than 3 credits.
     const t = await open({ task: 'Print 1' }, [call('Bash', { command: 'echo 1' })], 3);
