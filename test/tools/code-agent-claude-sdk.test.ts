@@ -185,6 +185,11 @@ describe.skipIf(!ready && !strict)('spawn_claude_code_agent, claude-agent-sdk ba
     await eventually(async () => running.every((pid) => !alive(pid)), 2_000, 'the sandbox processes to be gone');
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(await sandboxProcesses(dataDir)).toEqual([]);
+    await t.runtime.whenIdle();
+    expect((await t.runtime.get(agent_id)).agent).toMatchObject({
+      status: 'PAUSED',
+      status_message: 'Paused while coding: Wait, then write done.txt',
+    });
     await t.runtime.resume(agent_id);
     const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
     expect(agent.status).toBe('COMPLETED');
