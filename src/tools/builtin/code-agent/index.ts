@@ -29,7 +29,7 @@ import type { Sandbox, SandboxProbe } from '../../../sandbox/sandbox.js';
 import { chownToSandbox, createWorkspace, resolveInWorkspace } from '../../../sandbox/workspace.js';
 import { defineTool, ToolSuspension, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
 import type { PlatformServices } from '../../platform.js';
-import { CLAUDE_AGENT_SDK, removeClaudeRuns, runClaudeCodeBackend } from './claude-sdk/backend.js';
+import { CLAUDE_AGENT_SDK, removeClaudeRuns } from './claude-sdk/runs.js';
 import type { ClaudeAgentSdk } from './claude-sdk/run-claude-code.js';
 import { BASH_CPU_SECOND_PRICE, codeChildTools, makeParents, relativePath } from './child-tools.js';
 import { CLAUDE_CODE_INSTRUCTIONS, CODER_INSTRUCTIONS, CODER_STEPS, coderGoal } from './prompts.js';
@@ -250,6 +250,8 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
         }
       };
       if (backend === 'claude-agent-sdk') {
+        // The backend (the model bridge, the SDK glue) loads with its first call.
+        const { runClaudeCodeBackend } = await import('./claude-sdk/backend.js');
         const ran = await runClaudeCodeBackend(
           {
             dataDir,

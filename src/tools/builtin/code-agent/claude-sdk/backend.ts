@@ -12,20 +12,18 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { chmod, mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { AgentryError } from '../../../../errors.js';
 import type { Sandbox } from '../../../../sandbox/sandbox.js';
-import { chownToSandbox, createWorkspace, workspacePath } from '../../../../sandbox/workspace.js';
+import { chownToSandbox, createWorkspace } from '../../../../sandbox/workspace.js';
 import type { ToolContext, ToolSuspension } from '../../../define-tool.js';
 import type { PlatformServices } from '../../../platform.js';
 import type { CommandRecord } from '../session.js';
 import { startModelBridge } from './model-bridge.js';
 import { runClaudeCode, type ClaudeAgentSdk } from './run-claude-code.js';
-
-/** The package, loaded on the first call of this backend (an optional peer dependency). */
-export const CLAUDE_AGENT_SDK = '@anthropic-ai/claude-agent-sdk';
+import { CLAUDE_AGENT_SDK, claudeRunKey, homeOf } from './runs.js';
 
 /** What the backend hands back for the shared finish (artifacts, acceptance command). */
 export interface ClaudeCodeResult {
@@ -59,20 +57,10 @@ const RESTARTED_NOTE =
   'Note: an earlier attempt at this task was interrupted before its conversation was saved; the workspace may ' +
   'already hold some of its files.';
 
-/** The key of one call's workspace and Claude Code home: the agent's id and a digest of the call's id. */
-export function claudeRunKey(agentId: string, toolCallId: string): string {
-  return `${agentId}_cc${createHash('sha256').update(toolCallId).digest('hex').slice(0, 16)}`;
-}
-
 /** A UUID made from the key, so a re-run after a crash finds the session the first run started. */
 function sessionIdOf(key: string): string {
   const h = createHash('sha256').update(`claude-session:${key}`).digest('hex');
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-a${h.slice(17, 20)}-${h.slice(20, 32)}`;
-}
-
-function homeOf(dataDir: string, key: string): string {
-  workspacePath(dataDir, key); // checks the key
-  return join(dataDir, 'code-agents', key, 'claude-home');
 }
 
 /** Whether Claude Code saved a session under this home (it keeps them as `projects/<cwd>/<id>.jsonl`). */
@@ -183,16 +171,4 @@ export async function runClaudeCodeBackend(
     outcome.submitted?.summary ??
     `Claude Code did not submit a result${outcome.timedOut ? ` (it ran out of its ${Math.round(budgetMs / 1000)} s)` : ''}: ${outcome.result || outcome.stderrTail.trim().split('\n').at(-1) || 'no answer'}`;
   return { root, summary, files: outcome.submitted?.files ?? [], commands: running.commands, cpuMs: running.cpu_ms };
-}
-
-/** Removes the workspaces and Claude Code homes of deleted agents' calls. */
-export async function removeClaudeRuns(dataDir: string, agentIds: readonly string[]): Promise<void> {
-  for (const dir of [join(dataDir, 'workspaces'), join(dataDir, 'code-agents')]) {
-    const names = await readdir(dir).catch(() => [] as string[]);
-    for (const id of agentIds) {
-      for (const name of names.filter((n) => n.startsWith(`${id}_cc`))) {
-        await rm(join(dir, name), { recursive: true, force: true });
-      }
-    }
-  }
 }
