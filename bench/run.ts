@@ -64,6 +64,9 @@ const SCENARIOS: Scenario[] = [
   },
   { id: 'read-page', file: 'scenarios/read-page.js', args: ['--n', '30', '--kb', '200'] },
   { id: 'sandbox', file: 'scenarios/sandbox.js', args: ['--n', '50'] },
+  // spawn_claude_code_agent's claude-agent-sdk backend: Claude Code in the sandbox, turns through the model bridge to an
+  // instant scripted model; start-to-exit of 1 and of 4 turns (Write, Bash, submit_result, text), median and p95 of 20.
+  { id: 'claude-code', file: 'scenarios/claude-code.js', args: ['--n', '20'] },
   // spawn_browser_agent: context + guard proxy + local page + snapshot, median and p95 of 50; memory of 4 contexts.
   { id: 'browser', file: 'scenarios/browser.js', args: ['--n', '50'] },
   // 10,000 agents each waiting on a monitor checked every 60 s (real clock): checks/s, peak RSS, lateness of timers.
@@ -217,7 +220,9 @@ const rows = Object.values(results).map((r) => [
       ? `wall/ideal ${r.wall_over_ideal}`
       : r.poll_p99_ms !== undefined
         ? `p99 ${r.poll_p99_ms} ms, ${r.poll_rps} rps vs hello ${r.hello_rps}`
-        : '',
+        : r.one_turn_median_ms !== undefined
+          ? `1 turn ${r.one_turn_median_ms} ms (p95 ${r.one_turn_p95_ms}), 4 turns ${r.four_turns_median_ms} ms (p95 ${r.four_turns_p95_ms}), +${r.turn_overhead_ms} ms/turn`
+          : '',
     Array.isArray(r.runs) ? `median ${r.median_of} of ${r.runs.join(', ')}` : '',
   ]
     .filter(Boolean)
