@@ -11,6 +11,7 @@ export default defineConfig({
       { find: /^agentry\/client$/, replacement: src('client/index.ts') },
       { find: /^agentry\/web$/, replacement: src('web/index.ts') },
       { find: /^agentry\/testing$/, replacement: src('testing/index.ts') },
+      { find: /^agentry\/storage\/postgres$/, replacement: src('storage/postgres/index.ts') },
       { find: /^agentry$/, replacement: src('index.ts') },
     ],
   },

@@ -395,7 +395,7 @@ export interface IdempotencyRecord {
 }
 
 /**
- * Where agentry keeps its state. Implementations: `memoryStorage()` and `sqliteStorage()`; PostgreSQL comes later.
+ * Where agentry keeps its state. Implementations: `memoryStorage()`, `sqliteStorage()` and `postgresStorage()` (`agentry/storage/postgres`).
  *
  * @example
  * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }), model });

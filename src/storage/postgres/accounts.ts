@@ -1,0 +1,324 @@
+/**
+ * @module storage/postgres/accounts
+ * Accounts, the credit ledger, reservations (holds), API keys and idempotency keys on PostgreSQL. Unlike SQLite,
+ * which keeps holds in its one process, holds here are rows (`reservations`), mirrored as sums on the account
+ * (`reserved`) and on the tree's root (`agents.tree_reserved`), so every process sharing the database sees them.
+ *
+ * Lock order, wherever several are taken: reservation row, then account, then agents (root before the spending
+ * agent). `db.tx` retries the rare deadlock that a caller taking another order (a step commit locking its agent
+ * first) can still cause.
+ */
+import type {
+  AccountRow,
+  ApiKeyRow,
+  IdempotencyRecord,
+  LedgerRow,
+  ReservationRefusal,
+  ReservationRequest,
+  Settlement,
+  StorageAdapter,
+} from '../adapter.js';
+import type { Db, Query } from './db.js';
+
+/**
+ * Tables of this store. `seq` columns are ordering keys only (creation order of accounts and keys, ledger order) and
+ * never leave the adapter.
+ */
+export const ACCOUNTS_SCHEMA: string[] = [
+  `CREATE TABLE accounts (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    name TEXT NOT NULL,
+    subscription_active BOOLEAN NOT NULL,
+    balance BIGINT NOT NULL,
+    reserved BIGINT NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL
+  )`,
+  `CREATE INDEX accounts_seq ON accounts (seq)`,
+  `CREATE TABLE ledger (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    agent_id TEXT,
+    kind TEXT NOT NULL,
+    item TEXT,
+    tokens_in BIGINT NOT NULL,
+    tokens_out BIGINT NOT NULL,
+    amount BIGINT NOT NULL,
+    created_at TEXT NOT NULL
+  )`,
+  `CREATE INDEX ledger_account ON ledger (account_id, seq)`,
+  `CREATE TABLE reservations (
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    agent_id TEXT NOT NULL,
+    root_id TEXT NOT NULL,
+    amount BIGINT NOT NULL
+  )`,
+  `CREATE INDEX reservations_agent ON reservations (agent_id)`,
+  `CREATE TABLE api_keys (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY,
+    account_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    hash TEXT NOT NULL UNIQUE,
+    last4 TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  )`,
+  `CREATE INDEX api_keys_account ON api_keys (account_id, seq)`,
+  `CREATE TABLE idempotency_keys (
+    account_id TEXT NOT NULL,
+    key TEXT NOT NULL,
+    request_hash TEXT NOT NULL,
+    response TEXT NOT NULL,
+    status INTEGER NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (account_id, key)
+  )`,
+];
+
+const ACCOUNT_COLUMNS = 'id, name, subscription_active, balance, reserved, created_at';
+const LEDGER_COLUMNS = 'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at';
+const API_KEY_COLUMNS = 'id, account_id, name, hash, last4, created_at';
+
+/**
+ * A row type as `Query` wants it (pg's QueryResultRow). The columns come back in the row's shape already: BIGINT as a
+ * number, BOOLEAN as a boolean.
+ */
+type Rows<T> = T & Record<string, unknown>;
+
+async function insertLedger(q: Query, e: LedgerRow): Promise<void> {
+  await q(`INSERT INTO ledger (${LEDGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+    e.account_id,
+    e.agent_id,
+    e.kind,
+    e.item,
+    e.tokens_in,
+    e.tokens_out,
+    e.amount,
+    e.created_at,
+  ]);
+}
+
+/** A hold's amount taken off the sums that mirror it (its account and its tree's root, where they exist). */
+async function unmirrorHold(q: Query, hold: Pick<ReservationRequest, 'account_id' | 'root_id' | 'amount'>) {
+  await q('UPDATE accounts SET reserved = reserved - $2 WHERE id = $1', [hold.account_id, hold.amount]);
+  await q('UPDATE agents SET tree_reserved = tree_reserved - $2 WHERE agent_id = $1', [hold.root_id, hold.amount]);
+}
+
+/** Drops one hold, if it is still there. */
+async function dropReservation(q: Query, reservationId: string): Promise<void> {
+  const [hold] = await q<Rows<ReservationRequest>>(
+    'DELETE FROM reservations WHERE id = $1 RETURNING account_id, root_id, amount',
+    [reservationId],
+  );
+  if (hold) await unmirrorHold(q, hold);
+}
+
+/** Releases the hold, debits min(cost, balance), writes the ledger row and counts the charge on tree and agent. */
+async function applySettlement(q: Query, s: Settlement): Promise<number> {
+  await dropReservation(q, s.reservation_id);
+  const { cost, ...entry } = s.ledger;
+  const [account] = await q<{ balance: number }>('SELECT balance FROM accounts WHERE id = $1 FOR UPDATE', [
+    entry.account_id,
+  ]);
+  if (!account) return 0;
+  const charge = Math.max(0, Math.min(cost, account.balance));
+  await q('UPDATE accounts SET balance = balance - $2 WHERE id = $1', [entry.account_id, charge]);
+  await insertLedger(q, { ...entry, amount: 0 - charge }); // not -charge: a zero charge must not be written as -0
+  await q('UPDATE agents SET tree_spent = tree_spent + $2 WHERE agent_id = $1', [s.root_id, charge]);
+  if (entry.agent_id !== null) {
+    await q('UPDATE agents SET credits_spent = credits_spent + $2 WHERE agent_id = $1', [entry.agent_id, charge]);
+  }
+  return charge;
+}
+
+/**
+ * Applies settlements, in order, inside the caller's transaction (a step commit settles with its other writes).
+ * Returns the micro-credits debited per settlement.
+ */
+export async function settleIn(q: Query, settlements: readonly Settlement[]): Promise<number[]> {
+  const charged: number[] = [];
+  for (const s of settlements) charged.push(await applySettlement(q, s));
+  return charged;
+}
+
+/** Drops every hold of these agents inside the caller's transaction (deleting a tree). Returns how many. */
+export async function releaseAgentReservationsIn(q: Query, agentIds: readonly string[]): Promise<number> {
+  if (agentIds.length === 0) return 0;
+  // Ordered by id so that two callers releasing overlapping holds lock them in the same order.
+  const holds = await q<Rows<ReservationRequest>>(
+    `DELETE FROM reservations WHERE id IN (
+       SELECT id FROM reservations WHERE agent_id = ANY($1::text[]) ORDER BY id FOR UPDATE
+     ) RETURNING account_id, root_id, amount`,
+    [[...agentIds]],
+  );
+  for (const hold of holds) await unmirrorHold(q, hold);
+  return holds.length;
+}
+
+/** Holds `amount` if the available balance and the root's cap both cover it; the refusal otherwise. */
+async function reserveIn(q: Query, r: ReservationRequest): Promise<ReservationRefusal | null> {
+  const [account] = await q<{ balance: number; reserved: number }>(
+    'SELECT balance, reserved FROM accounts WHERE id = $1 FOR UPDATE',
+    [r.account_id],
+  );
+  if (!account || account.balance - account.reserved < r.amount) return 'account';
+  const [root] = await q<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
+    'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = $1 FOR UPDATE',
+    [r.root_id],
+  );
+  if (root && root.max_credits !== null && root.tree_spent + root.tree_reserved + r.amount > root.max_credits) {
+    return 'tree_cap';
+  }
+  await q('INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES ($1, $2, $3, $4, $5)', [
+    r.id,
+    r.account_id,
+    r.agent_id,
+    r.root_id,
+    r.amount,
+  ]);
+  await q('UPDATE accounts SET reserved = reserved + $2 WHERE id = $1', [r.account_id, r.amount]);
+  if (root) await q('UPDATE agents SET tree_reserved = tree_reserved + $2 WHERE agent_id = $1', [r.root_id, r.amount]);
+  return null;
+}
+
+type AccountsStore = Pick<
+  StorageAdapter,
+  | 'createAccount'
+  | 'getAccount'
+  | 'listAccounts'
+  | 'setSubscription'
+  | 'addCredits'
+  | 'listLedger'
+  | 'reserve'
+  | 'release'
+  | 'releaseAgentReservations'
+  | 'settle'
+  | 'insertApiKey'
+  | 'listApiKeys'
+  | 'deleteApiKey'
+  | 'findApiKeyByHash'
+  | 'findAccountByKeyHash'
+  | 'getIdempotency'
+  | 'putIdempotency'
+>;
+
+export function accountsStore(db: Db): AccountsStore {
+  const one = async <T>(sql: string, params: unknown[]): Promise<T | null> =>
+    ((await db.q<Rows<T>>(sql, params))[0] as T | undefined) ?? null;
+
+  return {
+    async createAccount(a) {
+      await db.tx(async (q) => {
+        // A second account with the same id fails here on the primary key, before any ledger row.
+        await q(
+          'INSERT INTO accounts (id, name, subscription_active, balance, reserved, created_at) VALUES ($1, $2, $3, $4, 0, $5)',
+          [a.id, a.name, a.subscription_active, a.balance, a.created_at],
+        );
+        if (a.balance > 0) {
+          await insertLedger(q, {
+            account_id: a.id,
+            agent_id: null,
+            kind: 'topup',
+            item: null,
+            tokens_in: 0,
+            tokens_out: 0,
+            amount: a.balance,
+            created_at: a.created_at,
+          });
+        }
+      });
+    },
+
+    getAccount: (id) => one<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts WHERE id = $1`, [id]),
+
+    listAccounts: () => db.q<Rows<AccountRow>>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts ORDER BY seq`),
+
+    setSubscription: (id, active) =>
+      one<AccountRow>(`UPDATE accounts SET subscription_active = $2 WHERE id = $1 RETURNING ${ACCOUNT_COLUMNS}`, [
+        id,
+        active,
+      ]),
+
+    addCredits: (entry) =>
+      db.tx(async (q) => {
+        const [account] = await q<Rows<AccountRow>>(
+          `UPDATE accounts SET balance = balance + $2 WHERE id = $1 RETURNING ${ACCOUNT_COLUMNS}`,
+          [entry.account_id, entry.amount],
+        );
+        if (!account) return null;
+        await insertLedger(q, entry);
+        return account;
+      }),
+
+    listLedger: (accountId) =>
+      db.q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId]),
+
+    reserve: (request) => db.tx((q) => reserveIn(q, request)),
+
+    release: (reservationId) => db.tx((q) => dropReservation(q, reservationId)),
+
+    releaseAgentReservations: (agentIds) => db.tx((q) => releaseAgentReservationsIn(q, agentIds)),
+
+    settle: (settlements) => db.tx((q) => settleIn(q, settlements)),
+
+    async insertApiKey(k) {
+      // An upsert, as in SQLite: a key written again keeps its place in the account's list.
+      await db.q(
+        `INSERT INTO api_keys (${API_KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id) DO UPDATE SET account_id = excluded.account_id, name = excluded.name, hash = excluded.hash,
+           last4 = excluded.last4, created_at = excluded.created_at`,
+        [k.id, k.account_id, k.name, k.hash, k.last4, k.created_at],
+      );
+    },
+
+    listApiKeys: (accountId) =>
+      db.q<Rows<ApiKeyRow>>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE account_id = $1 ORDER BY seq`, [accountId]),
+
+    async deleteApiKey(accountId, keyId) {
+      const deleted = await db.q('DELETE FROM api_keys WHERE id = $1 AND account_id = $2 RETURNING id', [
+        keyId,
+        accountId,
+      ]);
+      return deleted.length > 0;
+    },
+
+    findApiKeyByHash: (hash) => one<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE hash = $1`, [hash]),
+
+    findAccountByKeyHash: (hash) =>
+      one<AccountRow>(
+        `SELECT a.id, a.name, a.subscription_active, a.balance, a.reserved, a.created_at
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
+        [hash],
+      ),
+
+    getIdempotency: (accountId, key) =>
+      one<IdempotencyRecord>(
+        'SELECT account_id, key, request_hash, response, status, created_at FROM idempotency_keys WHERE account_id = $1 AND key = $2',
+        [accountId, key],
+      ),
+
+    async putIdempotency(r) {
+      // The first record of a key wins: a retried request must get the first answer again.
+      await db.q(
+        `INSERT INTO idempotency_keys (account_id, key, request_hash, response, status, created_at)
+         VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (account_id, key) DO NOTHING`,
+        [r.account_id, r.key, r.request_hash, r.response, r.status, r.created_at],
+      );
+    },
+  };
+}
+
+/**
+ * Drops every hold, for the process that has just taken the runner lock: only the runner takes holds, so any hold in
+ * the table then was taken by a runner that died (SIGKILL, power loss) and would strand its credits otherwise. SQLite
+ * gets the same by keeping holds in its process's memory.
+ */
+export async function releaseAllHoldsIn(q: Query): Promise<number> {
+  const dropped = await q<{ n: number }>(
+    'WITH d AS (DELETE FROM reservations RETURNING 1) SELECT count(*)::bigint AS n FROM d',
+  );
+  await q('UPDATE accounts SET reserved = 0 WHERE reserved <> 0');
+  await q('UPDATE agents SET tree_reserved = 0 WHERE tree_reserved <> 0');
+  return dropped[0]?.n ?? 0;
+}

@@ -1,0 +1,504 @@
+/**
+ * @module storage/postgres/agents
+ * Agents and their step log on PostgreSQL: agents, messages, turns, tool calls and tool state. A step commit writes
+ * its log, its settlements (through `accounts.ts`) and its agent's counters in one transaction; deleting a tree also
+ * drops the tree's holds (`accounts.ts`) and its artifacts, page reads, timers and monitors (`extras.ts`).
+ *
+ * `seq` columns are ordering keys only (creation order of agents, append order of messages, first-write order of tool
+ * calls) and never leave the adapter, except as `listAgents`' opaque page position.
+ */
+import type { AgentStatus } from '../../core/status.js';
+import type {
+  AgentPage,
+  AgentQuery,
+  AgentRow,
+  MessageRow,
+  StatusChange,
+  StepCommit,
+  StepCommitResult,
+  StorageAdapter,
+  ToolCallRow,
+  TurnRow,
+  SpawnPage,
+} from '../adapter.js';
+import { releaseAgentReservationsIn, settleIn } from './accounts.js';
+import type { Db, Query } from './db.js';
+import { deleteAgentExtrasIn } from './extras.js';
+
+export const AGENTS_SCHEMA: string[] = [
+  `CREATE TABLE agents (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id TEXT NOT NULL UNIQUE,
+    account_id TEXT NOT NULL,
+    parent_id TEXT,
+    root_id TEXT NOT NULL,
+    spawn_key TEXT,
+    goal TEXT NOT NULL,
+    model TEXT NOT NULL,
+    status TEXT NOT NULL,
+    progress DOUBLE PRECISION NOT NULL,
+    status_message TEXT NOT NULL,
+    token_count BIGINT NOT NULL,
+    message_count BIGINT NOT NULL,
+    credits_spent BIGINT NOT NULL,
+    sub_agent_count BIGINT NOT NULL,
+    max_credits BIGINT,
+    tree_spent BIGINT NOT NULL,
+    tree_reserved BIGINT NOT NULL DEFAULT 0,
+    step_count BIGINT NOT NULL,
+    started BOOLEAN NOT NULL,
+    active_ms BIGINT NOT NULL,
+    active_since TEXT,
+    plan TEXT,
+    spec TEXT,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  )`,
+  `CREATE INDEX agents_account ON agents (account_id, seq)`,
+  `CREATE INDEX agents_parent ON agents (parent_id, seq)`,
+  `CREATE INDEX agents_status ON agents (status, seq)`,
+  // Covers countChildrenByStatus, so counting many children reads the index only.
+  `CREATE INDEX agents_spawn_key ON agents (parent_id, spawn_key, status)`,
+  `CREATE TABLE messages (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    text TEXT NOT NULL,
+    timestamp TEXT NOT NULL
+  )`,
+  `CREATE INDEX messages_agent ON messages (agent_id, seq)`,
+  `CREATE TABLE turns (
+    agent_id TEXT NOT NULL,
+    idx BIGINT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (agent_id, idx)
+  )`,
+  // seq keeps a call's first position in listToolCalls when an upsert rewrites it.
+  `CREATE TABLE tool_calls (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    agent_id TEXT NOT NULL,
+    tool_use_id TEXT NOT NULL,
+    turn_idx BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    input TEXT NOT NULL,
+    status TEXT NOT NULL,
+    idempotent BOOLEAN NOT NULL,
+    result TEXT,
+    is_error BOOLEAN NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (agent_id, tool_use_id)
+  )`,
+  `CREATE INDEX tool_calls_turn ON tool_calls (agent_id, turn_idx, seq)`,
+  `CREATE TABLE tool_state (
+    agent_id TEXT NOT NULL,
+    tool_use_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    PRIMARY KEY (agent_id, tool_use_id)
+  )`,
+];
+
+const AGENT_FIELDS = [
+  'agent_id',
+  'account_id',
+  'parent_id',
+  'root_id',
+  'spawn_key',
+  'goal',
+  'model',
+  'status',
+  'progress',
+  'status_message',
+  'token_count',
+  'message_count',
+  'credits_spent',
+  'sub_agent_count',
+  'max_credits',
+  'tree_spent',
+  'tree_reserved',
+  'step_count',
+  'started',
+  'active_ms',
+  'active_since',
+  'plan',
+  'spec',
+  'created_at',
+  'updated_at',
+] as const satisfies ReadonlyArray<keyof AgentRow>;
+const AGENT_COLUMNS = AGENT_FIELDS.join(', ');
+const MESSAGE_COLUMNS = 'message_id, agent_id, role, text, timestamp';
+const TURN_COLUMNS = 'agent_id, idx, role, content, created_at';
+const TOOL_CALL_FIELDS = [
+  'agent_id',
+  'tool_use_id',
+  'turn_idx',
+  'name',
+  'input',
+  'status',
+  'idempotent',
+  'result',
+  'is_error',
+  'updated_at',
+] as const satisfies ReadonlyArray<keyof ToolCallRow>;
+const TOOL_CALL_COLUMNS = TOOL_CALL_FIELDS.join(', ');
+
+/** The fields of a row (AgentRow and friends) as a plain object pg can take. */
+type Rows<T> = T & Record<string, unknown>;
+
+type AgentsStore = Pick<
+  StorageAdapter,
+  | 'insertAgents'
+  | 'getAgent'
+  | 'findAgentsBySpawnKey'
+  | 'listAgents'
+  | 'listAgentIdsByStatus'
+  | 'changeStatus'
+  | 'deleteAgentTree'
+  | 'countChildrenByStatus'
+  | 'listDescendantIds'
+  | 'listMessages'
+  | 'listTurns'
+  | 'listToolCalls'
+  | 'putToolCalls'
+  | 'commitStep'
+  | 'putToolState'
+  | 'getToolState'
+>;
+
+const placeholders = (n: number, from = 1): string => Array.from({ length: n }, (_, i) => `$${from + i}`).join(', ');
+
+async function insertMessages(q: Query, messages: readonly MessageRow[]): Promise<void> {
+  for (const m of messages) {
+    await q(`INSERT INTO messages (${MESSAGE_COLUMNS}) VALUES (${placeholders(5)})`, [
+      m.message_id,
+      m.agent_id,
+      m.role,
+      m.text,
+      m.timestamp,
+    ]);
+  }
+}
+
+async function insertTurns(q: Query, turns: readonly TurnRow[]): Promise<void> {
+  for (const t of turns) {
+    await q(`INSERT INTO turns (${TURN_COLUMNS}) VALUES (${placeholders(5)})`, [
+      t.agent_id,
+      t.idx,
+      t.role,
+      t.content,
+      t.created_at,
+    ]);
+  }
+}
+
+/** Upserts by (agent_id, tool_use_id); the row keeps its seq, so its first position. */
+async function upsertToolCalls(q: Query, calls: readonly ToolCallRow[]): Promise<void> {
+  const updates = TOOL_CALL_FIELDS.filter((f) => f !== 'agent_id' && f !== 'tool_use_id')
+    .map((f) => `${f} = EXCLUDED.${f}`)
+    .join(', ');
+  for (const c of calls) {
+    await q(
+      `INSERT INTO tool_calls (${TOOL_CALL_COLUMNS}) VALUES (${placeholders(TOOL_CALL_FIELDS.length)})
+       ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET ${updates}`,
+      TOOL_CALL_FIELDS.map((f) => c[f]),
+    );
+  }
+}
+
+/** `SET` clauses for the defined fields of a patch, numbered from `$from`; a field given as undefined is left alone. */
+function setClauses(patch: object | undefined, from: number): { sql: string[]; params: unknown[] } {
+  const entries = Object.entries(patch ?? {}).filter(([, v]) => v !== undefined);
+  return {
+    sql: entries.map(([k], i) => `${k} = $${from + i}`),
+    params: entries.map(([, v]) => v),
+  };
+}
+
+/** The patch keys a status change may carry: anything else would be SQL we did not write. */
+const STATUS_PATCH_KEYS = new Set(['progress', 'status_message', 'started', 'active_ms', 'active_since']);
+
+function statusPatch(change: StatusChange): object {
+  return Object.fromEntries(Object.entries(change.patch ?? {}).filter(([k]) => STATUS_PATCH_KEYS.has(k)));
+}
+
+/** Applies a conditional status change inside a transaction; the row after it, or null when it did not apply. */
+async function changeStatusIn(
+  q: Query,
+  agentId: string,
+  change: StatusChange,
+  extra: { updated_at?: string },
+): Promise<AgentRow | null> {
+  const set = setClauses({ ...statusPatch(change), ...extra }, 4);
+  const [row] = await q<Rows<AgentRow>>(
+    `UPDATE agents SET ${['status = $3', ...set.sql].join(', ')}
+     WHERE agent_id = $1 AND status = ANY($2::text[]) RETURNING ${AGENT_COLUMNS}`,
+    [agentId, [...change.from], change.to, ...set.params],
+  );
+  return row ?? null;
+}
+
+/**
+ * The descendants of an agent in memory's order: depth first, a parent's children pushed in creation order and taken
+ * from the last pushed.
+ */
+async function descendantsIn(q: Query, agentId: string): Promise<string[]> {
+  const rows = await q<{ agent_id: string; parent_id: string }>(
+    `WITH RECURSIVE tree AS (
+       SELECT agent_id, parent_id, seq FROM agents WHERE parent_id = $1
+       UNION ALL
+       SELECT a.agent_id, a.parent_id, a.seq FROM agents a JOIN tree t ON a.parent_id = t.agent_id
+     ) SELECT agent_id, parent_id FROM tree ORDER BY seq`,
+    [agentId],
+  );
+  const children = new Map<string, string[]>();
+  for (const r of rows) {
+    const list = children.get(r.parent_id) ?? [];
+    list.push(r.agent_id);
+    children.set(r.parent_id, list);
+  }
+  const out: string[] = [];
+  const stack = [agentId];
+  while (stack.length) {
+    for (const c of children.get(stack.pop()!) ?? []) {
+      out.push(c);
+      stack.push(c);
+    }
+  }
+  return out;
+}
+
+async function insertAgent(q: Query, a: AgentRow): Promise<void> {
+  const row: AgentRow = { ...a, tree_reserved: 0 };
+  await q(
+    `INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${placeholders(AGENT_FIELDS.length)})`,
+    AGENT_FIELDS.map((f) => row[f] ?? null),
+  );
+  if (a.parent_id) {
+    await q('UPDATE agents SET sub_agent_count = sub_agent_count + 1 WHERE agent_id = $1', [a.parent_id]);
+  }
+}
+
+/** Appends a step's log and counters to a locked agent row. */
+async function applyStep(q: Query, commit: StepCommit): Promise<StepCommitResult['agent']> {
+  await insertTurns(q, commit.turns ?? []);
+  await insertMessages(q, commit.messages ?? []);
+  await upsertToolCalls(q, commit.tool_calls ?? []);
+  const p = commit.patch;
+  const set = setClauses({ progress: p.progress, status_message: p.status_message, plan: p.plan }, 6);
+  const [row] = await q<Rows<AgentRow>>(
+    `UPDATE agents SET ${[
+      'token_count = token_count + $2',
+      'message_count = message_count + $3',
+      'step_count = step_count + $4',
+      'updated_at = $5',
+      ...set.sql,
+    ].join(', ')} WHERE agent_id = $1 RETURNING ${AGENT_COLUMNS}`,
+    [
+      commit.agent_id,
+      p.token_count_delta ?? 0,
+      commit.messages?.length ?? 0,
+      p.step_count_delta ?? 0,
+      p.updated_at,
+      ...set.params,
+    ],
+  );
+  return row ?? null;
+}
+
+export function agentsStore(db: Db): AgentsStore {
+  return {
+    async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
+      await db.tx(async (q) => {
+        const ids = agents.map((a) => a.agent_id);
+        const [dup] = await q<{ agent_id: string }>('SELECT agent_id FROM agents WHERE agent_id = ANY($1::text[])', [
+          ids,
+        ]);
+        if (dup) throw new Error(`agent ${dup.agent_id} exists`);
+        if (new Set(ids).size !== ids.length) throw new Error('agent ids repeat in one insert');
+        // One by one, in order: a child may follow its parent in the same batch.
+        for (const a of agents) await insertAgent(q, a);
+        const known = new Set(ids);
+        await insertMessages(
+          q,
+          messages.filter((m) => known.has(m.agent_id)),
+        );
+        await insertTurns(
+          q,
+          turns.filter((t) => known.has(t.agent_id)),
+        );
+      });
+    },
+
+    async getAgent(id: string): Promise<AgentRow | null> {
+      const [row] = await db.q<Rows<AgentRow>>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = $1`, [id]);
+      return row ?? null;
+    },
+
+    async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]> {
+      const paging = page ? 'LIMIT $3 OFFSET $4' : '';
+      return db.q<Rows<AgentRow>>(
+        `SELECT ${AGENT_COLUMNS} FROM agents
+         WHERE parent_id = $1 AND spawn_key IS NOT NULL AND starts_with(spawn_key, $2)
+         ORDER BY seq ${paging}`,
+        page ? [parentId, spawnKeyPrefix, page.limit, page.offset] : [parentId, spawnKeyPrefix],
+      );
+    },
+
+    async listAgents(query: AgentQuery): Promise<AgentPage> {
+      const where: string[] = [];
+      const params: unknown[] = [];
+      const add = (sql: (n: string) => string, value: unknown): void => {
+        params.push(value);
+        where.push(sql(`$${params.length}`));
+      };
+      if (query.after !== undefined) add((n) => `seq < ${n}`, Number(query.after));
+      if (query.account_id !== undefined) add((n) => `account_id = ${n}`, query.account_id);
+      if (query.status !== undefined) add((n) => `status = ${n}`, query.status);
+      if (query.parent_id === null) where.push('parent_id IS NULL');
+      else if (query.parent_id !== undefined) add((n) => `parent_id = ${n}`, query.parent_id);
+      params.push(query.limit);
+      const rows = await db.q<Rows<AgentRow> & { seq: number }>(
+        `SELECT seq, ${AGENT_COLUMNS} FROM agents ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+         ORDER BY seq DESC LIMIT $${params.length}`,
+        params,
+      );
+      const last = rows.at(-1);
+      return {
+        rows: rows.map(({ seq: _seq, ...row }) => row as AgentRow),
+        last: last ? String(last.seq) : null,
+      };
+    },
+
+    async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
+      const rows = await db.q<{ agent_id: string }>(
+        'SELECT agent_id FROM agents WHERE status = ANY($1::text[]) ORDER BY seq',
+        [[...statuses]],
+      );
+      return rows.map((r) => r.agent_id);
+    },
+
+    async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
+      return db.tx((q) => changeStatusIn(q, agentId, change, { updated_at: updatedAt }));
+    },
+
+    async deleteAgentTree(agentId: string): Promise<string[]> {
+      return db.tx(async (q) => {
+        const [root] = await q<{ parent_id: string | null }>(
+          'SELECT parent_id FROM agents WHERE agent_id = $1 FOR UPDATE',
+          [agentId],
+        );
+        if (!root) return [];
+        const ids = [agentId, ...(await descendantsIn(q, agentId))];
+        await releaseAgentReservationsIn(q, ids);
+        await deleteAgentExtrasIn(q, ids);
+        if (root.parent_id) {
+          await q('UPDATE agents SET sub_agent_count = sub_agent_count - 1 WHERE agent_id = $1', [root.parent_id]);
+        }
+        for (const table of ['messages', 'turns', 'tool_calls', 'tool_state', 'agents']) {
+          await q(`DELETE FROM ${table} WHERE agent_id = ANY($1::text[])`, [ids]);
+        }
+        return ids;
+      });
+    },
+
+    async countChildrenByStatus(
+      parentId: string,
+      spawnKeyPrefix: string,
+    ): Promise<Partial<Record<AgentStatus, number>>> {
+      const rows = await db.q<{ status: AgentStatus; n: number }>(
+        `SELECT status, count(*)::bigint AS n FROM agents
+         WHERE parent_id = $1 AND spawn_key IS NOT NULL AND starts_with(spawn_key, $2) GROUP BY status`,
+        [parentId, spawnKeyPrefix],
+      );
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    },
+
+    async listDescendantIds(agentId: string): Promise<string[]> {
+      return descendantsIn(db.q, agentId);
+    },
+
+    async listMessages(agentId: string): Promise<MessageRow[]> {
+      return db.q<Rows<MessageRow>>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE agent_id = $1 ORDER BY seq`, [
+        agentId,
+      ]);
+    },
+
+    async listTurns(agentId: string): Promise<TurnRow[]> {
+      return db.q<Rows<TurnRow>>(`SELECT ${TURN_COLUMNS} FROM turns WHERE agent_id = $1 ORDER BY idx`, [agentId]);
+    },
+
+    async listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]> {
+      return db.q<Rows<ToolCallRow>>(
+        `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = $1 AND turn_idx = $2 ORDER BY seq`,
+        [agentId, turnIdx],
+      );
+    },
+
+    async putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean> {
+      return db.tx(async (q) => {
+        const agentIds = [...new Set(calls.map((c) => c.agent_id))];
+        // Locked so that no status change slips between the check and the write.
+        const agents = await q<{ agent_id: string; status: AgentStatus }>(
+          'SELECT agent_id, status FROM agents WHERE agent_id = ANY($1::text[]) ORDER BY agent_id FOR UPDATE',
+          [agentIds],
+        );
+        const status = new Map(agents.map((a) => [a.agent_id, a.status]));
+        if (onlyWhile !== undefined && calls.some((c) => status.get(c.agent_id) !== onlyWhile)) return false;
+        await upsertToolCalls(
+          q,
+          calls.filter((c) => status.has(c.agent_id)),
+        );
+        return true;
+      });
+    },
+
+    async commitStep(commit: StepCommit): Promise<StepCommitResult> {
+      return db.tx(async (q) => {
+        // Settlements first: accounts.ts locks reservation, account, then agents; taking the agent's lock after them
+        // keeps that order.
+        const charged = await settleIn(q, commit.settlements ?? []);
+        const [locked] = await q<{ agent_id: string }>('SELECT agent_id FROM agents WHERE agent_id = $1 FOR UPDATE', [
+          commit.agent_id,
+        ]);
+        if (!locked) return { agent: null, statusChanged: false, charged };
+        const [{ n } = { n: 0 }] = await q<{ n: number }>(
+          'SELECT count(*)::bigint AS n FROM turns WHERE agent_id = $1',
+          [commit.agent_id],
+        );
+        (commit.turns ?? []).forEach((t, i) => {
+          // Throwing rolls the settlements back too, as memory checks before settling.
+          if (t.idx !== n + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
+        });
+        let agent = await applyStep(q, commit);
+        let statusChanged = false;
+        if (commit.status) {
+          const changed = await changeStatusIn(q, commit.agent_id, commit.status, {});
+          if (changed) {
+            agent = changed;
+            statusChanged = true;
+          }
+        }
+        return { agent, statusChanged, charged };
+      });
+    },
+
+    async putToolState(agentId: string, toolUseId: string, state: string): Promise<void> {
+      await db.q(
+        `INSERT INTO tool_state (agent_id, tool_use_id, state)
+         SELECT $1, $2, $3 WHERE EXISTS (SELECT 1 FROM agents WHERE agent_id = $1)
+         ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET state = EXCLUDED.state`,
+        [agentId, toolUseId, state],
+      );
+    },
+
+    async getToolState(agentId: string, toolUseId: string): Promise<string | null> {
+      const [row] = await db.q<{ state: string }>(
+        'SELECT state FROM tool_state WHERE agent_id = $1 AND tool_use_id = $2',
+        [agentId, toolUseId],
+      );
+      return row?.state ?? null;
+    },
+  };
+}

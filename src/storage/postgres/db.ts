@@ -1,0 +1,59 @@
+/**
+ * @module storage/postgres/db
+ * The one way the PostgreSQL adapter talks to the database: a pool whose connections use the adapter's schema, BIGINT
+ * (int8) read as a JavaScript number (micro-credits and counters stay far below 2^53), and `tx()`, which runs a
+ * function in one transaction on one connection and retries it when PostgreSQL reports a serialization failure or a
+ * deadlock (the transaction then had no effect).
+ */
+import type { Pool, PoolClient, QueryResultRow } from 'pg';
+
+/** Runs one statement and returns its rows. */
+export type Query = <R extends QueryResultRow = Record<string, unknown>>(
+  sql: string,
+  params?: unknown[],
+) => Promise<R[]>;
+
+/** The adapter's access to its database. */
+export interface Db {
+  /** A statement outside any transaction (a single statement is atomic by itself). */
+  q: Query;
+  /**
+   * Runs `fn` in a transaction (READ COMMITTED; take row locks with `SELECT … FOR UPDATE` where a read decides a
+   * write). Committed when `fn` resolves, rolled back when it throws. Do not nest: `fn` gets the transaction's query.
+   */
+  tx<T>(fn: (q: Query) => Promise<T>): Promise<T>;
+  /** The schema's name, quoted for SQL (e.g. `"agentry"`). */
+  schema: string;
+}
+
+/** SQLSTATE of failures after which a transaction can simply run again. */
+const RETRYABLE = new Set(['40001', '40P01']);
+
+export function createDb(pool: Pool, schema: string): Db {
+  const run =
+    (client: Pool | PoolClient): Query =>
+    async (sql, params) =>
+      (await client.query(sql, params as unknown[])).rows as never;
+  return {
+    q: run(pool),
+    schema: `"${schema.replaceAll('"', '""')}"`,
+    async tx(fn) {
+      for (let attempt = 1; ; attempt++) {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN');
+          const result = await fn(run(client));
+          await client.query('COMMIT');
+          return result;
+        } catch (error) {
+          await client.query('ROLLBACK').catch(() => undefined);
+          const code = (error as { code?: string }).code;
+          if (code && RETRYABLE.has(code) && attempt < 5) continue;
+          throw error;
+        } finally {
+          client.release();
+        }
+      }
+    },
+  };
+}

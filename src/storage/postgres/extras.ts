@@ -1,0 +1,522 @@
+/**
+ * @module storage/postgres/extras
+ * What a tool keeps beside an agent, on PostgreSQL: artifacts (bytes in a BYTEA column; TOAST keeps them out of the
+ * row, so listing and summing sizes never reads them), page reads and their texts (one per hash, outliving their
+ * readers), message_person's outbox and opt-outs (outliving their agent), durable timers, monitors and their queued
+ * changes. The rest goes with its agent tree (`deleteAgentExtrasIn`, inside `agents.ts`'s delete).
+ *
+ * Writes that check an agent first lock its row (`FOR SHARE`, or `FOR UPDATE` where the check is a per-agent total),
+ * so that a tree deleted meanwhile cannot be left with rows of its agents. Writes whose order callers can see (the
+ * order of page reads and artifacts, which of two racing calls gets a limit's last slot) also run one after another
+ * in this process, in the order they were called, as memoryStorage's do.
+ */
+import { notFound } from '../../errors.js';
+import type {
+  ArtifactLimits,
+  ArtifactRow,
+  MonitorChangeRow,
+  MonitorRow,
+  OptOutRow,
+  OutboxChannel,
+  OutboxOutcome,
+  OutboxRateLimits,
+  OutboxRefusal,
+  OutboxRow,
+  OutboxStatus,
+  PageReadRow,
+  StorageAdapter,
+  TimerRow,
+} from '../adapter.js';
+import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from '../validate.js';
+import type { Db, Query } from './db.js';
+
+/** Tables of this store. `seq` columns are ordering keys only; only a monitor change's leaves the adapter. */
+export const EXTRAS_SCHEMA: string[] = [
+  `CREATE TABLE artifacts (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    artifact_id TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    mime_type TEXT NOT NULL,
+    size BIGINT NOT NULL,
+    created_at TEXT NOT NULL,
+    data BYTEA NOT NULL,
+    UNIQUE (agent_id, artifact_id)
+  )`,
+  // No agent_id: a text is kept once per hash and outlives its readers (citations point at it).
+  `CREATE TABLE page_texts (
+    content_sha256 TEXT PRIMARY KEY,
+    text TEXT NOT NULL
+  )`,
+  `CREATE TABLE page_reads (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    tool_use_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    final_url TEXT NOT NULL,
+    title TEXT NOT NULL,
+    content_sha256 TEXT NOT NULL,
+    retrieved_at TEXT NOT NULL
+  )`,
+  `CREATE INDEX page_reads_agent ON page_reads (agent_id, seq)`,
+  // Rows outlive their agent: the account's rate limit and its record of who was messaged count them.
+  `CREATE TABLE outbox (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    message_id TEXT NOT NULL UNIQUE,
+    agent_id TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    tool_use_id TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    "to" TEXT NOT NULL,
+    subject TEXT,
+    body_hash TEXT NOT NULL,
+    status TEXT NOT NULL,
+    provider_id TEXT,
+    error TEXT,
+    created_at TEXT NOT NULL,
+    sent_at TEXT,
+    UNIQUE (agent_id, tool_use_id)
+  )`,
+  `CREATE INDEX outbox_agent_created ON outbox (agent_id, created_at)`,
+  `CREATE INDEX outbox_account_created ON outbox (account_id, created_at)`,
+  // Recovery finds queued rows without a scan.
+  `CREATE INDEX outbox_queued ON outbox (status) WHERE status = 'queued'`,
+  `CREATE TABLE message_opt_outs (
+    account_id TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    recipient TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    at TEXT NOT NULL,
+    PRIMARY KEY (account_id, channel, recipient)
+  )`,
+  // Timers are read only when due, through the (due_at) index: idle monitors are rows, not memory.
+  `CREATE TABLE timers (
+    timer_id TEXT PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    due_at BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL
+  )`,
+  `CREATE INDEX timers_due ON timers (due_at, timer_id)`,
+  `CREATE INDEX timers_agent ON timers (agent_id)`,
+  `CREATE TABLE monitors (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    monitor_id TEXT NOT NULL UNIQUE,
+    agent_id TEXT NOT NULL,
+    url TEXT NOT NULL,
+    selector TEXT,
+    ignore_selectors TEXT NOT NULL,
+    condition TEXT,
+    interval_s BIGINT NOT NULL,
+    until TEXT,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    last_checked_at TEXT,
+    next_check_at TEXT,
+    changes BIGINT NOT NULL,
+    last_error TEXT,
+    failures BIGINT NOT NULL,
+    etag TEXT,
+    last_modified TEXT,
+    content_sha256 TEXT,
+    content TEXT,
+    render BOOLEAN NOT NULL
+  )`,
+  `CREATE INDEX monitors_agent ON monitors (agent_id, seq)`,
+  `CREATE TABLE monitor_changes (
+    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    agent_id TEXT NOT NULL,
+    monitor_id TEXT NOT NULL,
+    change TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  )`,
+  `CREATE INDEX monitor_changes_agent ON monitor_changes (agent_id, seq)`,
+];
+
+const ARTIFACT_COLUMNS = 'artifact_id, agent_id, account_id, name, mime_type, size, created_at';
+const PAGE_READ_COLUMNS = 'agent_id, tool_use_id, url, final_url, title, content_sha256, retrieved_at';
+/** In {@link OutboxRow} order; `to` is an SQL keyword, hence the quotes. */
+const OUTBOX_COLUMNS =
+  'message_id, agent_id, account_id, tool_use_id, channel, "to", subject, body_hash, status, provider_id, error, ' +
+  'created_at, sent_at';
+const TIMER_COLUMNS = 'timer_id, agent_id, due_at, kind, payload';
+/** In {@link MonitorRow} order, which {@link monitorParams} follows. */
+const MONITOR_FIELDS = [
+  'monitor_id',
+  'agent_id',
+  'url',
+  'selector',
+  'ignore_selectors',
+  'condition',
+  'interval_s',
+  'until',
+  'status',
+  'created_at',
+  'last_checked_at',
+  'next_check_at',
+  'changes',
+  'last_error',
+  'failures',
+  'etag',
+  'last_modified',
+  'content_sha256',
+  'content',
+  'render',
+] as const satisfies ReadonlyArray<keyof MonitorRow>;
+const MONITOR_COLUMNS = MONITOR_FIELDS.join(', ');
+const CHANGE_COLUMNS = 'seq, agent_id, monitor_id, change, created_at';
+
+/** A row type as `Query` wants it (pg's QueryResultRow); BIGINT comes back as a number, BOOLEAN as a boolean. */
+type Rows<T> = T & Record<string, unknown>;
+
+/**
+ * Runs writes one after another in the order they were called, so that what they append is in call order and racing
+ * calls are decided in call order, as in memoryStorage. A failed write does not stop the ones after it.
+ */
+function serialQueue(): <T>(write: () => Promise<T>) => Promise<T> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return (write) => {
+    const result = tail.then(write);
+    tail = result.catch(() => undefined);
+    return result;
+  };
+}
+
+function monitorParams(m: MonitorRow): unknown[] {
+  return MONITOR_FIELDS.map((field) => m[field]);
+}
+
+/** Upserts a timer unless its agent does not exist (any more); the agent's row is share-locked meanwhile. */
+async function putTimerIn(q: Query, t: TimerRow): Promise<void> {
+  await q(
+    `WITH agent AS (SELECT 1 FROM agents WHERE agent_id = $2 FOR SHARE)
+     INSERT INTO timers (${TIMER_COLUMNS}) SELECT $1, $2, $3, $4, $5 FROM agent
+     ON CONFLICT (timer_id) DO UPDATE SET agent_id = EXCLUDED.agent_id, due_at = EXCLUDED.due_at,
+       kind = EXCLUDED.kind, payload = EXCLUDED.payload`,
+    [t.timer_id, t.agent_id, t.due_at, t.kind, t.payload],
+  );
+}
+
+/** The outbox's checks, in memoryStorage's order, then the insert; the caller holds the account's outbox lock. */
+async function queueOutboxIn(q: Query, row: OutboxRow, limits: OutboxRateLimits): Promise<OutboxRefusal | null> {
+  const [existing] = await q<Rows<OutboxRow>>(
+    `SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE agent_id = $1 AND tool_use_id = $2`,
+    [row.agent_id, row.tool_use_id],
+  );
+  if (existing) return { reason: 'exists', existing };
+  const [optOut] = await q<Rows<OptOutRow>>(
+    'SELECT account_id, channel, recipient, reason, at FROM message_opt_outs WHERE account_id = $1 AND channel = $2 AND recipient = $3',
+    [row.account_id, row.channel, row.to],
+  );
+  if (optOut) return { reason: 'opted_out', opt_out: optOut };
+  const [counts] = await q<{ agent: number; account: number }>(
+    `SELECT
+       (SELECT count(*) FROM outbox WHERE agent_id = $1 AND created_at >= $2) AS agent,
+       (SELECT count(*) FROM outbox WHERE account_id = $3 AND created_at >= $4) AS account`,
+    [row.agent_id, limits.agent.since, row.account_id, limits.account.since],
+  );
+  const { agent = 0, account = 0 } = counts ?? {};
+  if (agent >= limits.agent.max) return { reason: 'agent_rate', count: agent };
+  if (account >= limits.account.max) return { reason: 'account_rate', count: account };
+  await q(`INSERT INTO outbox (${OUTBOX_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`, [
+    row.message_id,
+    row.agent_id,
+    row.account_id,
+    row.tool_use_id,
+    row.channel,
+    row.to,
+    row.subject,
+    row.body_hash,
+    row.status,
+    row.provider_id,
+    row.error,
+    row.created_at,
+    row.sent_at,
+  ]);
+  return null;
+}
+
+/**
+ * Part of deleting agents, inside the caller's transaction: their artifacts, page reads, timers, monitors and queued
+ * monitor changes go. Page texts, outbox rows and opt-outs stay (citations and the account's record point at them).
+ */
+export async function deleteAgentExtrasIn(q: Query, agentIds: readonly string[]): Promise<void> {
+  if (agentIds.length === 0) return;
+  const ids = [...agentIds];
+  // Locking the agents first waits out the writes that share-locked one of them to add a row: once they commit, the
+  // deletes below see (and remove) their rows. Ordered by id, so that two deletes lock in the same order.
+  await q('SELECT 1 FROM agents WHERE agent_id = ANY($1::text[]) ORDER BY agent_id FOR UPDATE', [ids]);
+  for (const table of ['artifacts', 'page_reads', 'timers', 'monitors', 'monitor_changes']) {
+    await q(`DELETE FROM ${table} WHERE agent_id = ANY($1::text[])`, [ids]);
+  }
+}
+
+type ExtrasStore = Pick<
+  StorageAdapter,
+  | 'putArtifact'
+  | 'listArtifacts'
+  | 'getArtifact'
+  | 'recordPageRead'
+  | 'listPageReads'
+  | 'getPageText'
+  | 'queueOutbox'
+  | 'finishOutbox'
+  | 'listOutbox'
+  | 'countOutbox'
+  | 'markQueuedOutboxUnknown'
+  | 'putOptOut'
+  | 'getOptOut'
+  | 'putTimer'
+  | 'deleteTimer'
+  | 'listDueTimers'
+  | 'nextTimerDue'
+  | 'insertMonitor'
+  | 'getMonitor'
+  | 'listMonitors'
+  | 'updateMonitor'
+  | 'nextMonitorChange'
+  | 'deleteMonitorChange'
+>;
+
+export function extrasStore(db: Db): ExtrasStore {
+  const serial = serialQueue();
+  const one = async <T>(sql: string, params: unknown[]): Promise<T | null> =>
+    ((await db.q<Rows<T>>(sql, params))[0] as T | undefined) ?? null;
+
+  return {
+    // --- artifacts
+
+    // Async, so that a refusal of the checks is a rejected promise, as in memory.
+    async putArtifact(row: ArtifactRow, data: Uint8Array, limits: ArtifactLimits): Promise<void> {
+      checkArtifact(row, data, limits);
+      const bytes = Buffer.from(data); // a copy: the caller may change its array once this returns
+      return serial(() =>
+        db.tx(async (q) => {
+          // Locked for update, not share: two writes for one agent must not both count the total before either adds.
+          const [agent] = await q('SELECT 1 FROM agents WHERE agent_id = $1 FOR UPDATE', [row.agent_id]);
+          if (!agent) throw notFound('Agent', row.agent_id);
+          const [stored] = await q<{ n: number; taken: boolean }>(
+            `SELECT coalesce(sum(size), 0)::bigint AS n, bool_or(artifact_id = $2) AS taken
+             FROM artifacts WHERE agent_id = $1`,
+            [row.agent_id, row.artifact_id],
+          );
+          if (stored?.taken) throw artifactExists(row);
+          const total = stored?.n ?? 0;
+          if (total + row.size > limits.maxBytesPerAgent) {
+            throw agentArtifactsTooLarge(row, total, limits.maxBytesPerAgent);
+          }
+          await q(`INSERT INTO artifacts (${ARTIFACT_COLUMNS}, data) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+            row.artifact_id,
+            row.agent_id,
+            row.account_id,
+            row.name,
+            row.mime_type,
+            row.size,
+            row.created_at,
+            bytes,
+          ]);
+        }),
+      );
+    },
+
+    listArtifacts: (agentId) =>
+      db.q<Rows<ArtifactRow>>(`SELECT ${ARTIFACT_COLUMNS} FROM artifacts WHERE agent_id = $1 ORDER BY seq`, [agentId]),
+
+    async getArtifact(agentId, artifactId) {
+      const r = await one<ArtifactRow & { data: Buffer }>(
+        `SELECT ${ARTIFACT_COLUMNS}, data FROM artifacts WHERE agent_id = $1 AND artifact_id = $2`,
+        [agentId, artifactId],
+      );
+      if (!r) return null;
+      const { data, ...row } = r;
+      // A plain Uint8Array, as memoryStorage gives (pg answers a Buffer).
+      return { row, data: new Uint8Array(data) };
+    },
+
+    // --- pages read
+
+    async recordPageRead(read: PageReadRow, text: string): Promise<void> {
+      checkPageRead(read, text);
+      // One statement, so it is atomic; the agent's row is share-locked, so a read of an agent being deleted is
+      // either deleted with it or dropped here (text and all).
+      return serial(async () => {
+        await db.q(
+          `WITH agent AS (SELECT 1 FROM agents WHERE agent_id = $1 FOR SHARE),
+           kept_text AS (
+             INSERT INTO page_texts (content_sha256, text) SELECT $6, $8 FROM agent
+             ON CONFLICT (content_sha256) DO NOTHING
+           )
+           INSERT INTO page_reads (${PAGE_READ_COLUMNS}) SELECT $1, $2, $3, $4, $5, $6, $7 FROM agent`,
+          [
+            read.agent_id,
+            read.tool_use_id,
+            read.url,
+            read.final_url,
+            read.title,
+            read.content_sha256,
+            read.retrieved_at,
+            text,
+          ],
+        );
+      });
+    },
+
+    async listPageReads(agentIds) {
+      if (agentIds.length === 0) return [];
+      return db.q<Rows<PageReadRow>>(
+        `SELECT ${PAGE_READ_COLUMNS} FROM page_reads WHERE agent_id = ANY($1::text[]) ORDER BY seq`,
+        [[...agentIds]],
+      );
+    },
+
+    async getPageText(contentSha256) {
+      const r = await one<{ text: string }>('SELECT text FROM page_texts WHERE content_sha256 = $1', [contentSha256]);
+      return r?.text ?? null;
+    },
+
+    // --- outbox (message_person)
+
+    queueOutbox: (row, limits) =>
+      serial(() =>
+        db.tx(async (q) => {
+          // The account may have no row (and its agents are locked elsewhere): an advisory lock per account
+          // serialises the counting and the insert across processes, so two calls cannot both take the last slot.
+          await q(`SELECT pg_advisory_xact_lock(hashtext('agentry.outbox:' || $1))`, [row.account_id]);
+          return queueOutboxIn(q, row, limits);
+        }),
+      ),
+
+    async finishOutbox(messageId: string, o: OutboxOutcome) {
+      // An attempt ends once: when the update finds it no longer queued, the row is read back as it is.
+      const ended = await one<OutboxRow>(
+        `UPDATE outbox SET status = $2, provider_id = $3, error = $4, sent_at = $5
+         WHERE message_id = $1 AND status = 'queued' RETURNING ${OUTBOX_COLUMNS}`,
+        [messageId, o.status, o.provider_id, o.error, o.sent_at],
+      );
+      return ended ?? one<OutboxRow>(`SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE message_id = $1`, [messageId]);
+    },
+
+    listOutbox: (agentId) =>
+      db.q<Rows<OutboxRow>>(`SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE agent_id = $1 ORDER BY seq`, [agentId]),
+
+    async countOutbox(agentId) {
+      const rows = await db.q<{ status: OutboxStatus; n: number }>(
+        'SELECT status, count(*) AS n FROM outbox WHERE agent_id = $1 GROUP BY status',
+        [agentId],
+      );
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    },
+
+    markQueuedOutboxUnknown: (error) =>
+      // RETURNING has no order of its own: the rows come back oldest first, as memory's do.
+      db.q<Rows<OutboxRow>>(
+        `WITH marked AS (
+           UPDATE outbox SET status = 'unknown', error = $1 WHERE status = 'queued' RETURNING seq, ${OUTBOX_COLUMNS}
+         )
+         SELECT ${OUTBOX_COLUMNS} FROM marked ORDER BY seq`,
+        [error],
+      ),
+
+    async putOptOut(r) {
+      await db.q(
+        `INSERT INTO message_opt_outs (account_id, channel, recipient, reason, at) VALUES ($1, $2, $3, $4, $5)
+         ON CONFLICT (account_id, channel, recipient) DO UPDATE SET reason = EXCLUDED.reason, at = EXCLUDED.at`,
+        [r.account_id, r.channel, r.recipient, r.reason, r.at],
+      );
+    },
+
+    getOptOut: (accountId: string, channel: OutboxChannel, recipient: string) =>
+      one<OptOutRow>(
+        'SELECT account_id, channel, recipient, reason, at FROM message_opt_outs WHERE account_id = $1 AND channel = $2 AND recipient = $3',
+        [accountId, channel, recipient],
+      ),
+
+    // --- monitors and durable timers
+
+    putTimer: (timer) => putTimerIn(db.q, timer),
+
+    async deleteTimer(timerId, dueAt) {
+      const deleted = await db.q(
+        'DELETE FROM timers WHERE timer_id = $1 AND ($2::bigint IS NULL OR due_at = $2::bigint) RETURNING timer_id',
+        [timerId, dueAt ?? null],
+      );
+      return deleted.length > 0;
+    },
+
+    listDueTimers: (dueBy, limit) =>
+      db.q<Rows<TimerRow>>(
+        `SELECT ${TIMER_COLUMNS} FROM timers WHERE due_at <= $1 ORDER BY due_at, timer_id LIMIT $2`,
+        [dueBy, limit],
+      ),
+
+    async nextTimerDue() {
+      const r = await one<{ next: number | null }>('SELECT min(due_at) AS next FROM timers', []);
+      return r?.next ?? null;
+    },
+
+    insertMonitor: (monitor, timer) =>
+      db.tx(async (q) => {
+        const [agent] = await q('SELECT 1 FROM agents WHERE agent_id = $1 FOR SHARE', [monitor.agent_id]);
+        // A monitor with this id wins even over a missing agent, as in memory: a re-run call finds the one it made.
+        const [inserted] = agent
+          ? await q<Rows<MonitorRow>>(
+              `INSERT INTO monitors (${MONITOR_COLUMNS})
+               VALUES (${MONITOR_FIELDS.map((_, i) => `$${i + 1}`).join(', ')})
+               ON CONFLICT (monitor_id) DO NOTHING RETURNING ${MONITOR_COLUMNS}`,
+              monitorParams(monitor),
+            )
+          : [];
+        if (inserted) {
+          if (timer) await putTimerIn(q, timer);
+          return inserted;
+        }
+        const [existing] = await q<Rows<MonitorRow>>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE monitor_id = $1`, [
+          monitor.monitor_id,
+        ]);
+        if (existing) return existing;
+        throw notFound('Agent', monitor.agent_id);
+      }),
+
+    getMonitor: (monitorId) =>
+      one<MonitorRow>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE monitor_id = $1`, [monitorId]),
+
+    listMonitors: (agentId) =>
+      db.q<Rows<MonitorRow>>(`SELECT ${MONITOR_COLUMNS} FROM monitors WHERE agent_id = $1 ORDER BY seq`, [agentId]),
+
+    updateMonitor: (monitor, also = {}) =>
+      db.tx(async (q) => {
+        // Replaces the whole row, as memory does, but only while the stored one is active: a check that ran during a
+        // cancel must not bring the monitor back. One UPDATE checks and writes (it waits for a cancel in flight, then re-checks).
+        const sets = MONITOR_FIELDS.slice(1).map((field, i) => `${field} = $${i + 2}`);
+        const updated = await q(
+          `UPDATE monitors SET ${sets.join(', ')} WHERE monitor_id = $1 AND status = 'active' RETURNING monitor_id`,
+          monitorParams(monitor),
+        );
+        if (updated.length === 0) return false;
+        const { change, timer, dropTimer } = also;
+        if (change) {
+          await q('INSERT INTO monitor_changes (agent_id, monitor_id, change, created_at) VALUES ($1, $2, $3, $4)', [
+            change.agent_id,
+            change.monitor_id,
+            change.change,
+            change.created_at,
+          ]);
+        }
+        if (dropTimer !== undefined) await q('DELETE FROM timers WHERE timer_id = $1', [dropTimer]);
+        if (timer) await putTimerIn(q, timer);
+        return true;
+      }),
+
+    nextMonitorChange: (agentId, monitorId) =>
+      one<MonitorChangeRow>(
+        `SELECT ${CHANGE_COLUMNS} FROM monitor_changes
+         WHERE agent_id = $1 AND ($2::text IS NULL OR monitor_id = $2::text) ORDER BY seq LIMIT 1`,
+        [agentId, monitorId ?? null],
+      ),
+
+    async deleteMonitorChange(seq) {
+      await db.q('DELETE FROM monitor_changes WHERE seq = $1', [seq]);
+    },
+  };
+}

@@ -1,0 +1,168 @@
+/**
+ * @module storage/postgres
+ * A {@link StorageAdapter} on PostgreSQL (`agentry/storage/postgres`), through `pg` (an optional peer dependency,
+ * loaded by `init()`). It keeps its tables in one schema (the `schema` option, else the URL's `?schema=`, else
+ * `agentry`; created if missing), and follows
+ * `memoryStorage()`, the reference, as the contract suite in `test/storage/contract.ts` checks. Every write that must
+ * be atomic is one transaction (`db.ts`); reads that decide a write lock their rows (`FOR UPDATE`).
+ *
+ * The stores, by what they keep: `accounts.ts` (accounts, ledger, reservations, API keys, idempotency keys),
+ * `agents.ts` (agents, messages, turns, tool calls, tool state, steps), `extras.ts` (artifacts, page reads, outbox,
+ * opt-outs, timers, monitors).
+ *
+ * This first stage serves one runtime process per database (a runner lock enforces it, as with SQLite); claiming
+ * agents across processes (leases, `FOR UPDATE SKIP LOCKED`, LISTEN/NOTIFY) is not built yet.
+ */
+import type { Pool, PoolClient } from 'pg';
+import { z } from 'zod';
+import { AgentryError } from '../../errors.js';
+import type { StorageAdapter } from '../adapter.js';
+import { accountsStore, ACCOUNTS_SCHEMA, releaseAllHoldsIn } from './accounts.js';
+import { agentsStore, AGENTS_SCHEMA } from './agents.js';
+import { createDb, type Db } from './db.js';
+import { extrasStore, EXTRAS_SCHEMA } from './extras.js';
+
+const OptionsSchema = z
+  .object({
+    connectionString: z.string().regex(/^postgres(ql)?:\/\//, 'must be a postgres:// URL'),
+    schema: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier')
+      .optional(),
+    maxConnections: z.number().int().min(1).max(100).optional(),
+  })
+  .strict();
+
+export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
+
+/** Schema versions, applied in order; version 1 is the whole schema of this first stage. */
+const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }> = [
+  { version: 1, name: 'initial schema', up: [...ACCOUNTS_SCHEMA, ...AGENTS_SCHEMA, ...EXTRAS_SCHEMA] },
+];
+
+/** Any fixed number: the advisory lock that serialises migrations and marks the process that drives the agents. */
+const MIGRATION_LOCK = 7_305_001;
+const RUNNER_LOCK = 7_305_002;
+/** How long a new runner waits for the lock of one that is going away. */
+const RUNNER_LOCK_WAIT_MS = 5_000;
+
+async function migrate(db: Db): Promise<void> {
+  await db.tx(async (q) => {
+    await q('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await q(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
+    await q(
+      `CREATE TABLE IF NOT EXISTS ${db.schema}.schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
+    );
+    const done = new Set(
+      (await q<{ version: number }>(`SELECT version FROM ${db.schema}.schema_migrations`)).map((r) => r.version),
+    );
+    for (const m of MIGRATIONS) {
+      if (done.has(m.version)) continue;
+      for (const statement of m.up) await q(statement);
+      await q(`INSERT INTO ${db.schema}.schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`, [
+        m.version,
+        m.name,
+        new Date().toISOString(),
+      ]);
+    }
+  });
+}
+
+/** `pg` is an optional peer dependency: loaded when the first adapter opens. */
+const loadPg = async () => (await import('pg')).default;
+
+/**
+ * PostgreSQL storage.
+ *
+ * @example
+ * import { postgresStorage } from 'agentry/storage/postgres';
+ * const runtime = await AgentRuntime.open({ storage: postgresStorage({ connectionString: process.env.DATABASE_URL! }) });
+ */
+export function postgresStorage(options: PostgresStorageOptions): StorageAdapter {
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) {
+    throw new AgentryError('invalid_request', `Invalid postgresStorage options: ${z.prettifyError(parsed.error)}`, {
+      details: parsed.error.issues,
+      cause: parsed.error,
+    });
+  }
+  const { maxConnections = 10 } = parsed.data;
+  // A `schema` parameter of the URL (for the CLI's --db and AGENTRY_DB) is the adapter's, not the driver's.
+  const url = new URL(parsed.data.connectionString);
+  const schema = parsed.data.schema ?? url.searchParams.get('schema') ?? 'agentry';
+  url.searchParams.delete('schema');
+  const connectionString = url.toString();
+  if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw new AgentryError(
+      'invalid_request',
+      `Invalid postgresStorage schema ${JSON.stringify(schema)}: must be a lower-case SQL identifier`,
+    );
+  }
+  let pool: Pool | undefined;
+  let runnerClient: PoolClient | undefined;
+  let db: Db | undefined;
+
+  const adapter = {
+    kind: 'postgres',
+    async init() {
+      if (!pool) {
+        let pg: Awaited<ReturnType<typeof loadPg>>;
+        try {
+          pg = await loadPg();
+        } catch (error) {
+          throw new AgentryError(
+            'not_configured',
+            `postgresStorage needs the pg package (npm install pg): ${String(error)}`,
+          );
+        }
+        pool = new pg.Pool({
+          connectionString,
+          max: maxConnections,
+          options: `-c search_path=${schema}`,
+          types: {
+            // int8 (micro-credits, counters) as numbers: they stay far below 2^53.
+            getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+              oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as never)) as never,
+          },
+        });
+        db = createDb(pool, schema);
+        Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
+      }
+      await migrate(db!);
+    },
+    async acquireRunnerLock() {
+      if (!pool || runnerClient) return;
+      const client = await pool.connect();
+      try {
+        // Waits a little rather than refusing at once: the server ends the session of a runner that was just killed
+        // a moment after its socket closed, and only then frees its lock.
+        await client.query(`SET lock_timeout = ${RUNNER_LOCK_WAIT_MS}`);
+        await client.query('SELECT pg_advisory_lock($1)', [RUNNER_LOCK]);
+        await client.query('SET lock_timeout = 0');
+      } catch (error) {
+        client.release(true); // a fresh connection next time, not one with a half-set session
+        if ((error as { code?: string }).code === '55P03') {
+          throw new AgentryError(
+            'invalid_state',
+            'Another runtime process is driving the agents of this PostgreSQL database (one per database for now)',
+          );
+        }
+        throw error;
+      }
+      runnerClient = client; // the session lock lives as long as this connection
+      await db!.tx(releaseAllHoldsIn);
+    },
+    async close() {
+      runnerClient?.release();
+      runnerClient = undefined;
+      await pool?.end();
+      pool = undefined;
+    },
+    sharedLocation: () => null,
+    // Replaced by the stores in init(); here so that AgentRuntime.open(), which checks for it before init(), sees an adapter.
+    async commitStep(): Promise<never> {
+      throw new AgentryError('invalid_state', 'postgresStorage: init() has not run');
+    },
+  };
+  return adapter as unknown as StorageAdapter;
+}
