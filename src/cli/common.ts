@@ -70,10 +70,8 @@ export function resolveDb(db: string | undefined): string {
 /** Opens (and migrates) the storage behind a `--db` value. */
 export async function openStorage(target: string): Promise<StorageAdapter> {
   if (/^postgres(?:ql)?:\/\//i.test(target)) {
-    throw new AgentryError(
-      'not_configured',
-      'The CLI does not support PostgreSQL databases yet; pass a SQLite file path',
-    );
+    const { postgresStorage } = await import('../storage/postgres/index.js');
+    return postgresStorage({ connectionString: target });
   }
   return sqliteStorage({ path: target });
 }

@@ -36,7 +36,7 @@ function usage(): string {
     'Commands:',
     ...lines,
     '',
-    'Every command takes --db <path> (default: $AGENTRY_DB, else ./agentry.db).',
+    'Every command takes --db <path or postgres:// URL> (default: $AGENTRY_DB, else ./agentry.db).',
     'Run `agentry <command> --help` for its options.',
   ].join('\n');
 }

@@ -15,7 +15,7 @@ Serves agentry as an MCP server on stdio: create_agent, get_agent, list_agents, 
 delete_agent. Agents run in this process (one process per database: not beside \`agentry serve\` on the same file).
 
 Options:
-  --db <path>           SQLite database (default $AGENTRY_DB, else ./agentry.db)
+  --db <path>           SQLite file or postgres:// URL (default $AGENTRY_DB, else ./agentry.db)
   --account <id>        the account whose agents it creates and sees (default: the local account)
   --mcp-config <file>   MCP servers whose tools the agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
 

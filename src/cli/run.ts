@@ -8,10 +8,9 @@ import { AgentRuntime } from '../index.js';
 import { AgentryError } from '../errors.js';
 import { anthropicProvider, hasAnthropicCredentials } from '../models/anthropic.js';
 import type { ModelProvider } from '../models/provider.js';
-import { sqliteStorage } from '../storage/sqlite/index.js';
 import type { Tool } from '../tools/define-tool.js';
 import type { Agent } from '../core/schemas.js';
-import { mcpServersOption } from './common.js';
+import { mcpServersOption, openStorage } from './common.js';
 import { NAMED_SUB_AGENTS, ProgressView, subAgentLabel, type ProgressOutput } from './progress.js';
 
 /** How a direct sub-agent's end is told on the run's output. */
@@ -38,7 +37,7 @@ Runs an agent in this process until it completes, with live progress. Ctrl-C pau
 
 Options:
   --model <id>        svc-1-lite (default) or svc-1-ultra
-  --db <path>         SQLite database (default: $AGENTRY_DB or ./agentry.db)
+  --db <path>         SQLite file or postgres:// URL (default: $AGENTRY_DB or ./agentry.db)
   --credits <n>       budget for this run, in credits; the local account is topped up to cover it
   --resume <id>       continue a paused, stopped or interrupted agent
   --mcp-config <file> MCP servers whose tools the agent may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
@@ -118,7 +117,7 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
     return RUN_EXIT_CODES.usage;
   }
   const runtime = await AgentRuntime.open({
-    storage: sqliteStorage({ path }),
+    storage: await openStorage(path),
     model: io.model ?? anthropicProvider(),
     tools: io.tools ?? [],
     ...mcp,

@@ -31,7 +31,7 @@ On the first start against a database it creates an account with ${INITIAL_CREDI
 Options:
   --port <n>            port to listen on; 0 picks a free one (default 8787)
   --host <address>      address to bind (default 127.0.0.1)
-  --db <path>           SQLite database (default $AGENTRY_DB, else ./agentry.db)
+  --db <path>           SQLite file or postgres:// URL (default $AGENTRY_DB, else ./agentry.db)
   --rate-limit <c:r>    token bucket per API key: burst c, r per second; "off" disables (default 120:20)
   --cors <origins>      comma-separated origins allowed to call from a browser, or "*" (default: no CORS)
   --mcp-config <file>   MCP servers whose tools agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)

@@ -324,7 +324,7 @@ export class AgentRuntime {
    * Opens a runtime: validates options, migrates storage, makes sure the default account exists, and resumes every
    * agent that was ACTIVE when the last process stopped (from its last saved step).
    *
-   * Defaults: SQLite at `$AGENTRY_DB` or `./agentry.db`, and the Anthropic provider configured from the environment.
+   * Defaults: `$AGENTRY_DB` (a SQLite path, or a `postgres://` URL for PostgreSQL) else `./agentry.db`, and the Anthropic provider configured from the environment.
    */
   static async open(options: RuntimeOptions = {}): Promise<AgentRuntime> {
     const o = parseArgs(RuntimeOptionsSchema, options, 'runtime options');
@@ -837,10 +837,8 @@ function decodeCursor(cursor: string): string {
 async function defaultStorage(): Promise<StorageAdapter> {
   const target = process.env.AGENTRY_DB ?? './agentry.db';
   if (/^postgres(ql)?:\/\//.test(target)) {
-    throw new AgentryError(
-      'not_configured',
-      'PostgreSQL storage is not available yet; pass a SQLite path in AGENTRY_DB',
-    );
+    const { postgresStorage } = await import('../storage/postgres/index.js');
+    return postgresStorage({ connectionString: target });
   }
   const { sqliteStorage } = await import('../storage/sqlite/index.js');
   return sqliteStorage({ path: target });
