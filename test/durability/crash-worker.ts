@@ -6,7 +6,7 @@
  * from the repository root (tsx maps `agentry` and `agentry/testing` to src/ through tsconfig `paths`).
  *
  * Modes:
- * - `fleet`: opens the runtime on the SQLite file (which recovers whatever the last, killed, process left), creates
+ * - `fleet`: opens the runtime on the database (a SQLite file, or a postgres:// URL) (which recovers whatever the last, killed, process left), creates
  *   the 50 fleet agents if the database has none, prints `running`, and keeps working until it is killed. SIGTERM
  *   closes the runtime gracefully and exits 0.
  * - `hold`: the PAUSED / OUT_OF_CREDITS scenario. On an empty database it creates one agent it pauses while its
@@ -20,7 +20,8 @@
  *                                                     a tool call starts / has appended its line / returns
  */
 import { writeSync } from 'node:fs';
-import { AgentRuntime, sqliteStorage, type ModelProvider, type ModelRequest } from 'agentry';
+import { AgentRuntime, type ModelProvider, type ModelRequest } from 'agentry';
+import { storageAt } from './worker-main.js';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import {
   FLEET_SCRIPT,
@@ -81,7 +82,7 @@ async function fleet(): Promise<void> {
     }),
   );
   const runtime = await AgentRuntime.open({
-    storage: sqliteStorage({ path: dbPath! }),
+    storage: storageAt(dbPath!),
     model,
     tools: testTools({
       appendFile: appendFile!,
@@ -129,7 +130,7 @@ async function hold(): Promise<void> {
     }),
   );
   const runtime = await AgentRuntime.open({
-    storage: sqliteStorage({ path: dbPath! }),
+    storage: storageAt(dbPath!),
     model,
     tools: [
       ...testTools({

@@ -10,7 +10,9 @@
  * The randomness is seeded: the seed is printed, and `AGENTRY_CRASH_SEED=<n>` replays the same kill schedule and
  * delays (thread timing still varies from run to run).
  */
+import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import pg from 'pg';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -49,6 +51,7 @@ import {
 } from './crash-script.js';
 import { eventually } from '../support/runtime.js';
 import { killLiveWorkers, startWorker as startHarnessWorker, type Worker } from './worker-harness.js';
+import { storageAt } from './worker-main.js';
 
 const SEED = process.env.AGENTRY_CRASH_SEED
   ? Number(process.env.AGENTRY_CRASH_SEED)
@@ -63,6 +66,38 @@ const MICROS = 1_000_000;
 // the child process (started and watched by the shared harness)
 
 const startWorker = (args: string[]): Worker => startHarnessWorker('./crash-worker.ts', args);
+
+// The fleet runs on SQLite and on PostgreSQL (when reachable; AGENTRY_CI_STRICT=1 requires it).
+const POSTGRES_URL = process.env.AGENTRY_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
+const postgresReachable = await (async () => {
+  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3_000 });
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+})();
+const BACKENDS: Array<'sqlite' | 'postgres'> =
+  postgresReachable || process.env.AGENTRY_CI_STRICT === '1' ? ['sqlite', 'postgres'] : ['sqlite'];
+const postgresSchemas: string[] = [];
+
+/** A database URL on a schema of its own (dropped after the suite). */
+async function postgresDb(): Promise<string> {
+  const schema = `agentry_crash_${randomBytes(6).toString('hex')}`;
+  postgresSchemas.push(schema);
+  return `${POSTGRES_URL}${POSTGRES_URL.includes('?') ? '&' : '?'}schema=${schema}`;
+}
+
+afterAll(async () => {
+  if (postgresSchemas.length === 0) return;
+  const client = new pg.Client({ connectionString: POSTGRES_URL });
+  await client.connect();
+  for (const schema of postgresSchemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await client.end();
+});
 
 afterEach(killLiveWorkers);
 
@@ -241,158 +276,162 @@ describe('crash suite: SIGKILL at random moments, then restart (DESIGN §4)', ()
   });
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-  it(`50 agents survive ${KILLS} kills: all COMPLETED, no message lost or repeated, unsafe calls at most once`, async () => {
-    const started = Date.now();
-    const db = join(dir, 'fleet.db');
-    const journal = join(dir, 'journal.txt');
-    const rand = prng(SEED);
-    // One report at the end (or on failure): the seed, where each kill landed, and the totals.
-    const log = [`crash suite: seed ${SEED} (AGENTRY_CRASH_SEED=${SEED} replays it)`];
-    try {
-      const stats = {
-        midModelOnly: 0,
-        midToolOnly: 0,
-        both: 0,
-        neither: 0,
-        models: 0,
-        tools: 0,
-        appends: 0,
-        appendedUncommitted: 0,
-        lookups: 0,
-      };
-      /** append_line calls that were running when a kill landed: each must end with an unknown outcome. */
-      const killedAppends = new Set<string>();
-      let observer: StorageAdapter | null = null;
-      const completedCount = async () => (observer ? (await observer.listAgentIdsByStatus(['COMPLETED'])).length : 0);
-
-      for (let k = 0; k < KILLS; k++) {
-        const worker = startWorker([db, journal, 'fleet', String(SEED), String(k)]);
-        await worker.waitForLine(/^running /);
-        const delay = Math.floor(rand() * KILL_WINDOW_MS);
-        await sleep(delay); // the random kill moment, not a wait for work
-        worker.kill('SIGKILL');
-        const exit = await worker.exited;
-        expect(exit.signal, `run ${k} exited on its own: code ${exit.code}\n${worker.stderr()}`).toBe('SIGKILL');
-        expect(
-          worker.lines.filter((l) => l.startsWith('error ')),
-          worker.stderr(),
-        ).toEqual([]);
-
-        const live = inFlightAtDeath(worker.lines);
-        const liveTools = live.tools.length > 0;
-        const liveModels = live.models.length > 0;
-        if (liveModels && liveTools) stats.both++;
-        else if (liveModels) stats.midModelOnly++;
-        else if (liveTools) stats.midToolOnly++;
-        else stats.neither++;
-        stats.models += live.models.length;
-        stats.tools += live.tools.length;
-        for (const t of live.tools) {
-          if (t.name === APPEND_TOOL) {
-            stats.appends++;
-            if (t.appended) stats.appendedUncommitted++;
-            killedAppends.add(t.id);
-          } else stats.lookups++;
-        }
-        if (!observer) {
-          observer = sqliteStorage({ path: db });
-          await observer.init();
-        }
-        log.push(
-          `kill ${String(k + 1).padStart(2)}: ${String(delay).padStart(3)} ms after "running"; in flight: ` +
-            `${live.models.length} model calls, ${live.tools.length} tool calls ` +
-            `(${live.tools.filter((t) => t.name === APPEND_TOOL).length} append_line); completed ${await completedCount()}/${FLEET_SIZE}`,
-        );
-      }
-      const killsDone = Date.now();
-
-      // The last run: let everything finish, polling the database with a deadline.
-      const final = startWorker([db, journal, 'fleet', String(SEED), String(KILLS)]);
-      await final.waitForLine(/^running /);
-      await pollUntil(
-        async () => {
-          const rows = await allAgents(observer!);
-          const failed = rows.filter((r) => r.status === 'FAILED');
-          if (failed.length) throw new Error(`agents FAILED: ${failed.map((f) => f.status_message).join('; ')}`);
-          return rows.filter((r) => r.status === 'COMPLETED').length;
-        },
-        (n) => n === FLEET_SIZE,
-        FINAL_RUN_DEADLINE_MS,
-        `all ${FLEET_SIZE} agents COMPLETED`,
-      );
-      final.kill('SIGTERM'); // graceful close
-      const finalExit = await final.exited;
-      expect(finalExit.code, final.stderr()).toBe(0);
-      expect(final.lines).toContain('closed');
-      // Holds live in the process that took them: the last one reports its account once everything is done.
-      const accountLine = final.lines.find((l) => l.startsWith('account '));
-      const finalAccount = JSON.parse(accountLine!.slice('account '.length)) as { reserved: number; balance: number };
-      expect(finalAccount.reserved).toBe(0);
-      expect(
-        final.lines.filter((l) => l.startsWith('error ')),
-        final.stderr(),
-      ).toEqual([]);
-      await observer!.close();
-
-      // Read the file afresh.
-      const storage = sqliteStorage({ path: db });
-      await storage.init();
+  it.each(BACKENDS)(
+    `%s: 50 agents survive ${KILLS} kills: all COMPLETED, no message lost or repeated, unsafe calls at most once`,
+    async (backend) => {
+      const started = Date.now();
+      const db = backend === 'sqlite' ? join(dir, 'fleet.db') : await postgresDb();
+      const journal = join(dir, `journal-${backend}.txt`);
+      const rand = prng(SEED);
+      // One report at the end (or on failure): the seed, where each kill landed, and the totals.
+      const log = [`crash suite (${backend}): seed ${SEED} (AGENTRY_CRASH_SEED=${SEED} replays it)`];
       try {
-        const agents = await allAgents(storage);
-        expect(agents).toHaveLength(FLEET_SIZE);
-        expect(new Set(agents.map((a) => a.goal)).size).toBe(FLEET_SIZE);
-        const { account, ledger } = await expectLedgerInvariant(storage, 'local');
-        expect(account.reserved).toBe(0);
-        expect(Math.round(finalAccount.balance * MICROS)).toBe(account.balance);
+        const stats = {
+          midModelOnly: 0,
+          midToolOnly: 0,
+          both: 0,
+          neither: 0,
+          models: 0,
+          tools: 0,
+          appends: 0,
+          appendedUncommitted: 0,
+          lookups: 0,
+        };
+        /** append_line calls that were running when a kill landed: each must end with an unknown outcome. */
+        const killedAppends = new Set<string>();
+        let observer: StorageAdapter | null = null;
+        const completedCount = async () => (observer ? (await observer.listAgentIdsByStatus(['COMPLETED'])).length : 0);
 
-        const callsByAgent = new Map<string, ToolCallRow[]>();
-        let unknownOutcomes = 0;
-        for (const agent of agents) {
-          expect(agent.token_count).toBe(FLEET_TOKENS);
-          const { calls, unknown } = await expectScriptedAgent(storage, agent, FLEET_SCRIPT, ledger);
-          callsByAgent.set(agent.agent_id, calls);
-          unknownOutcomes += unknown.length;
+        for (let k = 0; k < KILLS; k++) {
+          const worker = startWorker([db, journal, 'fleet', String(SEED), String(k)]);
+          await worker.waitForLine(/^running /);
+          const delay = Math.floor(rand() * KILL_WINDOW_MS);
+          await sleep(delay); // the random kill moment, not a wait for work
+          worker.kill('SIGKILL');
+          const exit = await worker.exited;
+          expect(exit.signal, `run ${k} exited on its own: code ${exit.code}\n${worker.stderr()}`).toBe('SIGKILL');
+          expect(
+            worker.lines.filter((l) => l.startsWith('error ')),
+            worker.stderr(),
+          ).toEqual([]);
+
+          const live = inFlightAtDeath(worker.lines);
+          const liveTools = live.tools.length > 0;
+          const liveModels = live.models.length > 0;
+          if (liveModels && liveTools) stats.both++;
+          else if (liveModels) stats.midModelOnly++;
+          else if (liveTools) stats.midToolOnly++;
+          else stats.neither++;
+          stats.models += live.models.length;
+          stats.tools += live.tools.length;
+          for (const t of live.tools) {
+            if (t.name === APPEND_TOOL) {
+              stats.appends++;
+              if (t.appended) stats.appendedUncommitted++;
+              killedAppends.add(t.id);
+            } else stats.lookups++;
+          }
+          if (!observer) {
+            observer = storageAt(db);
+            await observer.init();
+          }
+          log.push(
+            `kill ${String(k + 1).padStart(2)}: ${String(delay).padStart(3)} ms after "running"; in flight: ` +
+              `${live.models.length} model calls, ${live.tools.length} tool calls ` +
+              `(${live.tools.filter((t) => t.name === APPEND_TOOL).length} append_line); completed ${await completedCount()}/${FLEET_SIZE}`,
+          );
         }
-        expect(agents.reduce((s, a) => s + a.credits_spent, 0)).toBe(
-          -ledger.filter((l) => l.amount < 0).reduce((s, l) => s + l.amount, 0),
+        const killsDone = Date.now();
+
+        // The last run: let everything finish, polling the database with a deadline.
+        const final = startWorker([db, journal, 'fleet', String(SEED), String(KILLS)]);
+        await final.waitForLine(/^running /);
+        await pollUntil(
+          async () => {
+            const rows = await allAgents(observer!);
+            const failed = rows.filter((r) => r.status === 'FAILED');
+            if (failed.length) throw new Error(`agents FAILED: ${failed.map((f) => f.status_message).join('; ')}`);
+            return rows.filter((r) => r.status === 'COMPLETED').length;
+          },
+          (n) => n === FLEET_SIZE,
+          FINAL_RUN_DEADLINE_MS,
+          `all ${FLEET_SIZE} agents COMPLETED`,
         );
+        final.kill('SIGTERM'); // graceful close
+        const finalExit = await final.exited;
+        expect(finalExit.code, final.stderr()).toBe(0);
+        expect(final.lines).toContain('closed');
+        // Holds live in the process that took them: the last one reports its account once everything is done.
+        const accountLine = final.lines.find((l) => l.startsWith('account '));
+        const finalAccount = JSON.parse(accountLine!.slice('account '.length)) as { reserved: number; balance: number };
+        expect(finalAccount.reserved).toBe(0);
+        expect(
+          final.lines.filter((l) => l.startsWith('error ')),
+          final.stderr(),
+        ).toEqual([]);
+        await observer!.close();
 
-        // Every append_line a kill interrupted had been recorded started, so it was never run again: unknown outcome.
-        const interrupted = [...callsByAgent.values()]
-          .flat()
-          .filter((c) => c.name === APPEND_TOOL && killedAppends.has(c.tool_use_id));
-        expect(interrupted).toHaveLength(killedAppends.size);
-        for (const c of interrupted)
-          expect(c.result, `${c.agent_id} ${c.tool_use_id} was interrupted by a kill`).toMatch(UNKNOWN_OUTCOME_RE);
+        // Read the file afresh.
+        const storage = storageAt(db);
+        await storage.init();
+        try {
+          const agents = await allAgents(storage);
+          expect(agents).toHaveLength(FLEET_SIZE);
+          expect(new Set(agents.map((a) => a.goal)).size).toBe(FLEET_SIZE);
+          const { account, ledger } = await expectLedgerInvariant(storage, 'local');
+          expect(account.reserved).toBe(0);
+          expect(Math.round(finalAccount.balance * MICROS)).toBe(account.balance);
 
-        const { unknownRan, unknownNotRun } = expectAtMostOnce(readLines(journal), callsByAgent, [APPEND_TOOL]);
-        const lookupRuns = readLines(`${journal}.lookups`).length;
-        const lookupCalls = [...callsByAgent.values()].flat().filter((c) => c.name === LOOKUP_TOOL).length;
-        expect(lookupRuns).toBeGreaterThanOrEqual(lookupCalls);
+          const callsByAgent = new Map<string, ToolCallRow[]>();
+          let unknownOutcomes = 0;
+          for (const agent of agents) {
+            expect(agent.token_count).toBe(FLEET_TOKENS);
+            const { calls, unknown } = await expectScriptedAgent(storage, agent, FLEET_SCRIPT, ledger);
+            callsByAgent.set(agent.agent_id, calls);
+            unknownOutcomes += unknown.length;
+          }
+          expect(agents.reduce((s, a) => s + a.credits_spent, 0)).toBe(
+            -ledger.filter((l) => l.amount < 0).reduce((s, l) => s + l.amount, 0),
+          );
 
-        const total = Date.now() - started;
-        log.push(
-          ...[
-            `${KILLS} kills in ${((killsDone - started) / 1000).toFixed(1)} s, final run ` +
-              `${((Date.now() - killsDone) / 1000).toFixed(1)} s, total ${(total / 1000).toFixed(1)} s`,
-            `  kills that landed with model calls in flight only: ${stats.midModelOnly}, tool calls only: ` +
-              `${stats.midToolOnly}, both: ${stats.both}, neither (commit, recovery or idle): ${stats.neither}`,
-            `  calls interrupted: ${stats.models} model calls, ${stats.tools} tool calls (${stats.appends} append_line, ` +
-              `${stats.appendedUncommitted} of them after their append; ${stats.lookups} lookup)`,
-            `  append_line calls with an unknown outcome: ${unknownOutcomes} (${unknownRan} had run, ${unknownNotRun} ` +
-              `had not); lookup reruns: ${lookupRuns - lookupCalls}`,
-          ],
-        );
-        // The kills must have landed mid-run for this to test anything.
-        expect(stats.models + stats.tools).toBeGreaterThanOrEqual(KILLS);
-        expect(unknownOutcomes).toBeGreaterThan(0);
+          // Every append_line a kill interrupted had been recorded started, so it was never run again: unknown outcome.
+          const interrupted = [...callsByAgent.values()]
+            .flat()
+            .filter((c) => c.name === APPEND_TOOL && killedAppends.has(c.tool_use_id));
+          expect(interrupted).toHaveLength(killedAppends.size);
+          for (const c of interrupted)
+            expect(c.result, `${c.agent_id} ${c.tool_use_id} was interrupted by a kill`).toMatch(UNKNOWN_OUTCOME_RE);
+
+          const { unknownRan, unknownNotRun } = expectAtMostOnce(readLines(journal), callsByAgent, [APPEND_TOOL]);
+          const lookupRuns = readLines(`${journal}.lookups`).length;
+          const lookupCalls = [...callsByAgent.values()].flat().filter((c) => c.name === LOOKUP_TOOL).length;
+          expect(lookupRuns).toBeGreaterThanOrEqual(lookupCalls);
+
+          const total = Date.now() - started;
+          log.push(
+            ...[
+              `${KILLS} kills in ${((killsDone - started) / 1000).toFixed(1)} s, final run ` +
+                `${((Date.now() - killsDone) / 1000).toFixed(1)} s, total ${(total / 1000).toFixed(1)} s`,
+              `  kills that landed with model calls in flight only: ${stats.midModelOnly}, tool calls only: ` +
+                `${stats.midToolOnly}, both: ${stats.both}, neither (commit, recovery or idle): ${stats.neither}`,
+              `  calls interrupted: ${stats.models} model calls, ${stats.tools} tool calls (${stats.appends} append_line, ` +
+                `${stats.appendedUncommitted} of them after their append; ${stats.lookups} lookup)`,
+              `  append_line calls with an unknown outcome: ${unknownOutcomes} (${unknownRan} had run, ${unknownNotRun} ` +
+                `had not); lookup reruns: ${lookupRuns - lookupCalls}`,
+            ],
+          );
+          // The kills must have landed mid-run for this to test anything.
+          expect(stats.models + stats.tools).toBeGreaterThanOrEqual(KILLS);
+          expect(unknownOutcomes).toBeGreaterThan(0);
+        } finally {
+          await storage.close();
+        }
       } finally {
-        await storage.close();
+        console.log(log.join('\n'));
       }
-    } finally {
-      console.log(log.join('\n'));
-    }
-  }, 120_000);
+    },
+    120_000,
+  );
 
   it('a PAUSED and an OUT_OF_CREDITS agent stay so across a kill and restart, and resume from their last step', async () => {
     const db = join(dir, 'hold.db');

@@ -9,7 +9,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import { sqliteStorage, type AgentRow, type LedgerRow, type StorageAdapter } from 'agentry';
+import type { AgentRow, LedgerRow, StorageAdapter } from 'agentry';
+import { storageAt } from './worker-main.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -124,7 +125,7 @@ export function readEvents(file: string): string[][] {
 
 /** Reopens the SQLite file a worker left; the caller closes it. */
 export async function openStorage(db: string): Promise<StorageAdapter> {
-  const storage = sqliteStorage({ path: db });
+  const storage = storageAt(db);
   await storage.init();
   return storage;
 }

@@ -5,7 +5,8 @@
  * before a SIGKILL is not lost in a buffer.
  */
 import { writeSync } from 'node:fs';
-import type { AgentRuntime } from 'agentry';
+import { sqliteStorage, type AgentRuntime, type StorageAdapter } from 'agentry';
+import { postgresStorage } from 'agentry/storage/postgres';
 
 /** Prints one protocol line to the test process. */
 export function out(line: string): void {
@@ -40,4 +41,9 @@ export function runWorker(name: string, main: () => Promise<void>): void {
     process.stderr.write(`${name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(1);
   });
+}
+
+/** The storage behind a worker's database argument: a SQLite path, or a postgres:// URL (with `?schema=`). */
+export function storageAt(db: string): StorageAdapter {
+  return /^postgres(ql)?:\/\//.test(db) ? postgresStorage({ connectionString: db }) : sqliteStorage({ path: db });
 }
