@@ -6,12 +6,27 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { findChromium } from '../src/browser/chromium-path.js';
 import { bubblewrapSandbox } from '../src/sandbox/bubblewrap.js';
 
 const run = promisify(execFile);
 const sandboxReady = (await bubblewrapSandbox().probe()).ok;
+const postgresReady = await (async () => {
+  const client = new pg.Client({
+    connectionString: process.env.AGENTRY_EXAMPLE_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test',
+    connectionTimeoutMillis: 3_000,
+  });
+  try {
+    await client.connect();
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+})();
 const root = join(import.meta.dirname, '..');
 const tsx = (file: string) =>
   run(process.execPath, ['--import', 'tsx', file], { cwd: root, env: { ...process.env, ANTHROPIC_API_KEY: '' } });
@@ -90,6 +105,19 @@ describe('examples', () => {
         expect(part).toMatch(/status: COMPLETED · [\d.]+ credits spent/);
       }
       expect(stdout).toContain('Claude Code (claude-agent-sdk) thinking with the runtime’s model');
+    },
+  );
+
+  // Needs PostgreSQL (AGENTRY_EXAMPLE_POSTGRES_URL, default the local server); under AGENTRY_CI_STRICT=1 it runs anyway.
+  it.skipIf(!postgresReady && process.env.AGENTRY_CI_STRICT !== '1')(
+    'examples/postgres.ts runs a tree on PostgreSQL and finds it again from a second runtime',
+    async () => {
+      const { stdout } = await tsx('examples/postgres.ts');
+      expect(stdout).toMatch(/^first runtime: COMPLETED · 3 sub-agents · [\d.]+ credits$/m);
+      expect(stdout).toContain('second runtime, same database: COMPLETED, 2 messages');
+      for (const city of ['Paris', 'Lyon', 'Nice']) {
+        expect(stdout).toContain(`  Look up ${city}: COMPLETED, answered "Look up ${city}: done"`);
+      }
     },
   );
 
