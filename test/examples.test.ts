@@ -6,27 +6,14 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { findChromium } from '../src/browser/chromium-path.js';
 import { bubblewrapSandbox } from '../src/sandbox/bubblewrap.js';
+import { postgresUnreachable } from './support/postgres.js';
 
 const run = promisify(execFile);
 const sandboxReady = (await bubblewrapSandbox().probe()).ok;
-const postgresReady = await (async () => {
-  const client = new pg.Client({
-    connectionString: process.env.AGENTRY_EXAMPLE_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test',
-    connectionTimeoutMillis: 3_000,
-  });
-  try {
-    await client.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-})();
+const postgresReady = (await postgresUnreachable(process.env.AGENTRY_EXAMPLE_POSTGRES_URL)) === null;
 const root = join(import.meta.dirname, '..');
 const tsx = (file: string) =>
   run(process.execPath, ['--import', 'tsx', file], { cwd: root, env: { ...process.env, ANTHROPIC_API_KEY: '' } });

@@ -4,29 +4,17 @@
  * the same URL beside it. Needs PostgreSQL (AGENTRY_TEST_POSTGRES_URL; fails instead of skipping under
  * AGENTRY_CI_STRICT=1).
  */
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FakeAnthropic } from 'agentry/testing';
 import { cliEnv, eventually, runCli, startGoalDrivenAnthropic, startServe } from '../http/helpers.js';
+import { dropSchemas, newSchemaName, postgresUnreachable, urlWithSchema } from '../support/postgres.js';
 
-const base = process.env.AGENTRY_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
 const strict = process.env.AGENTRY_CI_STRICT === '1';
-const reachable = await (async () => {
-  const client = new pg.Client({ connectionString: base, connectionTimeoutMillis: 3_000 });
-  try {
-    await client.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-})();
+const reachable = (await postgresUnreachable()) === null;
 
 describe.skipIf(!reachable && !strict)('agentry on PostgreSQL (--db postgres://â€¦)', () => {
-  const schema = `agentry_cli_${randomBytes(6).toString('hex')}`;
-  const db = `${base}${base.includes('?') ? '&' : '?'}schema=${schema}`;
+  const schema = newSchemaName('agentry_cli');
+  const db = urlWithSchema(schema);
   let fake: FakeAnthropic;
   let env: NodeJS.ProcessEnv;
 
@@ -36,10 +24,7 @@ describe.skipIf(!reachable && !strict)('agentry on PostgreSQL (--db postgres://â
   });
   afterAll(async () => {
     await fake?.close();
-    const client = new pg.Client({ connectionString: base });
-    await client.connect();
-    await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-    await client.end();
+    await dropSchemas([schema]);
   });
 
   it('serves an agent to COMPLETED, keeps it across a restart, and the admin commands see it', async () => {

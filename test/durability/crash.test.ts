@@ -10,9 +10,7 @@
  * The randomness is seeded: the seed is printed, and `AGENTRY_CRASH_SEED=<n>` replays the same kill schedule and
  * delays (thread timing still varies from run to run).
  */
-import { randomBytes } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import pg from 'pg';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -49,6 +47,7 @@ import {
   testTools,
   type FleetTurn,
 } from './crash-script.js';
+import { dropSchemas, newSchemaName, postgresUnreachable, urlWithSchema } from '../support/postgres.js';
 import { eventually } from '../support/runtime.js';
 import { killLiveWorkers, startWorker as startHarnessWorker, type Worker } from './worker-harness.js';
 import { storageAt } from './worker-main.js';
@@ -68,36 +67,19 @@ const MICROS = 1_000_000;
 const startWorker = (args: string[]): Worker => startHarnessWorker('./crash-worker.ts', args);
 
 // The fleet runs on SQLite and on PostgreSQL (when reachable; AGENTRY_CI_STRICT=1 requires it).
-const POSTGRES_URL = process.env.AGENTRY_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
-const postgresReachable = await (async () => {
-  const client = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3_000 });
-  try {
-    await client.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-})();
+const postgresReachable = (await postgresUnreachable()) === null;
 const BACKENDS: Array<'sqlite' | 'postgres'> =
   postgresReachable || process.env.AGENTRY_CI_STRICT === '1' ? ['sqlite', 'postgres'] : ['sqlite'];
 const postgresSchemas: string[] = [];
 
 /** A database URL on a schema of its own (dropped after the suite). */
 async function postgresDb(): Promise<string> {
-  const schema = `agentry_crash_${randomBytes(6).toString('hex')}`;
+  const schema = newSchemaName('agentry_crash');
   postgresSchemas.push(schema);
-  return `${POSTGRES_URL}${POSTGRES_URL.includes('?') ? '&' : '?'}schema=${schema}`;
+  return urlWithSchema(schema);
 }
 
-afterAll(async () => {
-  if (postgresSchemas.length === 0) return;
-  const client = new pg.Client({ connectionString: POSTGRES_URL });
-  await client.connect();
-  for (const schema of postgresSchemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await client.end();
-});
+afterAll(() => dropSchemas(postgresSchemas));
 
 afterEach(killLiveWorkers);
 

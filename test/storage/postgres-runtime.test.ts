@@ -4,44 +4,30 @@
  * after the resume; and a second runtime driving the same database is refused by the runner lock.
  * Needs PostgreSQL like postgres.test.ts (AGENTRY_TEST_POSTGRES_URL; fails instead of skipping under AGENTRY_CI_STRICT=1).
  */
-import { randomBytes } from 'node:crypto';
-import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRuntime, type ModelRequest } from 'agentry';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { postgresStorage } from 'agentry/storage/postgres';
+import { dropSchemas, newSchemaName, POSTGRES_TEST_URL, postgresUnreachable } from '../support/postgres.js';
 import { deferred } from '../support/runtime.js';
 
-const url = process.env.AGENTRY_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
+const url = POSTGRES_TEST_URL;
 const strict = process.env.AGENTRY_CI_STRICT === '1';
-const reachable = await (async () => {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3_000 });
-  try {
-    await client.connect();
-    return true;
-  } catch {
-    return false;
-  } finally {
-    await client.end().catch(() => undefined);
-  }
-})();
+const reachable = (await postgresUnreachable()) === null;
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
 const schemas: string[] = [];
 const open: AgentRuntime[] = [];
 
 function newSchema(): string {
-  const schema = `agentry_rt_${randomBytes(6).toString('hex')}`;
+  const schema = newSchemaName('agentry_rt');
   schemas.push(schema);
   return schema;
 }
 
 afterEach(async () => {
   for (const runtime of open.splice(0)) await runtime.close().catch(() => undefined);
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  for (const schema of schemas.splice(0)) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-  await client.end();
+  await dropSchemas(schemas.splice(0));
 });
 
 describe.skipIf(!reachable && !strict)('AgentRuntime on PostgreSQL', () => {
