@@ -10,6 +10,7 @@
  * order of page reads and artifacts, which of two racing calls gets a limit's last slot) also run one after another
  * in this process, in the order they were called, as memoryStorage's do.
  */
+import PQueue from 'p-queue';
 import { notFound } from '../../errors.js';
 import type {
   ArtifactLimits,
@@ -170,19 +171,6 @@ const CHANGE_COLUMNS = 'seq, agent_id, monitor_id, change, created_at';
 /** A row type as `Query` wants it (pg's QueryResultRow); BIGINT comes back as a number, BOOLEAN as a boolean. */
 type Rows<T> = T & Record<string, unknown>;
 
-/**
- * Runs writes one after another in the order they were called, so that what they append is in call order and racing
- * calls are decided in call order, as in memoryStorage. A failed write does not stop the ones after it.
- */
-function serialQueue(): <T>(write: () => Promise<T>) => Promise<T> {
-  let tail: Promise<unknown> = Promise.resolve();
-  return (write) => {
-    const result = tail.then(write);
-    tail = result.catch(() => undefined);
-    return result;
-  };
-}
-
 function monitorParams(m: MonitorRow): unknown[] {
   return MONITOR_FIELDS.map((field) => m[field]);
 }
@@ -280,7 +268,10 @@ type ExtrasStore = Pick<
 >;
 
 export function extrasStore(db: Db): ExtrasStore {
-  const serial = serialQueue();
+  // Writes whose order callers can see run one after another, in call order (as in memoryStorage); a failed one does
+  // not stop the ones after it.
+  const ordered = new PQueue({ concurrency: 1 });
+  const serial = <T>(write: () => Promise<T>): Promise<T> => ordered.add(write);
   const one = async <T>(sql: string, params: unknown[]): Promise<T | null> =>
     ((await db.q<Rows<T>>(sql, params))[0] as T | undefined) ?? null;
 

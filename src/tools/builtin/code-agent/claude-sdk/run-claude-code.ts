@@ -116,7 +116,7 @@ class SandboxedClaudeProcess extends EventEmitter {
         p.stdin.on('error', () => undefined);
         p.exited.then(
           (ended) => {
-            this.exitCode = ended.exitCode ?? (ended.signal ? null : 0);
+            this.exitCode = ended.exitCode;
             onExit(ended.cpuMs, ended.timedOut);
             this.emit('exit', ended.exitCode, ended.signal as NodeJS.Signals | null);
             done();
