@@ -50,6 +50,13 @@ const SCENARIOS: Scenario[] = [
     file: 'scenarios/agentry-fanout.js',
     args: ['--n', '1000', '--lane', '64', '--credits', '100'],
   },
+  // The same on a model that takes 50 ms a call and a lane of 1,000: how many calls the credit holds let run at once
+  // (peak_model_calls_in_flight) on 100 credits.
+  {
+    id: 'contention-inflight',
+    file: 'scenarios/agentry-fanout.js',
+    args: ['--n', '1000', '--lane', '1000', '--credits', '100', '--latency', '50'],
+  },
   { id: 'fanout-100k', file: 'scenarios/agentry-fanout.js', args: ['--n', '10000', '--parents', '10', '--lane', '64'] },
   {
     id: 'latency-10k',

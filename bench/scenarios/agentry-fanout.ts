@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelProvider, type ModelRequest } from 'agentry';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
@@ -66,9 +66,23 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
         : { text: childAnswer(i), ...delay };
     },
   });
+  // How many model calls were in flight at once: under a small balance, the credit holds decide it, not the lane.
+  let inFlight = 0;
+  let peakInFlight = 0;
+  const counted: ModelProvider = {
+    ...model,
+    generate: async (request, options) => {
+      peakInFlight = Math.max(peakInFlight, ++inFlight);
+      try {
+        return await model.generate(request, options);
+      } finally {
+        inFlight--;
+      }
+    },
+  };
   const runtime = await AgentRuntime.open({
     storage: sqliteStorage({ path: join(dir, 'bench.db') }),
-    model,
+    model: counted,
     tools: [lookup],
     defaultAccount: { id: 'local', credits: o.credits ?? 1e9 },
     // run slots by default: models + tools, so the model lane stays full while some agents commit their steps
@@ -105,6 +119,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     peak_rss_mb: peakRssMb(),
     ledger_rows: ledger.length,
     credits_spent: Math.round((o.credits ?? 1e9) * 1e6 - account.balance) / 1e6,
+    peak_model_calls_in_flight: peakInFlight,
   };
 }
 

@@ -15,7 +15,6 @@ import { estimateTokens, fitContext } from './context.js';
 import type { CreditGate, Reservation } from './credit-gate.js';
 import {
   affordableOutputTokens,
-  inputTokenBound,
   modelCost,
   meteredCost,
   settlementOf,
@@ -23,6 +22,7 @@ import {
   type PriceTable,
 } from './credits.js';
 import type { RuntimeEvents } from './events.js';
+import { exactInputTokens, inputBoundsOf } from './input-bound.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
 import { microsToCredits } from './schemas.js';
@@ -296,10 +296,10 @@ async function runModelTurn(
   const tools = box.specs;
   // Turns are stored as the JSON of their content: their sizes come free, without serialising again.
   let chars = 0;
-  let bytes = 0;
+  const turnBytes: number[] = [];
   for (const t of turns) {
     chars += t.content.length;
-    bytes += Buffer.byteLength(t.content);
+    turnBytes.push(Buffer.byteLength(t.content));
   }
   const all = turns.map(toModelMessage);
   const sent = fitContext(
@@ -317,8 +317,21 @@ async function runModelTurn(
     agentId: agent.agent_id,
   };
   // The worst case with the configured max_tokens; when the balance cannot cover it, max_tokens is lowered to what
-  // it can, down to the floor, so that an agent with little left still gets a short answer.
-  const inputBound = inputTokenBound(request, sent === all ? bytes : undefined);
+  // it can, down to the floor, so that an agent with little left still gets a short answer. The input is bounded by
+  // what the provider already counted of it (core/input-bound.ts), and counted exactly before the agent gives up.
+  const bounds = inputBoundsOf(deps.model);
+  const bound = bounds.bound({
+    agentId: agent.agent_id,
+    model: agent.model,
+    system: box.system,
+    tools,
+    messageBytes: sent === all ? turnBytes : sent.map((m) => Buffer.byteLength(JSON.stringify(m.content))),
+    elided: sent !== all,
+  });
+  let inputBound = bound.tokens;
+  /** Whether the provider was asked for an exact count (once a turn), and whether `inputBound` is that count. */
+  let counted = false;
+  let exact = false;
   const worstCase = () => modelCost(price, { inputTokens: inputBound, outputTokens: request.maxTokens });
   const reservationId = nextHoldId();
   for (;;) {
@@ -335,11 +348,35 @@ async function runModelTurn(
       continue;
     }
     const floor = Math.min(deps.limits.minOutputTokens, deps.limits.maxOutputTokens);
-    const affordable = affordableOutputTokens(price, inputBound, reservation.payable);
+    let affordable = affordableOutputTokens(price, inputBound, reservation.payable);
+    if (affordable < floor && !counted && deps.model.countTokens) {
+      // Even the bound does not fit: the provider counts the request exactly before the agent gives up.
+      counted = true;
+      const count = await exactInputTokens(deps.model, request, control.model.signal);
+      if (control.model.signal.aborted) {
+        await savePending();
+        return STOP;
+      }
+      if (count !== undefined) {
+        inputBound = count;
+        exact = true;
+        affordable = affordableOutputTokens(price, inputBound, reservation.payable);
+        if (affordable >= floor) {
+          request.maxTokens = Math.min(request.maxTokens, affordable);
+          continue;
+        }
+      }
+    }
     if (affordable < floor || affordable >= request.maxTokens) {
       await savePending();
       request.maxTokens = Math.min(request.maxTokens, floor);
-      await stopForCredits(deps, agent, worstCase(), limitName(reservation.refusal));
+      await stopForCredits(deps, agent, {
+        needed: worstCase(),
+        left: reservation.payable,
+        limit: limitName(reservation.refusal),
+        what: `${exact ? 'exactly' : 'at most'} ${inputBound.toLocaleString('en-US')} input tokens and ${request.maxTokens.toLocaleString('en-US')} output tokens`,
+        exact,
+      });
       return STOP;
     }
     request.maxTokens = affordable;
@@ -387,6 +424,7 @@ async function runModelTurn(
   }
   control.modelFailures = 0;
   control.rateLimited = 0;
+  bounds.learn(bound, response.usage);
 
   const now = isoTime(deps.clock.now());
   const content = response.content;
@@ -461,6 +499,7 @@ async function runModelTurn(
       : undefined,
   });
   afterCommit(deps, agent, result, messages, settlements);
+  if (done) bounds.forget(agent.agent_id);
   if (!result.agent) return STOP;
   if (done) return STOP;
   if (remind) return continueWith(control, result.agent);
@@ -522,7 +561,13 @@ async function runToolCalls(
     const reservation = await reserveCredits(deps, agent, reservationId, total, control);
     if (reservation === 'aborted') return STOP; // paused or deleted while waiting: the calls run on resume
     if (!reservation.granted) {
-      await stopForCredits(deps, agent, total, limitName(reservation.refusal));
+      await stopForCredits(deps, agent, {
+        needed: total,
+        left: reservation.payable,
+        limit: limitName(reservation.refusal),
+        what: toRun.length === 1 ? `the price of ${toRun[0]!.use.name}` : 'the prices of its tool calls',
+        exact: true,
+      });
       return STOP;
     }
   }
@@ -873,9 +918,19 @@ function limitName(refusal: 'account' | 'tree_cap'): string {
   return refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
 }
 
-async function stopForCredits(deps: StepDeps, agent: AgentRow, needed: number, limit: string): Promise<void> {
+/**
+ * OUT_OF_CREDITS, with a message that names what the next step needed and what was left, in credits, e.g. "Out of
+ * credits: the next step needs 13.577 credits (exactly 25,874 input tokens and 256 output tokens); the account balance
+ * has 12.8 credits left".
+ */
+async function stopForCredits(
+  deps: StepDeps,
+  agent: AgentRow,
+  stop: { needed: number; left: number; limit: string; what: string; exact: boolean },
+): Promise<void> {
+  const needs = `${stop.exact ? '' : 'up to '}${microsToCredits(stop.needed)} credits`;
   await changeStatus(deps, agent, 'exhaust_credits', {
-    status_message: `Out of credits: the next step needs up to ${microsToCredits(needed)} credits, more than ${limit} allows`,
+    status_message: `Out of credits: the next step needs ${needs} (${stop.what}); ${stop.limit} has ${microsToCredits(Math.max(0, stop.left))} credits left`,
   });
 }
 

@@ -214,24 +214,30 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
       }),
     })));
 
+  /** The upstream model of a request; throws when the provider is not configured or does not serve the model. */
+  const upstreamOf = (request: ModelRequest): string => {
+    if (!configured) {
+      throw new ModelError(
+        'The Anthropic model provider is not configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server ' +
+          'that speaks the Messages API), or pass apiKey/baseURL to anthropicProvider().',
+        { retryable: false },
+      );
+    }
+    const upstream = Object.hasOwn(config.models, request.model) ? config.models[request.model] : undefined;
+    if (upstream === undefined) {
+      throw new ModelError(
+        `Unknown model ${JSON.stringify(request.model)}; this provider serves ${Object.keys(config.models).join(', ')}`,
+        { retryable: false },
+      );
+    }
+    return upstream;
+  };
+
   return {
     models: Object.freeze(Object.keys(config.models)),
 
     async generate(request: ModelRequest, { signal }: GenerateOptions): Promise<ModelResponse> {
-      if (!configured) {
-        throw new ModelError(
-          'The Anthropic model provider is not configured: set ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server ' +
-            'that speaks the Messages API), or pass apiKey/baseURL to anthropicProvider().',
-          { retryable: false },
-        );
-      }
-      const upstream = Object.hasOwn(config.models, request.model) ? config.models[request.model] : undefined;
-      if (upstream === undefined) {
-        throw new ModelError(
-          `Unknown model ${JSON.stringify(request.model)}; this provider serves ${Object.keys(config.models).join(', ')}`,
-          { retryable: false },
-        );
-      }
+      const upstream = upstreamOf(request);
       if (signal.aborted) throw abortError(signal);
 
       const { sdk: loaded, client: anthropic } = await clientOf();
@@ -253,6 +259,29 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         throw toModelError(error, loaded);
       }
       return fromMessage(message);
+    },
+
+    /** `POST /v1/messages/count_tokens`: the input tokens of the request as the API counts them. Errors as `generate`'s. */
+    async countTokens(request: ModelRequest, { signal }: GenerateOptions): Promise<number> {
+      const upstream = upstreamOf(request);
+      if (signal.aborted) throw abortError(signal);
+      const { sdk: loaded, client: anthropic } = await clientOf();
+      if (signal.aborted) throw abortError(signal);
+      try {
+        const counted = await anthropic.messages.countTokens(
+          {
+            model: upstream,
+            messages: request.messages.map(toMessageParam),
+            ...(request.system === '' ? {} : { system: request.system }),
+            ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
+          },
+          { signal, timeout: timeoutMs },
+        );
+        return counted.input_tokens;
+      } catch (error) {
+        if (signal.aborted) throw abortError(signal);
+        throw toModelError(error, loaded);
+      }
     },
 
     contextWindow(model: string): number {

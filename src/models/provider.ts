@@ -90,6 +90,20 @@ export interface ModelProvider {
   generate(request: ModelRequest, options: GenerateOptions): Promise<ModelResponse>;
   /** Context window of a model, in tokens (for eliding old tool results). */
   contextWindow?(model: string): number;
+  /**
+   * The input tokens of `request` (system prompt, tools and messages; `maxTokens` plays no part), counted exactly as
+   * the provider bills them: the Messages API's `POST /v1/messages/count_tokens`. Optional. The runtime asks only when
+   * even its learned bound on a call's input does not fit what is left, before it stops the agent OUT_OF_CREDITS; a
+   * provider without it keeps that bound.
+   *
+   * @example
+   * const model: ModelProvider = {
+   *   models: ['svc-1-lite'],
+   *   generate: async (req) => myGenerate(req),
+   *   countTokens: async (req, { signal }) => myTokenizer.count(req, signal),
+   * };
+   */
+  countTokens?(request: ModelRequest, options: GenerateOptions): Promise<number>;
 }
 
 /** A failure of the model provider. `retryable` failures are retried by the runtime, others fail the agent. */

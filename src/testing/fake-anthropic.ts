@@ -1,8 +1,9 @@
 /**
  * @module testing/fake-anthropic
- * A local HTTP server that speaks Anthropic's Messages API wire format (`POST /v1/messages`), so tests can drive the
- * real `@anthropic-ai/sdk` client — retries, error mapping, aborts and all — without the network. A test scripts each
- * reply (text, tool_use blocks, usage, an error status, a delay) and reads back every request body it received.
+ * A local HTTP server that speaks Anthropic's Messages API wire format (`POST /v1/messages` and
+ * `POST /v1/messages/count_tokens`), so tests can drive the real `@anthropic-ai/sdk` client — retries, error mapping,
+ * aborts and all — without the network. A test scripts each reply (text, tool_use blocks, usage, an error status, a
+ * delay) and each token count, and reads back every request body it received.
  *
  * @example
  * const fake = await startFakeAnthropic({
@@ -89,9 +90,24 @@ export type FakeReply = FakeMessageReply | FakeErrorReply;
 
 export type FakeAnthropicHandler = (body: FakeMessagesRequest, info: FakeRequestInfo) => FakeReply | Promise<FakeReply>;
 
+/** A `count_tokens` body: a Messages request without `max_tokens`. */
+export type FakeCountTokensRequest = Omit<FakeMessagesRequest, 'max_tokens'>;
+
+/** Answers `POST /v1/messages/count_tokens`: the input token count, or an error reply. */
+export type FakeCountTokensHandler = (
+  body: FakeCountTokensRequest,
+  info: FakeRequestInfo,
+) => number | FakeErrorReply | Promise<number | FakeErrorReply>;
+
 export interface FakeAnthropicOptions {
   /** @default {@link defaultFakeReply} */
   handler?: FakeAnthropicHandler;
+  /**
+   * Answers `count_tokens`. It should agree with the `usage.input_tokens` the replies report for the same request, as
+   * the real API does.
+   * @default {@link defaultFakeTokenCount}
+   */
+  countTokens?: FakeCountTokensHandler;
 }
 
 export interface FakeAnthropic {
@@ -99,9 +115,12 @@ export interface FakeAnthropic {
   readonly url: string;
   /** Every `POST /v1/messages` body received, in order, including ones answered with an error. */
   readonly requests: FakeMessagesRequest[];
+  /** Every `POST /v1/messages/count_tokens` body received, in order. */
+  readonly countRequests: FakeCountTokensRequest[];
   /** How many requests the client abandoned (disconnected) before their reply was sent. */
   readonly disconnects: number;
   setHandler(handler: FakeAnthropicHandler): void;
+  setCountTokens(handler: FakeCountTokensHandler): void;
   close(): Promise<void>;
 }
 
@@ -121,14 +140,19 @@ const ERROR_TYPES: Record<number, string> = {
  * (4 characters a token), 1 output token.
  */
 export function defaultFakeReply(body: FakeMessagesRequest): FakeMessageReply {
-  const chars = JSON.stringify([body.system ?? '', body.messages, body.tools ?? []]).length;
   return {
     text: 'ok',
     usage: {
-      input_tokens: Math.max(1, Math.ceil(chars / 4)),
+      input_tokens: defaultFakeTokenCount(body),
       output_tokens: 1,
     },
   };
+}
+
+/** The input tokens the fake counts for a request when not told otherwise: 4 characters a token, at least 1. */
+export function defaultFakeTokenCount(body: FakeCountTokensRequest): number {
+  const chars = JSON.stringify([body.system ?? '', body.messages, body.tools ?? []]).length;
+  return Math.max(1, Math.ceil(chars / 4));
 }
 
 /** A handler that plays `replies` in order, one per request, then falls back to {@link defaultFakeReply}. */
@@ -140,7 +164,9 @@ export function fakeReplies(...replies: FakeReply[]): FakeAnthropicHandler {
 /** Starts the fake on 127.0.0.1 on a free port. */
 export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Promise<FakeAnthropic> {
   let handler: FakeAnthropicHandler = options.handler ?? defaultFakeReply;
+  let countTokens: FakeCountTokensHandler = options.countTokens ?? defaultFakeTokenCount;
   const requests: FakeMessagesRequest[] = [];
+  const countRequests: FakeCountTokensRequest[] = [];
   let disconnects = 0;
   let nextId = 1;
 
@@ -175,7 +201,8 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     });
     const raw = await readBody(req);
     const path = (req.url ?? '/').split('?')[0];
-    if (req.method !== 'POST' || path !== '/v1/messages') {
+    const counting = path === '/v1/messages/count_tokens';
+    if (req.method !== 'POST' || (path !== '/v1/messages' && !counting)) {
       sendError(res, {
         status: 404,
         message: `${req.method ?? 'GET'} ${path ?? '/'} is not served by the fake`,
@@ -202,6 +229,18 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
         status: 400,
         message: 'request body is not valid JSON',
       });
+      return;
+    }
+    if (counting) {
+      const index = countRequests.push(body) - 1;
+      if (typeof body.model !== 'string' || !Array.isArray(body.messages)) {
+        sendError(res, { status: 400, message: 'model and messages are required' });
+        return;
+      }
+      const counted = await countTokens(body, { index, headers: req.headers, apiKey, signal: disconnected.signal });
+      if (disconnected.signal.aborted) return;
+      if (typeof counted === 'number') sendJson(res, 200, { input_tokens: counted });
+      else sendError(res, counted, counted.headers);
       return;
     }
     const index = requests.push(body) - 1;
@@ -283,11 +322,15 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
   return {
     url: `http://127.0.0.1:${port}`,
     requests,
+    countRequests,
     get disconnects() {
       return disconnects;
     },
     setHandler(next) {
       handler = next;
+    },
+    setCountTokens(next) {
+      countTokens = next;
     },
     close() {
       return new Promise<void>((resolve) => {

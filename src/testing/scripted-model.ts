@@ -48,6 +48,35 @@ export interface ScriptedModelOptions {
   models?: string[];
   /** Keep every request in `calls` (turn off for very large runs). @default true */
   record?: boolean;
+  /**
+   * Counts a request's input tokens deterministically (see {@link scriptedTokenizer}). When set, every turn reports
+   * this count as its input usage (unless the turn's own `usage.inputTokens` says otherwise), and the model answers
+   * `countTokens` with it, as the Messages API's `count_tokens` would. Without it the model has no `countTokens`.
+   */
+  tokenizer?: ScriptedTokenizer;
+}
+
+/** Counts the input tokens of a request (system prompt, tools, messages). */
+export type ScriptedTokenizer = (request: Pick<ModelRequest, 'system' | 'tools' | 'messages'>) => number;
+
+/**
+ * A deterministic stand-in for a real tokenizer: each piece of a request (the system prompt, each tool definition as
+ * JSON, each message's content as JSON) counts one token per `bytesPerToken` bytes of UTF-8, rounded up, plus 3 tokens
+ * of framing per message and 5 per request. `bytesPerToken: 1` is the worst case any tokenizer can reach (a token per
+ * byte); about 4 is what Claude counts on English text.
+ *
+ * @example
+ * const model = scriptedModel({ turns, tokenizer: scriptedTokenizer(4) });
+ */
+export function scriptedTokenizer(bytesPerToken: number): ScriptedTokenizer {
+  const ratio = z.number().min(1).finite().parse(bytesPerToken);
+  const count = (text: string) => Math.ceil(Buffer.byteLength(text) / ratio);
+  return (request) => {
+    let tokens = 5 + count(request.system);
+    for (const tool of request.tools) tokens += count(JSON.stringify(tool));
+    for (const message of request.messages) tokens += 3 + count(JSON.stringify(message.content));
+    return tokens;
+  };
 }
 
 export const DEFAULT_SCRIPTED_USAGE: ModelUsage = { inputTokens: 100, outputTokens: 20 };
@@ -64,6 +93,7 @@ const OptionsSchema = z
     turns: z.union([z.array(z.any()).min(1), z.function()]),
     models: z.array(z.string().min(1)).min(1).optional(),
     record: z.boolean().optional(),
+    tokenizer: z.function().optional(),
   })
   .strict();
 
@@ -100,8 +130,17 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
     return turn;
   };
 
+  const tokenizer = options.tokenizer;
   return {
     models: options.models ?? ['svc-1-lite', 'svc-1-ultra'],
+    ...(tokenizer
+      ? {
+          countTokens: async (request: ModelRequest, { signal }: GenerateOptions): Promise<number> => {
+            if (signal.aborted) throw abortError();
+            return tokenizer(request);
+          },
+        }
+      : {}),
     calls,
     get callCount() {
       return callCount;
@@ -133,7 +172,11 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
       if (content.length === 0) content.push({ type: 'text', text: '' });
       return {
         content,
-        usage: { ...DEFAULT_SCRIPTED_USAGE, ...turn.usage },
+        usage: {
+          ...DEFAULT_SCRIPTED_USAGE,
+          ...(tokenizer ? { inputTokens: tokenizer(request) } : {}),
+          ...turn.usage,
+        },
         stopReason: turn.toolCalls?.length ? 'tool_use' : 'end_turn',
       };
     },
