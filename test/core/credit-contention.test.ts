@@ -8,8 +8,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type StorageAdapter } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import {
+  AgentRuntime,
+  defineTool,
+  memoryStorage,
+  sqliteStorage,
+  type ModelRequest,
+  type StorageAdapter,
+} from 'agentry';
+import { fakeClock, scriptedModel, scriptedTokenizer, type ScriptedTurn } from 'agentry/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
@@ -133,15 +140,18 @@ describe('credits under contention', () => {
   });
 
   it('an agent with 0.5 credits left on svc-1-lite still completes a short answer (lowered max_tokens)', async () => {
-    const { runtime, model } = await openTestRuntime(
-      [{ text: 'Short answer.', usage: { inputTokens: 300, outputTokens: 40 } }],
-      {
-        defaultAccount: { id: 'local', credits: 0.5 },
-        // The runtime's own tools only: every tool definition sent counts in the input's strict byte bound, and with
-        // the built-in web tools that bound alone is ~0.38 of the 0.5 credits (see docs/decisions.md, Credits).
-        builtinTools: false,
-      },
-    );
+    // Every built-in tool is offered: the byte bound of their definitions alone (~0.9 credits) is more than the 0.5
+    // left, and nothing is learned yet; the provider's exact count (count_tokens) makes the call affordable.
+    const model = scriptedModel({
+      turns: [{ text: 'Short answer.', usage: { inputTokens: 300, outputTokens: 40 } }],
+      tokenizer: scriptedTokenizer(4),
+    });
+    const runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model,
+      clock: fakeClock(),
+      defaultAccount: { id: 'local', credits: 0.5 },
+    });
     const { agent_id } = await runtime.create({ goal: 'Answer briefly' });
     const agent = await runtime.waitFor(agent_id);
     expect(agent.status).toBe('COMPLETED');

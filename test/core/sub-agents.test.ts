@@ -111,7 +111,8 @@ describe('sub-agents', () => {
     const { runtime, storage } = await openTestRuntime(fanOutScript('one'), {
       scheduler: 'manual',
       limits: { maxOutputTokens: 100 },
-      // 1 credit covers the strict input bound of the runtime's own tools, not of every built-in tool's definition
+      // 1 credit covers the byte bound of the runtime's own tools, not of every built-in tool's definition: this
+      // scripted model cannot count tokens, and nothing is learned before the first call
       builtinTools: false,
     });
     const { agent_id } = await runtime.create({ goal: 'fan out 1', maxCredits: 1 });

@@ -1,0 +1,279 @@
+/**
+ * Budgets that are spent, not stranded (DESIGN §5, issue 25): the input bound learns from the usage the provider
+ * reported and is counted exactly before an agent gives up, so an agent stops OUT_OF_CREDITS only when what is left
+ * cannot pay the exact cost of the call it could not make; every hold still covers its call's real cost, the ledger
+ * is exact and the balance never goes below zero.
+ */
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import {
+  AgentRuntime,
+  defineTool,
+  memoryStorage,
+  type ModelMessage,
+  type ModelProvider,
+  type ModelRequest,
+  type StorageAdapter,
+  type TurnRow,
+} from 'agentry';
+import { fakeClock, scriptedModel, scriptedTokenizer, type ScriptedTurn } from 'agentry/testing';
+import { DEFAULT_PRICES, modelCost, modelReservation } from '../../src/core/credits.js';
+
+const ULTRA = DEFAULT_PRICES.models['svc-1-ultra']!;
+const LITE = DEFAULT_PRICES.models['svc-1-lite']!;
+const FLOOR = 256;
+
+/** About 12 KB of English, about 4 bytes a token under the tokenizer below. */
+const DOCUMENT = Array.from(
+  { length: 200 },
+  (_, i) => `Paragraph ${i}: the committee reviewed the findings and noted the open questions.`,
+)
+  .join('\n')
+  .slice(0, 12_000);
+
+const readDocument = defineTool({
+  name: 'read_document',
+  description: 'Reads one part of the document under study',
+  input: z.object({ part: z.number().int() }),
+  idempotent: true,
+  run: ({ part }) => `Part ${part}\n${DOCUMENT}`,
+});
+
+/**
+ * Watches every hold and every settlement of a storage: a settlement's costs must never exceed its hold, and the
+ * balance (less holds) never goes below zero.
+ */
+function watchHolds(storage: StorageAdapter): { holds: Map<string, number>; violations: string[] } {
+  const holds = new Map<string, number>();
+  const violations: string[] = [];
+  const s = storage as StorageAdapter & Required<Pick<StorageAdapter, 'reserveNow'>>;
+  const reserveNow = s.reserveNow.bind(s);
+  s.reserveNow = (request) => {
+    const refusal = reserveNow(request);
+    if (refusal === null) holds.set(request.id, request.amount);
+    return refusal;
+  };
+  const commitStep = s.commitStep.bind(s);
+  s.commitStep = async (commit) => {
+    const spent = new Map<string, number>();
+    for (const st of commit.settlements ?? []) {
+      spent.set(st.reservation_id, (spent.get(st.reservation_id) ?? 0) + st.ledger.cost);
+    }
+    for (const [id, cost] of spent) {
+      const held = holds.get(id);
+      if (held !== undefined && cost > held) violations.push(`hold ${id}: ${cost} spent of ${held} held`);
+    }
+    const result = await commitStep(commit);
+    for (const st of commit.settlements ?? []) {
+      const account = await s.getAccount(st.ledger.account_id);
+      if (account && (account.balance < 0 || account.balance < account.reserved)) {
+        violations.push(`balance ${account.balance}, reserved ${account.reserved}`);
+      }
+    }
+    return result;
+  };
+  return { holds, violations };
+}
+
+async function expectLedgerExact(storage: StorageAdapter): Promise<void> {
+  const account = (await storage.getAccount('local'))!;
+  const ledger = await storage.listLedger('local');
+  expect(account.balance).toBeGreaterThanOrEqual(0);
+  expect(account.reserved).toBe(0);
+  expect(ledger.reduce((sum, l) => sum + l.amount, 0)).toBe(account.balance);
+}
+
+const messagesOf = (turns: TurnRow[]): ModelMessage[] =>
+  turns.map((t) => ({ role: t.role, content: JSON.parse(t.content) as ModelMessage['content'] }));
+
+/** "Out of credits: the next step needs X credits (exactly N input tokens and F output tokens); … has Y credits left" */
+function parseStop(message: string): { needed: number; inputTokens: number; outputTokens: number; left: number } {
+  const m =
+    /^Out of credits: the next step needs ([\d.]+) credits \(exactly ([\d,]+) input tokens and ([\d,]+) output tokens\); the account balance has ([\d.]+) credits left$/.exec(
+      message,
+    );
+  if (!m) throw new Error(`unexpected status message: ${message}`);
+  const int = (s: string) => Number(s.replaceAll(',', ''));
+  return {
+    needed: Math.round(Number(m[1]) * 1e6),
+    inputTokens: int(m[2]!),
+    outputTokens: int(m[3]!),
+    left: Math.round(Number(m[4]) * 1e6),
+  };
+}
+
+describe('budgets that are spent, not stranded', () => {
+  for (const builtinTools of [false, true]) {
+    it(`ultra on 100 credits reading ~12 KB a turn stops only when the exact cost of its next call is more than is left (built-in tools ${builtinTools ? 'offered' : 'off'})`, async () => {
+      const tokenizer = scriptedTokenizer(4);
+      const model = scriptedModel({
+        tokenizer,
+        turns: (_req, { turnIndex }): ScriptedTurn =>
+          turnIndex < 60
+            ? { toolCalls: [{ name: 'read_document', input: { part: turnIndex } }], usage: { outputTokens: 60 } }
+            : { text: 'Read it all.' },
+      });
+      const storage = memoryStorage();
+      const watch = watchHolds(storage);
+      const runtime = await AgentRuntime.open({
+        storage,
+        model,
+        clock: fakeClock(),
+        tools: [readDocument],
+        defaultAccount: { id: 'local', credits: 100 },
+        ...(builtinTools ? {} : { builtinTools: false }),
+      });
+      try {
+        const { agent_id } = await runtime.create({ goal: 'Study the document, part by part', model: 'svc-1-ultra' });
+        const agent = await runtime.waitFor(agent_id);
+        await runtime.whenIdle();
+        await expectLedgerExact(storage);
+        expect(watch.violations).toEqual([]);
+
+        // Settlement is exact: every model call is charged what the tokenizer counted for it, plus its output.
+        const ledger = (await storage.listLedger('local')).filter((l) => l.kind === 'model');
+        expect(ledger).toHaveLength(model.calls.length);
+        model.calls.forEach((call, i) => {
+          expect(ledger[i]!.tokens_in).toBe(tokenizer(call));
+          expect(-ledger[i]!.amount).toBe(modelCost(ULTRA, { inputTokens: tokenizer(call), outputTokens: 60 }));
+        });
+        // The learned bound, not the byte bound, is what later calls reserved (a turn or two, not the whole context).
+        expect(model.calls.length).toBeGreaterThan(9);
+
+        if (agent.status === 'COMPLETED') return;
+        expect(agent.status).toBe('OUT_OF_CREDITS');
+        const left = (await storage.getAccount('local'))!.balance;
+        // The call it could not make: the conversation as saved, with the system prompt and tools every call sent.
+        const last = model.calls.at(-1)!;
+        const next: ModelRequest = { ...last, messages: messagesOf(await storage.listTurns(agent_id)) };
+        const exactCost = modelCost(ULTRA, { inputTokens: tokenizer(next), outputTokens: FLOOR });
+        expect(left).toBeLessThan(exactCost);
+        // Before issue 25 ~48.8 (~38.8 with the built-in tools) of the 100 credits were left at this point.
+        expect(left).toBeLessThan(20_000_000);
+        const stop = parseStop(agent.status_message);
+        expect(stop).toEqual({ needed: exactCost, inputTokens: tokenizer(next), outputTokens: FLOOR, left });
+      } finally {
+        await runtime.close();
+      }
+    });
+  }
+
+  it('300 children with the built-in tools offered spend >= 2.7 of 3 credits; none stops while it could pay its exact count', async () => {
+    const LEAD = 'lead';
+    const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
+    const tokenizer = scriptedTokenizer(4);
+    const model = scriptedModel({
+      record: false,
+      tokenizer,
+      turns: (req, { turnIndex }): ScriptedTurn => {
+        if (goalOf(req) === LEAD) {
+          if (turnIndex > 0) return { text: 'all done', usage: { outputTokens: 10 } };
+          const tasks = Array.from({ length: 300 }, (_, i) => ({ goal: `child ${i}` }));
+          return { toolCalls: [{ name: 'spawn_sub_agents', input: { tasks } }], usage: { outputTokens: 10 } };
+        }
+        return { text: `answer to ${goalOf(req)}`, usage: { outputTokens: 20 } };
+      },
+    });
+    const childCalls: ModelRequest[] = [];
+    const recording: ModelProvider = {
+      ...model,
+      generate: (request, options) => {
+        if (childCalls.length === 0 && goalOf(request) !== LEAD) childCalls.push(request);
+        return model.generate(request, options);
+      },
+    };
+    const storage = memoryStorage();
+    const watch = watchHolds(storage);
+    const runtime = await AgentRuntime.open({
+      storage,
+      model: recording,
+      clock: fakeClock(),
+      defaultAccount: { id: 'local', credits: 3 },
+    });
+    try {
+      const { agent_id } = await runtime.create({ goal: LEAD });
+      await runtime.waitFor(agent_id);
+      await runtime.whenIdle();
+      await expectLedgerExact(storage);
+      expect(watch.violations).toEqual([]);
+      const counts = await storage.countChildrenByStatus(agent_id, '');
+      expect((counts.COMPLETED ?? 0) + (counts.OUT_OF_CREDITS ?? 0)).toBe(300);
+      const balance = (await storage.getAccount('local'))!.balance;
+      if (counts.COMPLETED !== 300) expect(3_000_000 - balance).toBeGreaterThanOrEqual(2_700_000);
+
+      // Every child that stopped could not pay the exact count of its first call at the 256-token floor.
+      const stopped = await storage.listAgents({ parent_id: agent_id, status: 'OUT_OF_CREDITS', limit: 300 });
+      const { system, tools } = childCalls[0]!;
+      for (const child of stopped.rows) {
+        const stop = parseStop(child.status_message);
+        const exact = tokenizer({ system, tools, messages: messagesOf(await storage.listTurns(child.agent_id)) });
+        expect(stop.inputTokens).toBe(exact);
+        expect(stop.needed).toBe(modelCost(LITE, { inputTokens: exact, outputTokens: FLOOR }));
+        expect(stop.left).toBeLessThan(stop.needed);
+        expect(stop.left).toBeGreaterThanOrEqual(balance);
+      }
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('a provider that reports no usage keeps the byte bound; one that does reserves far less on later calls', async () => {
+    const turns: ScriptedTurn[] = [
+      { toolCalls: [{ name: 'read_document', input: { part: 0 } }] },
+      { toolCalls: [{ name: 'read_document', input: { part: 1 } }] },
+      { text: 'done' },
+    ];
+    const reservations = async (usage: 'none' | 'tokenizer') => {
+      const tokenizer = scriptedTokenizer(4);
+      const model =
+        usage === 'none'
+          ? scriptedModel({ turns: turns.map((t) => ({ ...t, usage: { inputTokens: 0, outputTokens: 5 } })) })
+          : scriptedModel({ turns, tokenizer });
+      const storage = memoryStorage();
+      const { holds } = watchHolds(storage);
+      const runtime = await AgentRuntime.open({ storage, model, clock: fakeClock(), tools: [readDocument] });
+      const { agent_id } = await runtime.create({ goal: 'read' });
+      expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+      await runtime.close();
+      const byteBound = model.calls.map((c) => modelReservation(LITE, c));
+      return { held: [...holds.values()], byteBound, exact: model.calls.map((c) => tokenizer(c)) };
+    };
+    const none = await reservations('none');
+    expect(none.held).toEqual(none.byteBound);
+    const learned = await reservations('tokenizer');
+    expect(learned.held[0]).toBe(learned.byteBound[0]); // nothing known yet
+    for (const i of [1, 2]) {
+      expect(learned.held[i]).toBeLessThan(learned.byteBound[i]!);
+      expect(learned.held[i]).toBeGreaterThanOrEqual(
+        modelCost(LITE, { inputTokens: learned.exact[i]!, outputTokens: 4_096 }),
+      );
+    }
+  });
+
+  it('without countTokens an agent stops on the learned bound, and says "up to"', async () => {
+    const tokenizer = scriptedTokenizer(4);
+    const counting = scriptedModel({
+      tokenizer,
+      turns: () => ({ toolCalls: [{ name: 'read_document', input: { part: 0 } }], usage: { outputTokens: 60 } }),
+    });
+    const { countTokens: _dropped, ...model } = counting;
+    const runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model: { ...model, generate: (r, o) => counting.generate(r, o) },
+      clock: fakeClock(),
+      tools: [readDocument],
+      builtinTools: false,
+      defaultAccount: { id: 'local', credits: 30 },
+    });
+    try {
+      const { agent_id } = await runtime.create({ goal: 'read', model: 'svc-1-ultra' });
+      const agent = await runtime.waitFor(agent_id);
+      expect(agent.status).toBe('OUT_OF_CREDITS');
+      expect(agent.status_message).toMatch(
+        /^Out of credits: the next step needs up to [\d.]+ credits \(at most [\d,]+ input tokens and 256 output tokens\); the account balance has [\d.]+ credits left$/,
+      );
+    } finally {
+      await runtime.close();
+    }
+  });
+});
