@@ -36,6 +36,27 @@ async function open(handler: Parameters<typeof startFakeAnthropic>[0]) {
 }
 
 describe('runtime + Anthropic provider (real SDK, local Messages API server)', () => {
+  it('counts a call exactly (count_tokens) when even the learned bound does not fit, then makes it', async () => {
+    fake = await startFakeAnthropic();
+    // Every built-in tool is offered: their definitions' byte bound (~0.9 credits) is more than the 0.5 credits left.
+    runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model: anthropicProvider({ baseURL: fake.url, apiKey: 'sk-test', maxRetries: 0 }),
+      defaultAccount: { id: 'local', credits: 0.5 },
+    });
+    const { agent_id } = await runtime.create({ goal: 'Say ok' });
+    const agent = await runtime.waitFor(agent_id);
+    expect(agent.status).toBe('COMPLETED');
+    expect(fake.countRequests).toHaveLength(1);
+    expect(fake.requests).toHaveLength(1);
+    expect(fake.requests[0]!.max_tokens).toBeLessThan(4_096);
+    expect(fake.requests[0]!.max_tokens).toBeGreaterThanOrEqual(256);
+    const ledger = await runtime.storage.listLedger('local');
+    const account = (await runtime.storage.getAccount('local'))!;
+    expect(ledger.reduce((sum, l) => sum + l.amount, 0)).toBe(account.balance);
+    expect(account.reserved).toBe(0);
+  });
+
   it('completes a multi-turn tool_use conversation; usage reaches token_count and the ledger exactly', async () => {
     const { fake, runtime } = await open({
       handler: fakeReplies(

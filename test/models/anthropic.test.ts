@@ -205,6 +205,32 @@ describe('anthropicProvider against a Messages API server', () => {
     expect(truncated.stopReason).toBe('max_tokens');
   });
 
+  it('counts tokens through POST /v1/messages/count_tokens, with the same system, tools and messages', async () => {
+    fake.setCountTokens((body) => 4_321 + body.messages.length);
+    const model = anthropicProvider({ baseURL: fake.url, apiKey: 'sk-test' });
+    expect(await model.countTokens!(request(), { signal: signal() })).toBe(4_322);
+    expect(fake.requests).toHaveLength(0);
+    expect(fake.countRequests).toHaveLength(1);
+    const body = fake.countRequests[0]!;
+    expect(body.model).toBe(DEFAULT_ANTHROPIC_MODELS['svc-1-lite']);
+    expect(body.system).toBe('You are a test agent.');
+    expect(body.tools).toEqual([SEARCH_TOOL]);
+    expect(body.messages).toEqual([{ role: 'user', content: [{ type: 'text', text: 'Find the capital of France.' }] }]);
+    expect(body).not.toHaveProperty('max_tokens');
+  });
+
+  it('counts tokens as the fake reports input usage by default, and maps count errors like generate', async () => {
+    const model = anthropicProvider({ baseURL: fake.url, apiKey: 'sk-test', maxRetries: 0 });
+    const counted = await model.countTokens!(request(), { signal: signal() });
+    const generated = await model.generate(request(), { signal: signal() });
+    expect(counted).toBe(generated.usage.inputTokens);
+    fake.setCountTokens(() => ({ status: 400, message: 'bad count' }));
+    const err = await model.countTokens!(request(), { signal: signal() }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ModelError);
+    expect((err as ModelError).retryable).toBe(false);
+    expect((err as ModelError).message).toContain('bad count');
+  });
+
   it('retries a 429 as the server asks, then succeeds', async () => {
     fake.setHandler(
       fakeReplies({ status: 429, retryAfter: 0, retryAfterMs: 5, message: 'slow down' }, { text: 'after 429' }),
