@@ -91,7 +91,13 @@ export type FakeReply = FakeMessageReply | FakeErrorReply;
 export type FakeAnthropicHandler = (body: FakeMessagesRequest, info: FakeRequestInfo) => FakeReply | Promise<FakeReply>;
 
 /** A `count_tokens` body: a Messages request without `max_tokens`. */
-export type FakeCountTokensRequest = Omit<FakeMessagesRequest, 'max_tokens'>;
+export interface FakeCountTokensRequest {
+  model: string;
+  system?: unknown;
+  messages: FakeMessagesRequest['messages'];
+  tools?: Array<Record<string, unknown>>;
+  [key: string]: unknown;
+}
 
 /** Answers `POST /v1/messages/count_tokens`: the input token count, or an error reply. */
 export type FakeCountTokensHandler = (

@@ -69,7 +69,11 @@ export type ScriptedTokenizer = (request: Pick<ModelRequest, 'system' | 'tools' 
  * const model = scriptedModel({ turns, tokenizer: scriptedTokenizer(4) });
  */
 export function scriptedTokenizer(bytesPerToken: number): ScriptedTokenizer {
-  const ratio = z.number().min(1).finite().parse(bytesPerToken);
+  const parsed = z.number().min(1).finite().safeParse(bytesPerToken);
+  if (!parsed.success) {
+    throw new AgentryError('invalid_request', `scriptedTokenizer: bytesPerToken must be a number >= 1`);
+  }
+  const ratio = parsed.data;
   const count = (text: string) => Math.ceil(Buffer.byteLength(text) / ratio);
   return (request) => {
     let tokens = 5 + count(request.system);
