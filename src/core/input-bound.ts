@@ -93,6 +93,8 @@ export class InputBounds {
    * like a deterministic tokenizer's, so only the byte bound is used from then on.
    */
   private trusted = true;
+  private lastPrefix:
+    { model: string; system: string; tools: ModelToolSpec[]; key: string; fixedBytes: number } | undefined;
 
   constructor(limits: InputBoundsLimits = {}) {
     this.maxAgents = limits.agents ?? 10_000;
@@ -101,14 +103,12 @@ export class InputBounds {
 
   /** An upper bound on the input tokens of a request about to be sent. */
   bound(request: InputBoundRequest): InputBound {
-    const key = prefixKey(request.model, request.system, request.tools);
+    const { key, fixedBytes } = this.prefixOf(request);
     const { messageBytes } = request;
     let total = 0;
     for (const b of messageBytes) total += b;
     const count = messageBytes.length;
     const messagesBound = total + MESSAGE_FRAMING_TOKENS * count;
-    // The byte bound of system prompt + tools (+ the request's framing); the sizes of tool lists are cached.
-    const fixedBytes = inputTokenBound({ system: request.system, tools: request.tools, messages: [] }, 0);
     let tokens = fixedBytes + messagesBound;
     let source: InputBound['source'] = 'bytes';
     if (this.trusted) {
@@ -165,6 +165,26 @@ export class InputBounds {
     }
     const shared = this.prefixes.get(bound.key);
     if (shared === undefined || reported < shared) remember(this.prefixes, bound.key, reported, this.maxPrefixes);
+  }
+
+  /**
+   * The key of a request's model + system prompt + tool list, and the byte bound of that fixed part (with the request's
+   * framing). Siblings send the same three values one after another: the last one is kept at hand.
+   */
+  private prefixOf(request: InputBoundRequest): { key: string; fixedBytes: number } {
+    const last = this.lastPrefix;
+    if (last && last.model === request.model && last.system === request.system && last.tools === request.tools) {
+      return last;
+    }
+    const prefix = {
+      model: request.model,
+      system: request.system,
+      tools: request.tools,
+      key: prefixKey(request.model, request.system, request.tools),
+      fixedBytes: inputTokenBound({ system: request.system, tools: request.tools, messages: [] }, 0),
+    };
+    this.lastPrefix = prefix;
+    return prefix;
   }
 
   /** Drops what is known of an agent (it finished). */
