@@ -748,6 +748,7 @@ async function completeWithResult(
     status: statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' }),
   });
   afterCommit(deps, agent, result, [message], pending.settlements);
+  inputBoundsOf(deps.model).forget(agent.agent_id);
   return STOP;
 }
 
