@@ -4,6 +4,7 @@
  * cannot pay the exact cost of the call it could not make; every hold still covers its call's real cost, the ledger
  * is exact and the balance never goes below zero.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import {
@@ -220,6 +221,77 @@ describe('budgets that are spent, not stranded', () => {
     } finally {
       await runtime.close();
     }
+  });
+
+  it('property: through the runtime no hold is below the real cost of its call, the ledger is exact, and a stop is justified', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.constantFrom(1, 2, 4, 6),
+        fc.array(fc.integer({ min: 0, max: 16_000 }), { minLength: 1, maxLength: 8 }),
+        fc.array(fc.string({ unit: 'grapheme', maxLength: 300 }), { maxLength: 4 }),
+        fc.integer({ min: 1, max: 60 }),
+        fc.constantFrom('svc-1-lite', 'svc-1-ultra'),
+        // A small window makes the loop elide old tool results: the learned prefix no longer applies.
+        fc.constantFrom(6_000, 20_000, 200_000),
+        async (bytesPerToken, sizes, descriptions, credits, modelId, window) => {
+          const tokenizer = scriptedTokenizer(bytesPerToken);
+          const blob = defineTool({
+            name: 'blob',
+            description: 'Returns a text of the size asked',
+            input: z.object({ size: z.number().int() }),
+            idempotent: true,
+            run: ({ size }) => 'é token '.repeat(Math.ceil(size / 9)).slice(0, size),
+          });
+          const extra = descriptions.map((d, i) =>
+            defineTool({
+              name: `extra_${i}`,
+              description: d || 'x',
+              input: z.object({}),
+              idempotent: true,
+              run: () => 'ok',
+            }),
+          );
+          const scripted = scriptedModel({
+            tokenizer,
+            // Every turn uses all of its max_tokens: the hold's only slack is then what its input bound left.
+            turns: (req, { turnIndex }): ScriptedTurn =>
+              turnIndex < sizes.length
+                ? {
+                    toolCalls: [{ name: 'blob', input: { size: sizes[turnIndex] } }],
+                    usage: { outputTokens: req.maxTokens },
+                  }
+                : { text: 'done', usage: { outputTokens: req.maxTokens } },
+          });
+          const model: ModelProvider = { ...scripted, contextWindow: () => window };
+          const storage = memoryStorage();
+          const watch = watchHolds(storage);
+          const runtime = await AgentRuntime.open({
+            storage,
+            model,
+            clock: fakeClock(),
+            tools: [blob, ...extra],
+            builtinTools: false,
+            defaultAccount: { id: 'local', credits },
+          });
+          try {
+            const { agent_id } = await runtime.create({ goal: 'Read the blobs', model: modelId });
+            const agent = await runtime.waitFor(agent_id);
+            await runtime.whenIdle();
+            expect(watch.violations).toEqual([]);
+            await expectLedgerExact(storage);
+            expect(['COMPLETED', 'OUT_OF_CREDITS']).toContain(agent.status);
+            if (agent.status === 'OUT_OF_CREDITS') {
+              const stop = parseStop(agent.status_message);
+              expect(stop.left).toBeLessThan(stop.needed);
+              expect(stop.left).toBe((await storage.getAccount('local'))!.balance);
+            }
+          } finally {
+            await runtime.close();
+          }
+        },
+      ),
+      { numRuns: 25 },
+    );
   });
 
   it('a provider that reports no usage keeps the byte bound; one that does reserves far less on later calls', async () => {
