@@ -138,7 +138,7 @@ describe('bubblewrapArgv', () => {
     expect(argv.slice(-4)).toEqual(['--', '--ro-bind', '/', '/']);
   });
 
-  it('joins the run\'s memory cgroup first, by a fixed launcher line, before dropping privileges', () => {
+  it("joins the run's memory cgroup first, by a fixed launcher line, before dropping privileges", () => {
     const argv = bubblewrapArgv(config({ cgroupProcs: '/sys/fs/cgroup/memory/agentry/run-1/cgroup.procs' }));
     expect(argv.slice(0, 6)).toEqual([
       '/bin/sh',
