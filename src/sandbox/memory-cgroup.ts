@@ -25,7 +25,10 @@ import { join } from 'node:path';
 export interface RunCgroup {
   /** The `cgroup.procs` file the launcher writes its pid to. */
   readonly procsFile: string;
-  /** After the run: its peak and whether the OOM killer acted; then the cgroup is removed. */
+  /**
+   * After the run: its peak and whether the OOM killer acted. The cgroup is then removed in the background (its last
+   * processes may take a moment to leave it after bwrap has exited; the answer does not wait for that).
+   */
   finish(): Promise<{ memoryPeakBytes?: number; memoryExceeded?: boolean }>;
 }
 
@@ -56,7 +59,7 @@ async function oomKills(path: string): Promise<number> {
 
 /** Removes an emptied cgroup; its last processes may still be exiting for a moment after bwrap has. */
 async function removeCgroup(dir: string): Promise<void> {
-  for (let attempt = 0; attempt < 20; attempt++) {
+  for (let attempt = 0; attempt < 200; attempt++) {
     try {
       await rmdir(dir);
       return;
@@ -89,7 +92,7 @@ function v1Cgroups(hierarchy: string): MemoryCgroups {
         async finish() {
           const peak = await readNumber(join(dir, 'memory.max_usage_in_bytes'));
           const kills = await oomKills(join(dir, 'memory.oom_control'));
-          await removeCgroup(dir);
+          void removeCgroup(dir);
           return { ...(peak !== undefined ? { memoryPeakBytes: peak } : {}), memoryExceeded: kills > 0 };
         },
       };
@@ -116,7 +119,7 @@ function v2Cgroups(parent: string): MemoryCgroups {
         async finish() {
           const peak = await readNumber(join(dir, 'memory.peak'));
           const kills = await oomKills(join(dir, 'memory.events'));
-          await removeCgroup(dir);
+          void removeCgroup(dir);
           return { ...(peak !== undefined ? { memoryPeakBytes: peak } : {}), memoryExceeded: kills > 0 };
         },
       };
