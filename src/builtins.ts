@@ -146,7 +146,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
     allow: [...(o.fetch?.allow ?? []), twilioHost(o.messaging, env)],
   });
   const messaging = messagingFromConfig(o.messaging, env, (url, init) => twilioFetch(url, init));
-  // Its sandbox (bubblewrap) is probed on the first call; workspaces under <os.tmpdir()>/agentry-workspaces.
+  // Its sandbox (bubblewrap) is probed on the first call; workspaces under defaultDataDir() (/var/lib/agentry for root).
   const codeAgent = codeAgentTool({
     ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
     backend: codeAgentBackend(o.codeAgent?.backend, env),

@@ -4,14 +4,19 @@
  * flag is unit-tested without running anything; `bubblewrap.ts` only detects the host layout, spawns and kills.
  *
  * The argv, outside in:
+ * 0. With a memory cgroup (`memory-cgroup.ts`): `/bin/sh -c 'echo $$ > "$1" && shift && exec "$@"'`, as root, so
+ *    that bwrap and everything under it start inside the run's cgroup. The line is fixed; the cgroup file is the
+ *    runtime's own path, passed as an argument.
  * 1. `setpriv --reuid --regid --clear-groups --inh-caps=-all` when the runtime runs as root: bubblewrap and
  *    everything under it run as an unprivileged uid (65534), so no root capability exists even before bwrap drops
  *    its own, and RLIMIT_NPROC is enforced (the kernel does not enforce it for root).
  * 2. `bwrap --unshare-all` (user, pid, net, ipc, uts, cgroup: no network at all, not even the host's loopback),
  *    `--unshare-user --disable-userns` (a user namespace is required, see 3., and none can be nested inside it, which
  *    keeps the kernel's namespace code out of reach), `--die-with-parent --new-session` (no TIOCSTI into a terminal)
- *    `--cap-drop ALL`, the system directories read-only, a private `/proc`, `/dev`
- *    and `/tmp`, the workspace read-write at `/workspace`, a cleared environment.
+ *    `--cap-drop ALL`, the system directories read-only, a private `/proc`, `/dev`,
+ *    the workspace read-write at `/workspace`, a cleared environment. The only other writable places are `/tmp` and
+ *    `/dev/shm`, two tmpfs of `tmpBytes` each (`--size`); the root and `/dev` (tmpfs bwrap makes) are remounted
+ *    read-only once everything is bound, so no unsized tmpfs is left to fill.
  * 3. `prlimit --cpu --as --nproc --fsize --nofile --` INSIDE the sandbox, as the first process bwrap starts, then the
  *    command. Inside, not outside, because of RLIMIT_NPROC: since Linux 5.14 it is counted per (user namespace, uid).
  *    Set outside, the limit would be checked against every process of uid 65534 on the host, other sandboxes included
@@ -53,7 +58,12 @@ export interface BubblewrapConfig {
   limits: SandboxLimits;
   /** The command's argv, e.g. `['/bin/sh', '-c', 'make test']`. */
   command: string[];
+  /** The `cgroup.procs` file of the run's memory cgroup, joined before anything else starts (needs root). */
+  cgroupProcs?: string;
 }
+
+/** The launcher that joins a cgroup and then becomes the rest of its argv (fixed: no input is ever part of it). */
+export const CGROUP_LAUNCHER = 'echo $$ > "$1" || exit 125; shift; exec "$@"';
 
 /** Where the workspace appears inside the sandbox. */
 export const SANDBOX_WORKSPACE = '/workspace';
@@ -151,6 +161,12 @@ export function bubblewrapArgv(config: BubblewrapConfig): string[] {
     throw new AgentryError('invalid_request', `Expected \`workspace\` to be an absolute path, got ${config.workspace}`);
   }
   const argv: string[] = [];
+  if (config.cgroupProcs !== undefined) {
+    if (!posix.isAbsolute(config.cgroupProcs)) {
+      throw new AgentryError('invalid_request', `Expected an absolute cgroup.procs path, got ${config.cgroupProcs}`);
+    }
+    argv.push('/bin/sh', '-c', CGROUP_LAUNCHER, 'sh', config.cgroupProcs);
+  }
   if (config.dropTo) {
     argv.push(
       config.setpriv,
@@ -177,12 +193,16 @@ export function bubblewrapArgv(config: BubblewrapConfig): string[] {
     else argv.push('--ro-bind', entry.path, entry.path);
   }
   for (const path of config.etc) argv.push('--ro-bind-try', path, path);
-  argv.push('--proc', '/proc', '--dev', '/dev', '--tmpfs', '/tmp');
+  const tmpSize = positiveInteger('tmpBytes', config.limits.tmpBytes);
+  argv.push('--proc', '/proc', '--dev', '/dev', '--size', tmpSize, '--tmpfs', '/dev/shm');
+  argv.push('--size', tmpSize, '--tmpfs', '/tmp');
   argv.push('--bind', config.workspace, SANDBOX_WORKSPACE, '--chdir', sandboxCwd(config.cwd));
   for (const mount of config.mounts ?? []) {
     checkMount(mount);
     argv.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.at);
   }
+  // Last of the mounts: the root and /dev are tmpfs of bwrap's own, unsized; nothing may write there.
+  argv.push('--remount-ro', '/dev', '--remount-ro', '/');
   argv.push('--clearenv');
   for (const [name, value] of Object.entries(config.env)) {
     if (name === '' || name.includes('=') || name.includes('\0') || value.includes('\0')) {

@@ -5,6 +5,9 @@
  * the whole process group is killed (SIGKILL to `-pid`) on timeout or abort, and because the sandbox has its own pid
  * namespace, killing bwrap's init also kills every process inside, including daemonised ones. stdout and stderr are
  * kept up to a cap and then read and dropped, so a chatty command never blocks on a full pipe.
+ *
+ * Each run's whole memory is bounded by a memory cgroup of its own where the host allows one (`memory-cgroup.ts`),
+ * its tmpfs by their size, and its workspace by a disk quota watched with `du` during the run (`workspace-usage.ts`).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, readFileSync } from 'node:fs';
@@ -13,6 +16,8 @@ import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { AgentryError } from '../errors.js';
 import { bubblewrapArgv, commandArgv, DEFAULT_ETC, sandboxEnv, type RootEntry } from './bubblewrap-argv.js';
+import { findMemoryCgroups, type MemoryCgroups, type RunCgroup } from './memory-cgroup.js';
+import { workspaceUsage, type WorkspaceUsage } from './workspace-usage.js';
 import {
   DEFAULT_SANDBOX_LIMITS,
   type Sandbox,
@@ -52,7 +57,16 @@ export interface BubblewrapSandboxOptions {
   etc?: string[];
   /** Limits of commands that set none (each field separately). @default DEFAULT_SANDBOX_LIMITS */
   limits?: Partial<SandboxLimits>;
+  /**
+   * Whether each run gets a memory cgroup bounding it to `limits.memoryBytes` (when the host allows one: see
+   * `memory-cgroup.ts`). `require` refuses to run without one (the probe says why).
+   * @default 'auto'
+   */
+  memoryCgroup?: 'auto' | 'require' | 'off';
 }
+
+/** How often the workspace quota is checked during a run. */
+const QUOTA_CHECK_MS = 500;
 
 const ROOT_ENTRIES = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 const FALLBACK_DIRS = ['/usr/bin', '/usr/sbin', '/bin', '/sbin'];
@@ -108,7 +122,19 @@ interface Host {
   bwrap: string;
   setpriv: string;
   prlimit: string;
+  du: string;
   rootEntries: RootEntry[];
+  /** The memory cgroups of runs, or why there are none. */
+  cgroups: MemoryCgroups | string;
+}
+
+/** What a run is started with besides its command. */
+interface LaunchExtras {
+  cgroup?: RunCgroup;
+  /** Bytes for the command's stdin (then closed). */
+  input?: string | Uint8Array;
+  /** The workspace's usage at the start: the run may not take it past max(quota, this). */
+  usageAtStart?: WorkspaceUsage;
 }
 
 /**
@@ -124,6 +150,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
   const readOnly = options.readOnly ?? ['/usr'];
   const etc = options.etc ?? DEFAULT_ETC;
   const baseLimits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
+  const memoryCgroup = options.memoryCgroup ?? 'auto';
   let host: Promise<Host | string> | undefined;
   let probed: Promise<SandboxProbe> | undefined;
 
@@ -131,25 +158,33 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
   function findHost(): Promise<Host | string> {
     host ??= (async () => {
       if (process.platform !== 'linux') return `bubblewrap needs Linux, this is ${process.platform}`;
-      const [bwrap, setpriv, prlimit] = await Promise.all([
+      const [bwrap, setpriv, prlimit, du] = await Promise.all([
         findProgram('bwrap', options.bwrapPath),
         findProgram('setpriv', options.setprivPath),
         findProgram('prlimit', options.prlimitPath),
+        findProgram('du', undefined),
       ]);
       const missing = [
         !bwrap && 'bwrap (install the bubblewrap package)',
         !setpriv && isRoot() && 'setpriv (util-linux)',
         !prlimit && 'prlimit (util-linux)',
+        !du && 'du (coreutils)',
       ].filter(Boolean);
       if (missing.length > 0) return `the sandbox needs ${missing.join(', ')}`;
       if (!readOnly.some((dir) => prlimit!.startsWith(`${dir.replace(/\/$/, '')}/`))) {
         return `prlimit (${prlimit}) must be under a read-only directory of the sandbox (${readOnly.join(', ')})`;
       }
+      const cgroups = memoryCgroup === 'off' ? 'memory cgroups are off (memoryCgroup: off)' : await findMemoryCgroups();
+      if (memoryCgroup === 'require' && typeof cgroups === 'string') {
+        return `a memory cgroup is required (memoryCgroup: require) but ${cgroups}`;
+      }
       return {
         bwrap: bwrap!,
         setpriv: setpriv ?? 'setpriv',
         prlimit: prlimit!,
+        du: du!,
         rootEntries: await detectRootEntries(),
+        cgroups,
       };
     })();
     return host;
@@ -163,32 +198,46 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     h: Host,
     command: SandboxSpawnCommand | SandboxCommand,
     stdin: 'ignore' | 'pipe',
-    signal?: AbortSignal,
+    signal: AbortSignal | undefined,
+    extras: LaunchExtras,
   ): { child: ChildProcess; kill: () => void; exited: Promise<Ended> } {
     const limits: SandboxLimits = { ...baseLimits, ...command.limits };
-    const argv = bubblewrapArgv({
-      bwrap: h.bwrap,
-      setpriv: h.setpriv,
-      prlimit: h.prlimit,
-      dropTo: isRoot() ? { uid, gid } : null,
-      readOnly,
-      rootEntries: h.rootEntries,
-      etc,
-      hostname: 'sandbox',
-      workspace: command.workspace,
-      cwd: command.cwd ?? '.',
-      ...(command.mounts ? { mounts: command.mounts } : {}),
-      env: sandboxEnv(command.env),
-      limits,
-      command: ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...commandArgv(command)],
-    });
+    let argv: string[];
+    try {
+      argv = bubblewrapArgv({
+        ...(extras.cgroup ? { cgroupProcs: extras.cgroup.procsFile } : {}),
+        bwrap: h.bwrap,
+        setpriv: h.setpriv,
+        prlimit: h.prlimit,
+        dropTo: isRoot() ? { uid, gid } : null,
+        readOnly,
+        rootEntries: h.rootEntries,
+        etc,
+        hostname: 'sandbox',
+        workspace: command.workspace,
+        cwd: command.cwd ?? '.',
+        ...(command.mounts ? { mounts: command.mounts } : {}),
+        env: sandboxEnv(command.env),
+        limits,
+        command: ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...commandArgv(command)],
+      });
+    } catch (error) {
+      void extras.cgroup?.finish();
+      throw error;
+    }
     const started = performance.now();
     const child = spawn(argv[0]!, argv.slice(1), {
       detached: true,
       stdio: [stdin, 'pipe', 'pipe', 'pipe'],
       env: {},
     });
+    if (extras.input !== undefined) {
+      // A command that exits without reading all of it closes the pipe: that is its business, not an error here.
+      child.stdin!.on('error', () => undefined);
+      child.stdin!.end(extras.input);
+    }
     let timedOut = false;
+    let quotaExceeded = false;
     let killed = false;
     let ended = false;
     let fallback: NodeJS.Timeout | undefined;
@@ -223,6 +272,24 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       timedOut = true;
       killSandbox();
     }, command.timeoutMs);
+    // The disk quota: a run may not take the workspace past the quota, or past what it held at the start when that
+    // was more already (so that a command can still delete files in a workspace over its quota).
+    let quotaTimer: NodeJS.Timeout | undefined;
+    const allowed = {
+      bytes: Math.max(limits.workspaceBytes, extras.usageAtStart?.bytes ?? 0),
+      files: Math.max(limits.workspaceFiles, extras.usageAtStart?.files ?? 0),
+    };
+    const checkQuota = async () => {
+      const usage = await workspaceUsage(h.du, command.workspace);
+      if (ended || killed) return;
+      if (usage && (usage.bytes > allowed.bytes || usage.files > allowed.files)) {
+        quotaExceeded = true;
+        killSandbox();
+        return;
+      }
+      quotaTimer = setTimeout(() => void checkQuota(), QUOTA_CHECK_MS);
+    };
+    quotaTimer = setTimeout(() => void checkQuota(), QUOTA_CHECK_MS);
     signal?.addEventListener('abort', onAbort, { once: true });
     if (signal?.aborted) killSandbox();
 
@@ -237,6 +304,8 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     const exited = new Promise<Ended>((resolve, reject) => {
       child.on('error', (error) => {
         clearTimeout(timer);
+        clearTimeout(quotaTimer);
+        void extras.cgroup?.finish();
         signal?.removeEventListener('abort', onAbort);
         reject(new AgentryError('not_configured', `the sandbox could not start: ${error.message}`, { cause: error }));
       });
@@ -244,15 +313,22 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         ended = true;
         clearTimeout(timer);
         clearTimeout(fallback);
+        clearTimeout(quotaTimer);
         signal?.removeEventListener('abort', onAbort);
-        resolve({
-          // Killed on timeout or abort: reported as SIGKILL, whether bwrap died of it or exited after its init did.
-          exitCode: killed ? null : code,
-          signal: killed ? 'SIGKILL' : sig,
-          timedOut,
-          durationMs: Math.round((performance.now() - started) * 10) / 10,
-          ...cpuTimeOf(killed ? '' : cpuReport),
-        });
+        const durationMs = Math.round((performance.now() - started) * 10) / 10;
+        const memory = extras.cgroup?.finish() ?? Promise.resolve({});
+        void memory.then((m) =>
+          resolve({
+            // Killed on timeout or abort: reported as SIGKILL, whether bwrap died of it or exited after its init did.
+            exitCode: killed ? null : code,
+            signal: killed ? 'SIGKILL' : sig,
+            timedOut,
+            durationMs,
+            ...cpuTimeOf(killed ? '' : cpuReport),
+            ...m,
+            ...(quotaExceeded ? { quotaExceeded } : {}),
+          }),
+        );
       });
     });
     return { child, kill: killSandbox, exited };
@@ -271,7 +347,13 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         durationMs: 0,
       };
     }
-    const { child, exited } = launch(h, command, 'ignore', signal);
+    const { child, exited } = launch(
+      h,
+      command,
+      command.stdin !== undefined ? 'pipe' : 'ignore',
+      signal,
+      await prepare(h, command, command.stdin),
+    );
     const capture = (stream: NodeJS.ReadableStream) => {
       const chunks: Buffer[] = [];
       const state = { kept: 0, truncated: false, chunks };
@@ -337,6 +419,25 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
 
   const probe = (): Promise<SandboxProbe> => (probed ??= probeOnce());
 
+  /** The run's memory cgroup (when the host allows one) and the workspace's usage at the start. */
+  async function prepare(
+    h: Host,
+    command: SandboxSpawnCommand | SandboxCommand,
+    input?: string | Uint8Array,
+  ): Promise<LaunchExtras> {
+    const limits: SandboxLimits = { ...baseLimits, ...command.limits };
+    positiveLimit('memoryBytes', limits.memoryBytes);
+    positiveLimit('workspaceBytes', limits.workspaceBytes);
+    positiveLimit('workspaceFiles', limits.workspaceFiles);
+    const usageAtStart = await workspaceUsage(h.du, command.workspace);
+    const cgroup = typeof h.cgroups === 'string' ? undefined : await h.cgroups.create(limits.memoryBytes);
+    return {
+      ...(cgroup ? { cgroup } : {}),
+      ...(input !== undefined ? { input } : {}),
+      ...(usageAtStart ? { usageAtStart } : {}),
+    };
+  }
+
   /** The host, once the probe passed, and the checks every command must pass. */
   async function ready(command: SandboxSpawnCommand | SandboxCommand): Promise<Host> {
     const probed = await probe();
@@ -371,12 +472,18 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     },
     async spawn(command, runOptions: SandboxRunOptions = {}): Promise<SandboxProcess> {
       const h = await ready(command);
-      const { child, kill, exited } = launch(h, command, 'pipe', runOptions.signal);
+      const { child, kill, exited } = launch(h, command, 'pipe', runOptions.signal, await prepare(h, command));
       // A start that fails rejects `exited`; the caller sees it there, not as an unhandled rejection here.
       exited.catch(() => undefined);
       return { stdin: child.stdin!, stdout: child.stdout!, stderr: child.stderr!, kill, exited };
     },
   };
+}
+
+function positiveLimit(name: string, value: number): void {
+  if (!Number.isSafeInteger(value) || value <= 0) {
+    throw new AgentryError('invalid_request', `Expected \`limits.${name}\` to be a positive integer, got ${value}`);
+  }
 }
 
 /**

@@ -21,6 +21,24 @@ export interface SandboxLimits {
   fileSizeBytes: number;
   /** Open file descriptors per process (RLIMIT_NOFILE). */
   openFiles: number;
+  /**
+   * Memory of the whole sandbox, in bytes: every process's resident memory plus what its tmpfs (`/tmp`, `/dev/shm`)
+   * and SysV shared memory hold, charged to one memory cgroup (v1 or v2) with swap refused. Past it the kernel's OOM
+   * killer ends a process of the sandbox, never one of the host. Where no memory cgroup can be made (not root, no
+   * writable cgroupfs) it is not enforced; `addressSpaceBytes`, `processes` and `tmpBytes` still bound each part.
+   */
+  memoryBytes: number;
+  /** Size of each of the sandbox's two writable tmpfs, `/tmp` and `/dev/shm` (writes past it fail with ENOSPC). */
+  tmpBytes: number;
+  /**
+   * Disk the workspace may use, in bytes (blocks, as `du` counts them). Checked before each run (a workspace over
+   * it refuses to run anything) and every half second during one (the run is killed when it goes over; the result
+   * says `quotaExceeded`). A command can overshoot by what it writes in half a second, one file at most
+   * `fileSizeBytes` each.
+   */
+  workspaceBytes: number;
+  /** Files and directories the workspace may hold (inodes, as `du --inodes` counts them), checked like the bytes. */
+  workspaceFiles: number;
 }
 
 /** Limits used when a command gives none. */
@@ -30,6 +48,11 @@ export const DEFAULT_SANDBOX_LIMITS: SandboxLimits = {
   processes: 256,
   fileSizeBytes: 256 * 1024 ** 2,
   openFiles: 1024,
+  // Two sandboxes at these limits take at most ~2 GiB of RAM (tmpfs included) and 2 GiB of disk: a 4 GiB host holds them.
+  memoryBytes: 1024 ** 3,
+  tmpBytes: 256 * 1024 ** 2,
+  workspaceBytes: 1024 ** 3,
+  workspaceFiles: 100_000,
 };
 
 interface SandboxCommandBase {
@@ -69,10 +92,13 @@ export interface SandboxMount {
   writable?: boolean;
 }
 
-/** One command to run: an argv (no shell) or a shell line run by `/bin/sh -c`. */
+/**
+ * One command to run: an argv (no shell) or a shell line run by `/bin/sh -c`. `stdin`, when given, is written to the
+ * command's standard input, which is then closed (otherwise the command reads an empty input).
+ */
 export type SandboxCommand =
-  | (SandboxCommandBase & { argv: string[]; shell?: undefined })
-  | (SandboxCommandBase & { shell: string; argv?: undefined });
+  | (SandboxCommandBase & { argv: string[]; shell?: undefined; stdin?: string | Uint8Array })
+  | (SandboxCommandBase & { shell: string; argv?: undefined; stdin?: string | Uint8Array });
 
 /** How one run ended. */
 export interface SandboxResult {
@@ -96,6 +122,12 @@ export interface SandboxResult {
    * sandbox cannot measure it.
    */
   cpuMs?: number;
+  /** The most memory the whole sandbox held at once (its memory cgroup's peak); absent without a memory cgroup. */
+  memoryPeakBytes?: number;
+  /** True when the kernel's OOM killer ended a process of the sandbox at `memoryBytes`. */
+  memoryExceeded?: boolean;
+  /** True when the run was killed because the workspace went over `workspaceBytes` or `workspaceFiles`. */
+  quotaExceeded?: boolean;
 }
 
 /** A command started with {@link Sandbox.spawn}: its limits, but no output cap (the caller reads the streams). */

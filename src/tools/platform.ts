@@ -49,7 +49,7 @@ export interface BuiltinToolsOptions {
     /** Name resolution (tests make a name resolve to a chosen address). @default dns.lookup */
     lookup?: (hostname: string) => Promise<Array<{ address: string; family: 4 | 6 }>>;
   };
-  /** Where coding agents' workspaces live (spawn_claude_code_agent). @default `<os tmpdir>/agentry-workspaces` */
+  /** Where coding agents' workspaces live (spawn_claude_code_agent). @default `/var/lib/agentry` for root, else `~/.local/state/agentry` (`defaultDataDir()`) */
   dataDir?: string;
   /**
    * spawn_claude_code_agent (issue 15): who codes. `runtime` is a child agent of the runtime's model with Claude Code's

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { AgentryError } from '../../src/errors.js';
 import {
   bubblewrapArgv,
+  CGROUP_LAUNCHER,
   commandArgv,
   DEFAULT_ETC,
   sandboxCwd,
@@ -9,7 +10,17 @@ import {
   type BubblewrapConfig,
 } from '../../src/sandbox/bubblewrap-argv.js';
 
-const LIMITS = { cpuSeconds: 30, addressSpaceBytes: 1073741824, processes: 64, fileSizeBytes: 1048576, openFiles: 256 };
+const LIMITS = {
+  cpuSeconds: 30,
+  addressSpaceBytes: 1073741824,
+  processes: 64,
+  fileSizeBytes: 1048576,
+  openFiles: 256,
+  memoryBytes: 536870912,
+  tmpBytes: 65536,
+  workspaceBytes: 1048576,
+  workspaceFiles: 100,
+};
 
 function config(overrides: Partial<BubblewrapConfig> = {}): BubblewrapConfig {
   return {
@@ -70,6 +81,12 @@ describe('bubblewrapArgv', () => {
       '/proc',
       '--dev',
       '/dev',
+      '--size',
+      '65536',
+      '--tmpfs',
+      '/dev/shm',
+      '--size',
+      '65536',
       '--tmpfs',
       '/tmp',
       '--bind',
@@ -77,6 +94,10 @@ describe('bubblewrapArgv', () => {
       '/workspace',
       '--chdir',
       '/workspace',
+      '--remount-ro',
+      '/dev',
+      '--remount-ro',
+      '/',
       '--clearenv',
       '--setenv',
       'PATH',
@@ -117,6 +138,19 @@ describe('bubblewrapArgv', () => {
     expect(argv.slice(-4)).toEqual(['--', '--ro-bind', '/', '/']);
   });
 
+  it("joins the run's memory cgroup first, by a fixed launcher line, before dropping privileges", () => {
+    const argv = bubblewrapArgv(config({ cgroupProcs: '/sys/fs/cgroup/memory/agentry/run-1/cgroup.procs' }));
+    expect(argv.slice(0, 6)).toEqual([
+      '/bin/sh',
+      '-c',
+      CGROUP_LAUNCHER,
+      'sh',
+      '/sys/fs/cgroup/memory/agentry/run-1/cgroup.procs',
+      '/usr/bin/setpriv',
+    ]);
+    expect(() => bubblewrapArgv(config({ cgroupProcs: 'relative/cgroup.procs' }))).toThrow(AgentryError);
+  });
+
   it('changes into a subdirectory of the workspace', () => {
     const argv = bubblewrapArgv(config({ cwd: 'src/app' }));
     expect(argv[argv.indexOf('--chdir') + 1]).toBe('/workspace/src/app');
@@ -126,6 +160,7 @@ describe('bubblewrapArgv', () => {
     expect(() => bubblewrapArgv(config({ workspace: 'ws' }))).toThrow(AgentryError);
     expect(() => bubblewrapArgv(config({ limits: { ...LIMITS, processes: 0 } }))).toThrow(/limits.processes/);
     expect(() => bubblewrapArgv(config({ limits: { ...LIMITS, cpuSeconds: 1.5 } }))).toThrow(/cpuSeconds/);
+    expect(() => bubblewrapArgv(config({ limits: { ...LIMITS, tmpBytes: 0 } }))).toThrow(/tmpBytes/);
     expect(() => bubblewrapArgv(config({ env: { 'A=B': 'x' } }))).toThrow(AgentryError);
   });
 });

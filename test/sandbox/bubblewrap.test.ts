@@ -12,7 +12,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentryError } from '../../src/errors.js';
 import { bubblewrapSandbox } from '../../src/sandbox/bubblewrap.js';
 import type { SandboxCommand } from '../../src/sandbox/sandbox.js';
-import { createWorkspace, resolveInWorkspace } from '../../src/sandbox/workspace.js';
+import { createWorkspace } from '../../src/sandbox/workspace.js';
 
 const sandbox = bubblewrapSandbox();
 const probe = await sandbox.probe();
@@ -316,16 +316,13 @@ for host in sys.argv[1:]:
     expect(await readFile('/etc/passwd', 'utf8')).not.toMatch(/^x$/m);
   });
 
-  it('cannot follow a symlink out of the workspace; resolveInWorkspace refuses it host-side', async () => {
+  it('cannot follow a symlink out of the workspace', async () => {
     const secret = join(outsideDir, 'secret.txt');
     await writeFile(secret, 'host-only secret');
     await symlink(secret, join(workspace, 'planted')); // planted host-side, pointing at a host file
     const r = await run({ shell: 'ln -s /etc hostetc; cat hostetc/shadow; cat planted; echo done' });
     expect(r.stdout).toBe('done\n');
     expect(r.stdout + r.stderr).not.toContain('host-only secret');
-    await expect(resolveInWorkspace(workspace, 'hostetc/shadow')).rejects.toThrow(/symlink/);
-    await expect(resolveInWorkspace(workspace, 'hostetc/passwd')).rejects.toThrow(/symlink/);
-    await expect(resolveInWorkspace(workspace, 'planted')).rejects.toThrow(/symlink/);
   });
 
   it('cannot remount the system read-write', async () => {

@@ -315,6 +315,22 @@ describe('monitor: text', () => {
     expect(normaliseVolatile('Only 3 left in stock')).toBe('Only 3 left in stock');
   });
 
+  it('stays linear on a page line made to backtrack (`1,1,1,…`: 12 s of event loop before the fix)', () => {
+    const line = `${'1,'.repeat(50_000)}2 views`;
+    expect(normaliseVolatile(line)).toMatch(/<n> views$/);
+  }, 5_000);
+
+  it('bounds the work of a selector that backtracks on the page (seconds per combinator before, unbounded)', () => {
+    const deep = `${'<div>'.repeat(300)}<span>x</span>${'</div>'.repeat(300)}`;
+    expect(() => htmlLines(deep, { selector: 'p div div div div div div span', ignoreSelectors: [] })).toThrow(
+      /takes too many steps to match on this page/,
+    );
+    expect(() => htmlLines(deep, { selector: null, ignoreSelectors: ['p div div div div div div span'] })).toThrow(
+      /ignore_selectors: .* takes too many steps/,
+    );
+    expect(htmlLines(deep, { selector: 'div > span', ignoreSelectors: [] })).toEqual(['x']);
+  }, 5_000);
+
   it('takes the selector text, drops ignore_selectors and scripts', () => {
     const html = '<main><p class="a">A <b>1</b></p><div class="ad">ad</div><script>x()</script><p>B</p></main>';
     expect(htmlLines(html, { selector: null, ignoreSelectors: ['.ad'] })).toEqual(['A 1', 'B']);

@@ -3,21 +3,21 @@
  * The coding child's tools, named and shaped after Claude Code's (DESIGN §7) because models already know them:
  * `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`. Each works in the child's own workspace (see `session.ts` for how a
  * tool finds it from the child's agent id). Paths are relative to the workspace; `/workspace/...`, the path the
- * sandbox shows, is accepted too. `..` and symlinks that lead out are refused (`resolveInWorkspace`).
+ * sandbox shows, is accepted too. `..` and symlinks that lead out are refused.
  *
- * Only `Bash` runs in the sandbox. The file tools run in the runtime's process, directly on the workspace: a file the
- * runtime writes is given to the sandbox's uid so that commands can change it afterwards.
+ * All six run inside the sandbox as its unprivileged user: `Bash` as a shell line, the five file tools as one
+ * operation each of a fixed helper program (`workspace-files.ts`), never as the runtime's user on a host path.
+ * `Grep` is ripgrep there (a linear-time engine), and `Glob`'s matcher runs there too: no pattern of the model runs
+ * on the runtime's event loop.
  */
 import { availableParallelism } from 'node:os';
-import { lstat, mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
-import { join, relative, sep } from 'node:path';
 import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';
 import type { Sandbox } from '../../../sandbox/sandbox.js';
-import { chownToSandbox, resolveInWorkspace, workspacePath } from '../../../sandbox/workspace.js';
+import { workspacePath } from '../../../sandbox/workspace.js';
 import { defineTool, type Tool, type ToolContext } from '../../define-tool.js';
-import { matchesGlob } from './glob.js';
 import { appendCommand, notACodeChild, readCommands, waitForSession, type CodeSession } from './session.js';
+import { workspaceFileOperation } from './workspace-files.js';
 
 /** Bytes of stdout, and of stderr, a `Bash` result shows. */
 export const BASH_OUTPUT_BYTES = 30_000;
@@ -29,12 +29,13 @@ export const BASH_MAX_TIMEOUT_MS = 600_000;
  */
 export const BASH_CPU_SECOND_PRICE = 0.001;
 /** Largest file `Read`, `Edit` and `Grep` open. */
-const MAX_READ_BYTES = 5 * 1024 * 1024;
+export const MAX_READ_BYTES = 5 * 1024 * 1024;
 const READ_DEFAULT_LINES = 2_000;
 const LINE_CHARS = 2_000;
 const MAX_GLOB_RESULTS = 500;
 const MAX_GREP_MATCHES = 200;
-/** Directory entries a `Glob` or `Grep` walks at most. */
+const GREP_LINE_CHARS = 300;
+/** Directory entries a `Glob` walks at most. */
 const MAX_WALK = 20_000;
 
 export interface CodeChildToolsOptions {
@@ -55,64 +56,23 @@ async function workspaceOf(dataDir: string, tool: string, ctx: ToolContext): Pro
   return { root: workspacePath(dataDir, childId), session };
 }
 
-/** A path as the model gives it, relative to the workspace (`/workspace/x` is `x`). */
+function refuse(path: string, why: string): AgentryError {
+  return new AgentryError('invalid_request', `Path ${JSON.stringify(path)} is refused: ${why}`);
+}
+
+/**
+ * A path as the model gives it, relative to the workspace (`/workspace/x` is `x`). Refuses, before anything runs,
+ * what can never be in the workspace: a NUL byte, another absolute path, a `..` segment.
+ */
 export function relativePath(path: string): string {
   const trimmed = path.trim();
-  if (trimmed === '/workspace' || trimmed === '/workspace/') return '.';
-  if (trimmed.startsWith('/workspace/')) return trimmed.slice('/workspace/'.length) || '.';
-  return trimmed === '' ? '.' : trimmed;
-}
-
-function shown(root: string, hostPath: string): string {
-  return relative(root, hostPath).split(sep).join('/') || '.';
-}
-
-/** Creates the missing directories of `rel`'s parent, each given to the sandbox's uid. */
-export async function makeParents(root: string, rel: string): Promise<void> {
-  const parts = rel.split(/[\\/]+/).filter((p) => p && p !== '.');
-  for (let i = 1; i < parts.length; i++) {
-    const dir = await resolveInWorkspace(root, parts.slice(0, i).join('/'));
-    const made = await mkdir(dir).then(
-      () => true,
-      (error: NodeJS.ErrnoException) => {
-        if (error.code === 'EEXIST') return false;
-        throw error;
-      },
-    );
-    if (made) await chownToSandbox(dir);
-  }
-}
-
-async function readText(host: string, filePath: string): Promise<string> {
-  const stat = await lstat(host).catch(() => undefined);
-  if (!stat) throw new AgentryError('not_found', `File does not exist: ${filePath}`);
-  if (!stat.isFile()) throw new AgentryError('invalid_request', `Not a file: ${filePath}`);
-  if (stat.size > MAX_READ_BYTES) {
-    throw new AgentryError('invalid_request', `${filePath} is ${stat.size} bytes; the limit is ${MAX_READ_BYTES}`);
-  }
-  return readFile(host, 'utf8');
-}
-
-/** Regular files under `dir` (symlinks are listed as they are, never followed), as host paths. */
-async function walk(dir: string): Promise<string[]> {
-  const files: string[] = [];
-  const queue = [dir];
-  let seen = 0;
-  while (queue.length > 0 && seen < MAX_WALK) {
-    const current = queue.shift()!;
-    const entries = await readdir(current, { withFileTypes: true }).catch(() => []);
-    entries.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-    for (const entry of entries) {
-      if (++seen > MAX_WALK) break;
-      const path = join(current, entry.name);
-      if (entry.isDirectory()) {
-        if (entry.name !== '.git') queue.push(path);
-      } else if (entry.isFile()) {
-        files.push(path);
-      }
-    }
-  }
-  return files;
+  let rel = trimmed === '' ? '.' : trimmed;
+  if (trimmed === '/workspace' || trimmed === '/workspace/') rel = '.';
+  else if (trimmed.startsWith('/workspace/')) rel = trimmed.slice('/workspace/'.length) || '.';
+  if (rel.includes('\0')) throw refuse(rel, 'it contains a NUL byte');
+  if (rel.startsWith('/')) throw refuse(rel, 'paths are relative to the workspace');
+  if (rel.split(/[\\/]+/).includes('..')) throw refuse(rel, '`..` is not allowed');
+  return rel;
 }
 
 /** The six tools of a coding child. */
@@ -184,8 +144,12 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     describe: ({ file_path }) => `Reading ${file_path}`,
     async run({ file_path, offset, limit }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Read', ctx);
-      const host = await resolveInWorkspace(root, relativePath(file_path));
-      const text = await readText(host, file_path);
+      const { content: text } = await workspaceFileOperation(
+        sandbox,
+        root,
+        { op: 'read', path: relativePath(file_path), label: file_path, max_bytes: MAX_READ_BYTES, encoding: 'utf8' },
+        ctx.signal,
+      );
       if (text === '') return `${file_path} is empty.`;
       const lines = text.split('\n');
       if (lines.at(-1) === '') lines.pop();
@@ -212,14 +176,13 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     describe: ({ file_path }) => `Writing ${file_path}`,
     async run({ file_path, content }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Write', ctx);
-      const rel = relativePath(file_path);
-      await makeParents(root, rel);
-      const host = await resolveInWorkspace(root, rel);
-      const stat = await lstat(host).catch(() => undefined);
-      if (stat && !stat.isFile()) throw new AgentryError('invalid_request', `Not a file: ${file_path}`);
-      await writeFile(host, content);
-      await chownToSandbox(host);
-      return `Wrote ${Buffer.byteLength(content)} bytes to ${shown(root, host)}.`;
+      const wrote = await workspaceFileOperation(
+        sandbox,
+        root,
+        { op: 'write', path: relativePath(file_path), label: file_path, content, encoding: 'utf8' },
+        ctx.signal,
+      );
+      return `Wrote ${wrote.bytes} bytes to ${wrote.path}.`;
     },
   });
 
@@ -238,23 +201,26 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     describe: ({ file_path }) => `Editing ${file_path}`,
     async run({ file_path, old_string, new_string, replace_all }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Edit', ctx);
-      const host = await resolveInWorkspace(root, relativePath(file_path));
+      const path = relativePath(file_path);
       if (old_string === new_string) {
         throw new AgentryError('invalid_request', 'old_string and new_string are the same: nothing to change');
       }
-      const text = await readText(host, file_path);
-      const count = text.split(old_string).length - 1;
-      if (count === 0) throw new AgentryError('invalid_request', `old_string was not found in ${file_path}`);
-      if (count > 1 && !replace_all) {
-        throw new AgentryError(
-          'invalid_request',
-          `old_string occurs ${count} times in ${file_path}: add surrounding lines to make it unique, or set replace_all`,
-        );
-      }
-      const next = replace_all ? text.split(old_string).join(new_string) : text.replace(old_string, () => new_string);
-      await writeFile(host, next);
-      await chownToSandbox(host);
-      return `Edited ${shown(root, host)}: ${replace_all ? count : 1} replacement${count > 1 && replace_all ? 's' : ''}.`;
+      const edited = await workspaceFileOperation(
+        sandbox,
+        root,
+        {
+          op: 'edit',
+          path,
+          label: file_path,
+          old_string,
+          new_string,
+          replace_all: replace_all ?? false,
+          max_bytes: MAX_READ_BYTES,
+        },
+        ctx.signal,
+      );
+      const n = edited.replacements;
+      return `Edited ${edited.path}: ${n} replacement${n > 1 ? 's' : ''}.`;
     },
   });
 
@@ -268,55 +234,47 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     describe: ({ pattern }) => `Finding ${pattern}`,
     async run({ pattern, path }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Glob', ctx);
-      const base = await resolveInWorkspace(root, relativePath(path ?? '.'));
-      const matches = (await walk(base))
-        .filter((file) => matchesGlob(relative(base, file).split(sep).join('/'), pattern))
-        .map((file) => shown(root, file));
-      if (matches.length === 0) return 'No files found.';
-      const listed = matches.slice(0, MAX_GLOB_RESULTS).join('\n');
-      return matches.length > MAX_GLOB_RESULTS ? `${listed}\n(${matches.length - MAX_GLOB_RESULTS} more)` : listed;
+      const found = await workspaceFileOperation(
+        sandbox,
+        root,
+        { op: 'glob', path: relativePath(path ?? '.'), pattern, max_results: MAX_GLOB_RESULTS, max_walk: MAX_WALK },
+        ctx.signal,
+      );
+      if (found.total === 0) return 'No files found.';
+      const listed = found.matches.join('\n');
+      return found.total > found.matches.length ? `${listed}\n(${found.total - found.matches.length} more)` : listed;
     },
   });
 
   const grep = defineTool({
     name: 'Grep',
     description:
-      'Search the text files of your workspace for a regular expression (JavaScript syntax). `path`: a file or ' +
-      'directory (default: the workspace); `glob`: only files that match it (e.g. `*.py`). Answers `path:line:text`.',
+      'Search the text files of your workspace for a regular expression (ripgrep: Rust regex syntax, no ' +
+      'backreferences or lookaround). `path`: a file or directory (default: the workspace); `glob`: only files that ' +
+      'match it (e.g. `*.py`). Answers `path:line:text`.',
     input: z.object({
       pattern: z.string().min(1).max(1_000),
       path: z.string().optional(),
-      glob: z.string().optional(),
+      glob: z.string().max(1_000).optional(),
     }),
     idempotent: true,
     describe: ({ pattern }) => `Searching for ${pattern}`,
     async run({ pattern, path, glob: only }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Grep', ctx);
-      let re: RegExp;
-      try {
-        re = new RegExp(pattern);
-      } catch (error) {
-        throw new AgentryError('invalid_request', `Invalid regular expression: ${(error as Error).message}`);
-      }
-      const base = await resolveInWorkspace(root, relativePath(path ?? '.'));
-      const stat = await lstat(base);
-      const files = stat.isFile() ? [base] : stat.isDirectory() ? await walk(base) : [];
-      const lines: string[] = [];
-      let more = 0;
-      for (const file of files) {
-        const name = shown(root, file);
-        if (only && !matchesGlob(relative(base, file).split(sep).join('/') || name, only, true)) continue;
-        const size = (await lstat(file)).size;
-        if (size > MAX_READ_BYTES) continue;
-        const bytes = await readFile(file);
-        if (bytes.subarray(0, 8192).includes(0)) continue; // binary
-        const text = bytes.toString('utf8').split('\n');
-        for (const [i, line] of text.entries()) {
-          if (!re.test(line)) continue;
-          if (lines.length >= MAX_GREP_MATCHES) more++;
-          else lines.push(`${name}:${i + 1}:${line.length > 300 ? `${line.slice(0, 300)}…` : line}`);
-        }
-      }
+      const { lines, more } = await workspaceFileOperation(
+        sandbox,
+        root,
+        {
+          op: 'grep',
+          path: relativePath(path ?? '.'),
+          pattern,
+          ...(only !== undefined ? { glob: only } : {}),
+          max_matches: MAX_GREP_MATCHES,
+          max_bytes: MAX_READ_BYTES,
+          line_chars: GREP_LINE_CHARS,
+        },
+        ctx.signal,
+      );
       if (lines.length === 0) return 'No matches.';
       return more > 0 ? `${lines.join('\n')}\n(${more} more matches)` : lines.join('\n');
     },

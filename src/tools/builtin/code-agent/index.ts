@@ -7,7 +7,7 @@
  * runs that command itself, in a fresh sandbox on the final workspace, and reports `verified` from its exit code:
  * the caller need not take the child's word.
  *
- * Workspaces live under the `dataDir` option (default `<os.tmpdir()>/agentry-workspaces`), one per child, keyed by the
+ * Workspaces live under the `dataDir` option (default `/var/lib/agentry` for root: `defaultDataDir()`), one per child, keyed by the
  * child's agent id (why: `session.ts`). The spawn is keyed by the call, so a re-run after a crash re-attaches to the
  * same child and finds its workspace; once the call has kept its output in its durable state, the workspace is
  * removed.
@@ -19,21 +19,20 @@
  */
 import { existsSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { lstat, readFile, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
 import { delimiter, extname, join } from 'node:path';
 import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';
 import { bubblewrapSandbox } from '../../../sandbox/bubblewrap.js';
 import type { Sandbox, SandboxProbe } from '../../../sandbox/sandbox.js';
-import { chownToSandbox, createWorkspace, resolveInWorkspace } from '../../../sandbox/workspace.js';
+import { createWorkspace, defaultDataDir } from '../../../sandbox/workspace.js';
 import { defineTool, ToolSuspension, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
 import type { PlatformServices } from '../../platform.js';
 import { CLAUDE_AGENT_SDK, removeClaudeRuns } from './claude-sdk/runs.js';
 import type { ClaudeAgentSdk } from './claude-sdk/run-claude-code.js';
-import { BASH_CPU_SECOND_PRICE, codeChildTools, makeParents, relativePath } from './child-tools.js';
+import { BASH_CPU_SECOND_PRICE, codeChildTools, relativePath } from './child-tools.js';
 import { CLAUDE_CODE_INSTRUCTIONS, CODER_INSTRUCTIONS, CODER_STEPS, coderGoal } from './prompts.js';
 import { readCommands, readSession, removeSession, writeSession, type CommandRecord } from './session.js';
+import { workspaceFileOperation } from './workspace-files.js';
 
 export const CODE_AGENT_TOOL_NAME = 'spawn_claude_code_agent';
 /** The child's tools, by name. */
@@ -47,8 +46,9 @@ const MAX_COMMANDS_SHOWN = 200;
 export interface CodeAgentToolOptions {
   /**
    * Where workspaces are kept: `<dataDir>/workspaces/<child agent id>`, plus `<dataDir>/code-agents/` for the
-   * runtime's own records. Its parents must be traversable by the sandbox's uid (not under /root).
-   * @default join(os.tmpdir(), 'agentry-workspaces')
+   * runtime's own records. Its parents must be traversable by the sandbox's uid (not under /root). It is made private
+   * to the runtime, and refused when someone else owns it or can write it (`ensurePrivateDir`).
+   * @default defaultDataDir(): /var/lib/agentry for root, else ~/.local/state/agentry
    * @example '/var/lib/agentry'
    */
   dataDir?: string;
@@ -198,7 +198,7 @@ export type CodeAgentTool = Tool<z.input<typeof Input>> & {
  * const runtime = await AgentRuntime.open({ tools: [codeAgentTool({ dataDir: '/var/lib/agentry' })] });
  */
 export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool {
-  const dataDir = options.dataDir ?? join(tmpdir(), 'agentry-workspaces');
+  const dataDir = options.dataDir ?? defaultDataDir();
   const sandbox = options.sandbox ?? bubblewrapSandbox();
   const maxFileBytes = options.maxFileBytes ?? 1024 * 1024;
   const parsed = OptionsSchema.safeParse({ backend: options.backend, claudeCode: options.claudeCode });
@@ -241,12 +241,16 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       }
       const budgetMs = (input.timeout_s ?? DEFAULT_TIMEOUT_S) * 1000;
       const given = (input.files ?? []).map((f) => relativePath(f.path));
+      // Written by the sandbox's user, inside the sandbox, like every other write to a workspace.
       const writeGivenFiles = async (root: string) => {
         for (const [i, file] of (input.files ?? []).entries()) {
-          await makeParents(root, given[i]!);
-          const host = await resolveInWorkspace(root, given[i]!);
-          await writeFile(host, file.content);
-          await chownToSandbox(host);
+          const path = given[i]!;
+          await workspaceFileOperation(
+            sandbox,
+            root,
+            { op: 'write', path, label: file.path, content: file.content, encoding: 'utf8' },
+            ctx.signal,
+          );
         }
       };
       if (backend === 'claude-agent-sdk') {
@@ -280,7 +284,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
           budgetMs,
         );
         await ctx.state.set({ phase: 'done', output } satisfies State);
-        await removeClaudeRuns(dataDir, [ctx.agent.agent_id]);
+        await removeClaudeRuns(dataDir, [ctx.agent.agent_id], sandbox);
         return output;
       }
       const task: ChildTask = {
@@ -320,7 +324,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
         budgetMs,
       );
       await ctx.state.set({ phase: 'done', output } satisfies State);
-      await removeSession(dataDir, child.agent_id);
+      await removeSession(dataDir, child.agent_id, sandbox);
       return output;
     },
   });
@@ -337,19 +341,26 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
     const files: Output['files'] = [];
     const notSaved: NonNullable<Output['not_saved']> = [];
     for (const named of new Set(namedFiles)) {
-      const rel = relativePath(named);
       try {
-        const host = await resolveInWorkspace(root, rel);
-        const stat = await lstat(host).catch(() => undefined);
-        if (!stat?.isFile()) {
-          notSaved.push({ path: named, reason: stat ? 'not a regular file' : 'no such file' });
-          continue;
-        }
-        if (stat.size > maxFileBytes) {
-          notSaved.push({ path: named, reason: `${stat.size} bytes, above the limit of ${maxFileBytes}` });
-          continue;
-        }
-        const data = await readFile(host);
+        const rel = relativePath(named);
+        // Read inside the sandbox, as its user: a Bash call of the child may still be rearranging the workspace.
+        const read = await workspaceFileOperation(
+          sandbox,
+          root,
+          { op: 'read', path: rel, label: named, max_bytes: maxFileBytes, encoding: 'base64' },
+          ctx.signal,
+        ).catch((error: unknown) => {
+          if (!AgentryError.isInstance(error)) throw error;
+          const reason = error.message.startsWith('File does not exist')
+            ? 'no such file'
+            : error.message.startsWith('Not a file')
+              ? 'not a regular file'
+              : error.message.replace(/^.* is (\d+) bytes; the limit is (\d+)$/, '$1 bytes, above the limit of $2');
+          notSaved.push({ path: named, reason });
+          return undefined;
+        });
+        if (!read) continue;
+        const data = Buffer.from(read.content, 'base64');
         const kept = await ctx.artifacts.put({
           name: rel,
           mime_type: MIME[extname(rel).toLowerCase()] ?? 'application/octet-stream',
@@ -391,8 +402,8 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       services = given;
     },
     async agentsDeleted(agentIds: readonly string[]) {
-      for (const id of agentIds) await removeSession(dataDir, id);
-      await removeClaudeRuns(dataDir, agentIds);
+      for (const id of agentIds) await removeSession(dataDir, id, sandbox);
+      await removeClaudeRuns(dataDir, agentIds, sandbox);
     },
     readiness(): { ready: boolean; detail: string } {
       const coder =

@@ -18,6 +18,7 @@
 import { appendFile, mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { AgentryError } from '../../../errors.js';
+import type { Sandbox } from '../../../sandbox/sandbox.js';
 import { removeWorkspace, workspacePath } from '../../../sandbox/workspace.js';
 
 /** What the spawning call records for its child. */
@@ -104,9 +105,12 @@ export async function readCommands(dataDir: string, childId: string): Promise<Co
   return records;
 }
 
-/** Removes a child's workspace and its session (after the call has kept what it returns). */
-export async function removeSession(dataDir: string, childId: string): Promise<void> {
-  await removeWorkspace(dataDir, childId);
+/**
+ * Removes a child's workspace (emptied inside `sandbox`, see `removeSandboxWritable`) and its session, after the
+ * call has kept what it returns.
+ */
+export async function removeSession(dataDir: string, childId: string, sandbox?: Sandbox): Promise<void> {
+  await removeWorkspace(dataDir, childId, sandbox);
   await rm(sessionDir(dataDir, childId), { recursive: true, force: true });
 }
 

@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto';
 import { diffArrays } from 'diff';
 import { parseHTML } from 'linkedom';
+import { SELECTOR_STEPS, selectBounded, SelectorTooCostly, type StepBudget } from './select.js';
 import { markupDepth } from '../../../web/page-reader/dom.js';
 import { normaliseLines } from './normalise.js';
 import { MonitorCheckError } from './check-error.js';
@@ -110,12 +111,14 @@ export function htmlLines(html: string, spec: Pick<WatchSpec, 'selector' | 'igno
   const root = document.documentElement;
   if (!root) throw new MonitorCheckError('the page has no content', 'content');
   for (const el of Array.from(root.querySelectorAll(NEVER_TEXT))) el.remove();
+  // One budget for all the model's selectors of this check (see select.ts).
+  const budget: StepBudget = { left: SELECTOR_STEPS };
   for (const selector of spec.ignoreSelectors) {
-    for (const el of Array.from(querySelectorAll(root, selector, 'ignore_selectors'))) el.remove();
+    for (const el of Array.from(querySelectorAll(root, selector, 'ignore_selectors', budget))) el.remove();
   }
   let roots: Element[];
   if (spec.selector) {
-    roots = Array.from(querySelectorAll(root, spec.selector, 'selector'));
+    roots = Array.from(querySelectorAll(root, spec.selector, 'selector', budget));
     // Never a diff of everything: a selector that matches nothing is an error, not an empty (or whole) page.
     if (roots.length === 0) {
       throw new MonitorCheckError(
@@ -151,10 +154,17 @@ export function htmlLines(html: string, spec: Pick<WatchSpec, 'selector' | 'igno
   return lines;
 }
 
-function querySelectorAll(root: Element, selector: string, what: string): ArrayLike<Element> {
+/** A model's selector on the page, its work bounded (`select.ts`): a selector too costly here is an error. */
+function querySelectorAll(root: Element, selector: string, what: string, budget: StepBudget): ArrayLike<Element> {
   try {
-    return root.querySelectorAll(selector);
-  } catch {
+    return selectBounded(root, selector, budget);
+  } catch (error) {
+    if (error instanceof SelectorTooCostly) {
+      throw new MonitorCheckError(
+        `${what}: ${JSON.stringify(selector)} takes too many steps to match on this page; use a simpler selector`,
+        'selector',
+      );
+    }
     throw new MonitorCheckError(`${what}: ${JSON.stringify(selector)} is not a valid CSS selector`, 'selector');
   }
 }

@@ -55,7 +55,9 @@ const RULES: ReadonlyArray<[RegExp, string]> = [
     '<ago>',
   ],
   [/\b(?:just now|yesterday|today|moments? ago)\b/gi, '<ago>'],
-  [new RegExp(String.raw`\b\d[\d,.]*\s?[km]?\+?\s+(${COUNTER_WORDS})\b`, 'gi'), '<n> $1'],
+  // `{0,24}`, not `*`: a page's line of `1,1,1,…` gives the engine a start at every digit, and an unbounded run would
+  // be rescanned from each (quadratic: 80 KB of it held the event loop 12 s). No count is longer than that.
+  [new RegExp(String.raw`\b\d[\d,.]{0,24}\s?[km]?\+?\s+(${COUNTER_WORDS})\b`, 'gi'), '<n> $1'],
   [/\b1\d{9}(?:\d{3})?\b/g, '<epoch>'],
 ];
 

@@ -9,7 +9,8 @@
 import { createHash } from 'node:crypto';
 import { readdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { workspacePath } from '../../../../sandbox/workspace.js';
+import type { Sandbox } from '../../../../sandbox/sandbox.js';
+import { removeSandboxWritable, workspacePath } from '../../../../sandbox/workspace.js';
 
 /** The package, loaded on the first call of this backend (an optional peer dependency). */
 export const CLAUDE_AGENT_SDK = '@anthropic-ai/claude-agent-sdk';
@@ -25,14 +26,20 @@ export function homeOf(dataDir: string, key: string): string {
   return join(dataDir, 'code-agents', key, 'claude-home');
 }
 
-/** Removes the workspaces and Claude Code homes of deleted agents' calls. */
-export async function removeClaudeRuns(dataDir: string, agentIds: readonly string[]): Promise<void> {
-  for (const dir of [join(dataDir, 'workspaces'), join(dataDir, 'code-agents')]) {
-    const names = await readdir(dir).catch(() => [] as string[]);
-    for (const id of agentIds) {
-      for (const name of names.filter((n) => n.startsWith(`${id}_cc`))) {
-        await rm(join(dir, name), { recursive: true, force: true });
-      }
+/**
+ * Removes the workspaces and Claude Code homes of deleted agents' calls. Both were writable by the sandbox, so their
+ * contents are deleted inside `sandbox` (see `removeSandboxWritable`); the rest of `code-agents/<key>` is the runtime's.
+ */
+export async function removeClaudeRuns(dataDir: string, agentIds: readonly string[], sandbox?: Sandbox): Promise<void> {
+  const workspaces = await readdir(join(dataDir, 'workspaces')).catch(() => [] as string[]);
+  const records = await readdir(join(dataDir, 'code-agents')).catch(() => [] as string[]);
+  for (const id of agentIds) {
+    for (const name of workspaces.filter((n) => n.startsWith(`${id}_cc`))) {
+      await removeSandboxWritable(join(dataDir, 'workspaces', name), sandbox);
+    }
+    for (const name of records.filter((n) => n.startsWith(`${id}_cc`))) {
+      await removeSandboxWritable(homeOf(dataDir, name), sandbox);
+      await rm(join(dataDir, 'code-agents', name), { recursive: true, force: true });
     }
   }
 }

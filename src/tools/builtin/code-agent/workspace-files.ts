@@ -1,0 +1,118 @@
+/**
+ * @module tools/builtin/code-agent/workspace-files
+ * Every file operation on a coding workspace, by the child's tools (`Read`, `Write`, `Edit`, `Glob`, `Grep`) and by
+ * the runtime itself (the caller's files in, the named files out as artifacts), runs INSIDE the sandbox as its
+ * unprivileged user: a fixed program, `file-helper.mjs`, started by the host's node binary bound read-only into the
+ * sandbox, reads the operation as JSON on stdin. Nothing opens a workspace path on the host, so a symlink swapped in
+ * by a concurrent `Bash` call (renameat2 RENAME_EXCHANGE between a check and an open) leads nowhere the sandbox could
+ * not already go; and no pattern the model chose runs on the runtime's event loop.
+ *
+ * Cost: one sandbox per call (about 50-80 ms: bwrap, then node's start). File calls are not billed like `Bash`: each
+ * is bounded by {@link FILE_CALL_TIMEOUT_MS} and the sandbox's limits, and a child's model turns bound their number.
+ */
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { AgentryError } from '../../../errors.js';
+import type { Sandbox } from '../../../sandbox/sandbox.js';
+
+/** Wall-clock and CPU limit of one file operation. */
+export const FILE_CALL_TIMEOUT_MS = 30_000;
+const NODE_AT = '/run/agentry/node';
+const HELPER_AT = '/run/agentry/file-helper.mjs';
+const HELPER = fileURLToPath(new URL('./file-helper.mjs', import.meta.url));
+/** Room for the answer: a 5 MB file of control characters is ~30 MB of JSON. */
+const MAX_ANSWER_BYTES = 48 * 1024 * 1024;
+
+/** The operations `file-helper.mjs` knows, as sent. */
+export type FileOperation =
+  | { op: 'read'; path: string; label: string; max_bytes: number; encoding: 'utf8' | 'base64' }
+  | { op: 'write'; path: string; label: string; content: string; encoding: 'utf8' | 'base64' }
+  | {
+      op: 'edit';
+      path: string;
+      label: string;
+      old_string: string;
+      new_string: string;
+      replace_all: boolean;
+      max_bytes: number;
+    }
+  | { op: 'glob'; path: string; pattern: string; max_results: number; max_walk: number }
+  | {
+      op: 'grep';
+      path: string;
+      pattern: string;
+      glob?: string;
+      max_matches: number;
+      max_bytes: number;
+      line_chars: number;
+    };
+
+const Failure = z.object({ ok: z.literal(false), code: z.enum(['not_found', 'invalid_request']), message: z.string() });
+const ANSWERS = {
+  read: z.object({ ok: z.literal(true), content: z.string() }),
+  write: z.object({ ok: z.literal(true), bytes: z.number(), path: z.string() }),
+  edit: z.object({ ok: z.literal(true), replacements: z.number(), path: z.string() }),
+  glob: z.object({ ok: z.literal(true), matches: z.array(z.string()), total: z.number() }),
+  grep: z.object({ ok: z.literal(true), lines: z.array(z.string()), more: z.number() }),
+} as const;
+type Answers = { [K in keyof typeof ANSWERS]: z.output<(typeof ANSWERS)[K]> };
+
+/**
+ * Runs one operation on the workspace `root` in a fresh sandbox and returns its answer; a refusal (no such file, a
+ * path out of the workspace, an invalid pattern) rejects with an `AgentryError` carrying the helper's message.
+ *
+ * @example
+ * const { content } = await workspaceFileOperation(sandbox, root, {
+ *   op: 'read', path: 'src/a.py', label: 'src/a.py', max_bytes: 5_000_000, encoding: 'utf8',
+ * });
+ */
+export async function workspaceFileOperation<O extends FileOperation>(
+  sandbox: Sandbox,
+  root: string,
+  operation: O,
+  signal?: AbortSignal,
+): Promise<Answers[O['op']]> {
+  const r = await sandbox.run(
+    {
+      argv: [NODE_AT, HELPER_AT],
+      stdin: JSON.stringify(operation),
+      workspace: root,
+      mounts: [
+        { host: process.execPath, at: NODE_AT },
+        { host: HELPER, at: HELPER_AT },
+      ],
+      timeoutMs: FILE_CALL_TIMEOUT_MS,
+      limits: { cpuSeconds: FILE_CALL_TIMEOUT_MS / 1000 },
+      maxOutputBytes: MAX_ANSWER_BYTES,
+    },
+    signal ? { signal } : {},
+  );
+  if (r.timedOut) {
+    throw new AgentryError('invalid_request', `The ${operation.op} took longer than ${FILE_CALL_TIMEOUT_MS / 1000} s`);
+  }
+  if (r.memoryExceeded || r.quotaExceeded) {
+    throw new AgentryError(
+      'invalid_request',
+      `The ${operation.op} was stopped: the workspace's ${r.memoryExceeded ? 'memory' : 'disk quota'} is used up`,
+    );
+  }
+  if (r.signal)
+    throw new AgentryError('invalid_request', `The ${operation.op} was stopped (the agent paused or ended)`);
+  let answer: unknown;
+  try {
+    answer = JSON.parse(r.stdout);
+  } catch {
+    throw new AgentryError(
+      'internal_error',
+      `The file helper gave no answer (exit ${r.exitCode}${r.stdoutTruncated ? ', output too large' : ''}): ` +
+        r.stderr.slice(-2_000).trim(),
+    );
+  }
+  const failed = Failure.safeParse(answer);
+  if (failed.success) throw new AgentryError(failed.data.code, failed.data.message);
+  const parsed = ANSWERS[operation.op].safeParse(answer);
+  if (!parsed.success) {
+    throw new AgentryError('internal_error', `The file helper answered out of shape: ${z.prettifyError(parsed.error)}`);
+  }
+  return parsed.data as Answers[O['op']];
+}
