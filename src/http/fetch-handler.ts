@@ -390,7 +390,23 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       const { agent_id } = JSON.parse(text) as { agent_id: string };
       await runtime.delete(agent_id, { accountId: account.account_id }).catch(() => {});
     });
+    if (result.replayed) await assertStillExists(result.body, account.account_id);
     return jsonTextResponse(result.status, result.body, result.replayed ? { 'idempotent-replayed': 'true' } : {});
+  }
+
+  /**
+   * A replay answers the agent the key created, so that agent must still exist: after it was deleted the key answers
+   * 404 rather than 201 with a dead agent, and it does not create another (the key promised one creation at most).
+   */
+  async function assertStillExists(createdBody: string, accountId: string): Promise<void> {
+    const { agent_id } = JSON.parse(createdBody) as { agent_id: string };
+    const row = await runtime.storage.getAgent(agent_id);
+    if (!row || row.account_id !== accountId) {
+      throw new AgentryError(
+        'not_found',
+        `The agent ${agent_id} this Idempotency-Key created was deleted; send a new key to create another`,
+      );
+    }
   }
 
   const handler = async (request: Request): Promise<Response> => {
