@@ -4,14 +4,20 @@
  * `message` events and a `status` event (the agent now), then live `status`, `progress` and `message` events. Message
  * events carry `id: <position in the transcript>` (1-based) and nothing else does, so a client that reconnects with
  * `Last-Event-ID` gets exactly the messages it missed. The stream ends after a COMPLETED or FAILED status, or with a
- * `deleted` event.
+ * `deleted` event, or with a `closed` event: `{"reason":"access"}` when its key was deleted or the subscription lapsed
+ * (do not reconnect), `{"reason":"lifetime"}` when it reached its lifetime (reconnect with `Last-Event-ID`; a `retry:`
+ * line says after how long). A reader that falls too far behind is dropped without an event, and resumes the same
+ * way. Limits: event-streams.ts.
  */
 import type { AgentRuntime } from '../core/agent-runtime.js';
+import type { StreamEnd, StreamTicket } from './event-streams.js';
 import type { Agent, Message } from '../core/schemas.js';
 import { isTerminal } from '../core/status.js';
 
 /** A comment line every so often keeps proxies from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
+/** The reconnect delay a stream tells the client when it ends at its lifetime. */
+const RECONNECT_MS = 1000;
 
 type Pending =
   { kind: 'status' | 'progress'; agent: Agent } | { kind: 'message'; message: Message } | { kind: 'deleted' };
@@ -26,6 +32,10 @@ export async function agentEventStream(
   accountId: string,
   lastEventId: string | null,
   signal: AbortSignal,
+  /** The stream's place among the open streams (event-streams.ts); released when it ends. */
+  ticket: StreamTicket,
+  /** Unsent bytes past which the reader is dropped. */
+  slowReaderBytes: number,
 ): Promise<Response> {
   // Subscribe before reading, so nothing between the read and the first live event is lost.
   const pending: Pending[] = [];
@@ -47,6 +57,7 @@ export async function agentEventStream(
     snapshot = await runtime.get(agentId, { accountId });
   } catch (error) {
     stop();
+    ticket.release();
     throw error;
   }
 
@@ -57,71 +68,95 @@ export async function agentEventStream(
   let closed = false;
   let heartbeat: ReturnType<typeof setInterval> | undefined;
 
-  const body = new ReadableStream<Uint8Array>({
-    start: (controller) => {
-      const send = (text: string) => {
-        if (!closed) controller.enqueue(encoder.encode(text));
-      };
-      const sendMessage = (message: Message) => {
-        if (sentMessages.has(message.message_id)) return;
-        sentMessages.add(message.message_id);
-        position += 1;
-        if (position > resumeAfter) send(`id: ${position}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);
-      };
-      const finish = () => {
-        if (closed) return;
+  const limit = slowReaderBytes;
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start: (controller) => {
+        const send = (text: string) => {
+          if (closed) return;
+          controller.enqueue(encoder.encode(text));
+          // Queued and unread past the limit: the reader is too slow. Dropped (the queue with it) rather than
+          // buffered for; it reconnects with Last-Event-ID.
+          if ((controller.desiredSize ?? 0) < 0) drop();
+        };
+        const drop = () => {
+          closed = true;
+          clearInterval(heartbeat);
+          stop();
+          ticket.release();
+          controller.error(new Error('the reader fell too far behind'));
+          wake?.();
+        };
+        const sendMessage = (message: Message) => {
+          if (sentMessages.has(message.message_id)) return;
+          sentMessages.add(message.message_id);
+          position += 1;
+          if (position > resumeAfter) send(`id: ${position}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);
+        };
+        const finish = () => {
+          if (closed) return;
+          closed = true;
+          clearInterval(heartbeat);
+          stop();
+          ticket.release();
+          controller.close();
+          wake?.();
+        };
+        ticket.onEnd = (why: StreamEnd) => {
+          if (why === 'lifetime') send(`retry: ${RECONNECT_MS}\n\n`);
+          send(`event: closed\ndata: ${JSON.stringify({ reason: why })}\n\n`);
+          finish();
+        };
+        const sendStatusAndMaybeFinish = async (kind: 'status' | 'progress', agent: Agent) => {
+          if (kind === 'status' && isTerminal(agent.status)) {
+            // The final message may be reported after the status; read the transcript so it is not missed.
+            try {
+              const latest = await runtime.get(agentId, { accountId });
+              latest.messages.forEach(sendMessage);
+            } catch {
+              // deleted meanwhile: the status is still the last thing known
+            }
+            send(`event: status\ndata: ${JSON.stringify(agent)}\n\n`);
+            finish();
+            return;
+          }
+          send(`event: ${kind}\ndata: ${JSON.stringify(agent)}\n\n`);
+        };
+
+        send('retry: 2000\n\n');
+        heartbeat = setInterval(() => send(': keep-alive\n\n'), HEARTBEAT_MS);
+        heartbeat.unref?.();
+        signal.addEventListener('abort', finish, { once: true });
+
+        void (async () => {
+          snapshot.messages.forEach(sendMessage);
+          await sendStatusAndMaybeFinish('status', snapshot.agent);
+          while (!closed) {
+            const event = pending.shift();
+            if (!event) {
+              await new Promise<void>((resolve) => (wake = resolve));
+              wake = null;
+              continue;
+            }
+            if (event.kind === 'message') sendMessage(event.message);
+            else if (event.kind === 'deleted') {
+              send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
+              finish();
+            } else await sendStatusAndMaybeFinish(event.kind, event.agent);
+          }
+        })();
+      },
+      cancel: () => {
         closed = true;
         clearInterval(heartbeat);
         stop();
-        controller.close();
+        ticket.release();
         wake?.();
-      };
-      const sendStatusAndMaybeFinish = async (kind: 'status' | 'progress', agent: Agent) => {
-        if (kind === 'status' && isTerminal(agent.status)) {
-          // The final message may be reported after the status; read the transcript so it is not missed.
-          try {
-            const latest = await runtime.get(agentId, { accountId });
-            latest.messages.forEach(sendMessage);
-          } catch {
-            // deleted meanwhile: the status is still the last thing known
-          }
-          send(`event: status\ndata: ${JSON.stringify(agent)}\n\n`);
-          finish();
-          return;
-        }
-        send(`event: ${kind}\ndata: ${JSON.stringify(agent)}\n\n`);
-      };
-
-      send('retry: 2000\n\n');
-      heartbeat = setInterval(() => send(': keep-alive\n\n'), HEARTBEAT_MS);
-      heartbeat.unref?.();
-      signal.addEventListener('abort', finish, { once: true });
-
-      void (async () => {
-        snapshot.messages.forEach(sendMessage);
-        await sendStatusAndMaybeFinish('status', snapshot.agent);
-        while (!closed) {
-          const event = pending.shift();
-          if (!event) {
-            await new Promise<void>((resolve) => (wake = resolve));
-            wake = null;
-            continue;
-          }
-          if (event.kind === 'message') sendMessage(event.message);
-          else if (event.kind === 'deleted') {
-            send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
-            finish();
-          } else await sendStatusAndMaybeFinish(event.kind, event.agent);
-        }
-      })();
+      },
     },
-    cancel: () => {
-      closed = true;
-      clearInterval(heartbeat);
-      stop();
-      wake?.();
-    },
-  });
+    // A byte count, so that desiredSize says how far the reader is behind.
+    { highWaterMark: limit, size: (chunk) => chunk.byteLength },
+  );
 
   return new Response(body, {
     status: 200,
