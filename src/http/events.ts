@@ -18,6 +18,13 @@ import { isTerminal } from '../core/status.js';
 const HEARTBEAT_MS = 15_000;
 /** The reconnect delay a stream tells the client when it ends at its lifetime. */
 const RECONNECT_MS = 1000;
+/** A reader that takes nothing for this long while the stream has something to send is dropped. */
+const STALL_MS = 20_000;
+
+/** Roughly the bytes an event will take on the wire: enough to tell a reader that keeps up from one that does not. */
+function sizeOf(event: Pending): number {
+  return event.kind === 'message' ? event.message.text.length + 300 : 1000;
+}
 
 type Pending =
   { kind: 'status' | 'progress'; agent: Agent } | { kind: 'message'; message: Message } | { kind: 'deleted' };
@@ -40,8 +47,14 @@ export async function agentEventStream(
   // Subscribe before reading, so nothing between the read and the first live event is lost.
   const pending: Pending[] = [];
   let wake: (() => void) | null = null;
+  /** About how many bytes the events waiting in `pending` will take (their JSON, roughly). */
+  let pendingBytes = 0;
+  let tooSlow: (() => void) | null = null;
   const push = (event: Pending) => {
     pending.push(event);
+    pendingBytes += sizeOf(event);
+    // Live events pile up while the reader does not take what was sent: past the limit it is dropped.
+    if (pendingBytes > slowReaderBytes) tooSlow?.();
     wake?.();
   };
   const unsubscribe = [
@@ -69,23 +82,38 @@ export async function agentEventStream(
   let heartbeat: ReturnType<typeof setInterval> | undefined;
 
   const limit = slowReaderBytes;
+  /** Set while the stream waits for the reader to take what was sent. */
+  let room: (() => void) | null = null;
   const body = new ReadableStream<Uint8Array>(
     {
       start: (controller) => {
         const send = (text: string) => {
-          if (closed) return;
-          controller.enqueue(encoder.encode(text));
-          // Queued and unread past the limit: the reader is too slow. Dropped (the queue with it) rather than
-          // buffered for; it reconnects with Last-Event-ID.
-          if ((controller.desiredSize ?? 0) < 0) drop();
+          if (!closed) controller.enqueue(encoder.encode(text));
         };
+        // A reader too slow is dropped, with what was queued for it, rather than buffered for: it reconnects and
+        // resumes with Last-Event-ID.
         const drop = () => {
+          if (closed) return;
           closed = true;
           clearInterval(heartbeat);
+          clearTimeout(stall);
           stop();
           ticket.release();
           controller.error(new Error('the reader fell too far behind'));
           wake?.();
+          room?.();
+        };
+        tooSlow = drop;
+        let stall: ReturnType<typeof setTimeout> | undefined;
+        /** Resolves once the queue has room (the reader took what was sent); a reader that takes nothing is dropped. */
+        const hasRoom = async (): Promise<void> => {
+          if ((controller.desiredSize ?? 1) > 0) return;
+          await new Promise<void>((resolve) => {
+            room = resolve;
+            stall = setTimeout(drop, STALL_MS);
+          });
+          clearTimeout(stall);
+          room = null;
         };
         const sendMessage = (message: Message) => {
           if (sentMessages.has(message.message_id)) return;
@@ -97,10 +125,12 @@ export async function agentEventStream(
           if (closed) return;
           closed = true;
           clearInterval(heartbeat);
+          clearTimeout(stall);
           stop();
           ticket.release();
           controller.close();
           wake?.();
+          room?.();
         };
         ticket.onEnd = (why: StreamEnd) => {
           if (why === 'lifetime') send(`retry: ${RECONNECT_MS}\n\n`);
@@ -129,7 +159,12 @@ export async function agentEventStream(
         signal.addEventListener('abort', finish, { once: true });
 
         void (async () => {
-          snapshot.messages.forEach(sendMessage);
+          // One message at a time, as the reader takes them: a long transcript is not queued all at once.
+          for (const message of snapshot.messages) {
+            await hasRoom();
+            if (closed) return;
+            sendMessage(message);
+          }
           await sendStatusAndMaybeFinish('status', snapshot.agent);
           while (!closed) {
             const event = pending.shift();
@@ -138,6 +173,9 @@ export async function agentEventStream(
               wake = null;
               continue;
             }
+            pendingBytes -= sizeOf(event);
+            await hasRoom();
+            if (closed) return;
             if (event.kind === 'message') sendMessage(event.message);
             else if (event.kind === 'deleted') {
               send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
@@ -146,12 +184,14 @@ export async function agentEventStream(
           }
         })();
       },
+      pull: () => room?.(),
       cancel: () => {
         closed = true;
         clearInterval(heartbeat);
         stop();
         ticket.release();
         wake?.();
+        room?.();
       },
     },
     // A byte count, so that desiredSize says how far the reader is behind.

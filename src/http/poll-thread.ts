@@ -72,6 +72,8 @@ export type FromPollThread =
       remoteAddress: string | undefined;
     }
   | { kind: 'cancel'; id: number }
+  /** An event stream's client socket is full (`pause`) or drained (`resume`): the relay reads on only after. */
+  | { kind: 'pause' | 'resume'; id: number }
   | { kind: 'error'; message: string; stack?: string; request_id: string }
   | { kind: 'closed' };
 
@@ -129,6 +131,8 @@ const answerPoll = createPollResponder(source, {
 
 /** Requests handed to the runtime's thread, by id, until their response has ended. */
 const forwarded = new Map<number, ServerResponse>();
+/** Relayed streams whose client socket is full, told to the runtime's thread (`pause`) until it drains. */
+const paused = new Set<number>();
 /** Forwarded requests whose connection closes after the answer: their body was not read. */
 const closeAfter = new Set<number>();
 let nextId = 1;
@@ -213,6 +217,7 @@ async function forward(req: IncomingMessage, res: ServerResponse): Promise<void>
   forwarded.set(id, res);
   res.once('close', () => {
     closeAfter.delete(id);
+    paused.delete(id);
     if (forwarded.delete(id)) post({ kind: 'cancel', id });
   });
   const method = (req.method ?? 'GET').toUpperCase();
@@ -227,7 +232,9 @@ async function forward(req: IncomingMessage, res: ServerResponse): Promise<void>
         return;
       }
     } else if (!req.readableEnded) {
-      // Not read: the router answers without it (401 before any body), and the connection closes after.
+      // Not kept: what arrives is thrown away as it comes, the router answers without it (401 before any body), and
+      // the connection closes after the answer.
+      req.resume();
       closeAfter.add(id);
     }
   }
@@ -290,9 +297,21 @@ port.on('message', (m: ToPollThread) => {
     res.writeHead(m.status, headers.flat());
     if (m.stream) res.flushHeaders();
   } else if (m.kind === 'chunk') {
-    res.write(m.data);
-    // A reader this far behind is dropped rather than buffered for: it resumes with Last-Event-ID.
-    if (res.writableLength > data.slowReaderBytes) res.destroy();
+    // Already this far behind, the relay did not stop: dropped rather than buffered for (it resumes with
+    // Last-Event-ID).
+    if (res.writableLength > data.slowReaderBytes * 4) {
+      res.destroy();
+      return;
+    }
+    if (!res.write(m.data) && !paused.has(m.id)) {
+      // The client's socket is full: the runtime's thread stops reading the stream until it drains, and the stream
+      // drops a reader that stays behind (events.ts). A chunk or two in flight may still arrive meanwhile.
+      paused.add(m.id);
+      post({ kind: 'pause', id: m.id });
+      res.once('drain', () => {
+        if (paused.delete(m.id)) post({ kind: 'resume', id: m.id });
+      });
+    }
   } else {
     forwarded.delete(m.id);
     res.end(m.data);

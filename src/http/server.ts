@@ -146,6 +146,12 @@ function contentLengthOf(method: string, response: Response, body: Uint8Array): 
   return String(body.byteLength);
 }
 
+/** Flow control of one relayed stream: the server's thread says when its client's socket is full and when it drained. */
+interface Flow {
+  paused: boolean;
+  resume: (() => void) | null;
+}
+
 function urlOf(address: string, family: string, port: number): string {
   return `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
 }
@@ -163,6 +169,8 @@ async function startWithPollThread(
   const send = (m: ToPollThread, transfer?: ArrayBuffer[]) => worker.postMessage(m, transfer);
   /** Aborts the requests in flight on this thread when their client leaves. */
   const inFlight = new Map<number, AbortController>();
+  /** Streams relayed to the server's thread, paused while their client's socket is full. */
+  const flows = new Map<number, Flow>();
   let onClosed: (() => void) | undefined;
 
   async function serve(m: Extract<FromPollThread, { kind: 'request' }>): Promise<void> {
@@ -202,9 +210,21 @@ async function startWithPollThread(
       }
       send({ kind: 'head', id: m.id, status: response.status, headers, stream: true });
       const reader = response.body.getReader();
-      aborted.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
+      const flow: Flow = { paused: false, resume: null };
+      flows.set(m.id, flow);
+      aborted.signal.addEventListener(
+        'abort',
+        () => {
+          void reader.cancel().catch(() => {});
+          flow.resume?.();
+        },
+        { once: true },
+      );
       try {
         for (;;) {
+          // Nothing is read ahead of a client that does not take what was sent: the stream itself decides when such
+          // a reader is too slow (events.ts).
+          while (flow.paused && !aborted.signal.aborted) await new Promise<void>((resolve) => (flow.resume = resolve));
           const { done, value } = await reader.read();
           if (done) break;
           send({ kind: 'chunk', id: m.id, data: value });
@@ -219,6 +239,7 @@ async function startWithPollThread(
       send({ kind: 'end', id: m.id });
     } finally {
       inFlight.delete(m.id);
+      flows.delete(m.id);
     }
   }
 
@@ -234,6 +255,14 @@ async function startWithPollThread(
           return void serve(m);
         case 'cancel':
           return inFlight.get(m.id)?.abort(new Error('client disconnected'));
+        case 'pause':
+        case 'resume': {
+          const flow = flows.get(m.id);
+          if (!flow) return;
+          flow.paused = m.kind === 'pause';
+          if (!flow.paused) flow.resume?.();
+          return;
+        }
         case 'error':
           return onError(Object.assign(new Error(m.message), m.stack ? { stack: m.stack } : {}), {
             request_id: m.request_id,
