@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type Tool } from 'agentry';
+import { AgentryClient } from 'agentry/client';
 import { createFetchHandler, startServer, withClientAddress, type RunningServer } from 'agentry/http';
 import { scriptedModel } from 'agentry/testing';
 import { tempDir } from './helpers.js';
@@ -182,6 +183,19 @@ describe('event streams: lifetime and slow readers (the router)', () => {
       const again = await readEvents((await stream('2')).body!);
       expect(again.filter((e) => e.event === 'message')).toEqual([]);
       expect(again.find((e) => e.event === 'status')?.data).toContain('"PAUSED"');
+
+      // The typed client reopens such a stream by itself, from the last message it saw: nothing twice.
+      const client = new AgentryClient({
+        baseUrl: 'http://x',
+        apiKey: apiKey!.key,
+        fetch: ((input: RequestInfo | URL, init?: RequestInit) => handle(new Request(input, init))) as typeof fetch,
+      });
+      const seen: string[] = [];
+      for await (const event of client.events(agent_id)) {
+        seen.push(event.type === 'message' ? `message ${event.id}` : event.type);
+        if (seen.filter((t) => t === 'status').length === 3) break; // three streams in a row
+      }
+      expect(seen).toEqual(['message 1', 'message 2', 'status', 'status', 'status']);
     } finally {
       await runtime.close();
     }
