@@ -157,6 +157,7 @@ describe('the server under floods (memory measured in its own process)', () => {
     });
     // Each stranger got 401, or 429 once its address had failed too often; none got in.
     expect([...answers.keys()].sort()).toEqual(['401', '429']);
+    console.info(`uploads: server RSS ${Math.round(before / MB)} MB -> peak ${Math.round(peak / MB)} MB`);
     expect(peak - before, `RSS ${before / MB} MB -> peak ${peak / MB} MB`).toBeLessThan(100 * MB);
     const poll = await fetch(`${s.url}/api/agents/${s.agentId}`, { headers: { 'x-api-key': s.key } });
     expect(poll.status).toBe(200);
@@ -195,6 +196,7 @@ describe('the server under floods (memory measured in its own process)', () => {
       expect(list.status).toBe(200);
     });
     expect(Object.fromEntries(answers)).toEqual({ 200: 16, 429: 1984 });
+    console.info(`streams: server RSS ${Math.round(before / MB)} MB -> peak ${Math.round(peak / MB)} MB`);
     expect(peak - before, `RSS ${before / MB} MB -> peak ${peak / MB} MB`).toBeLessThan(200 * MB);
   });
 });
