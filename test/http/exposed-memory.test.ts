@@ -23,6 +23,8 @@ interface Served {
   key: string;
   agentId: string;
   rss(): Promise<number>;
+  /** What the server wrote to stderr so far (its last 4,000 characters). */
+  stderr(): string;
 }
 
 let dir: { dir: string; remove(): void };
@@ -64,7 +66,7 @@ async function serve(options: Record<string, unknown> = {}): Promise<Served> {
       child.once('message', (m: { rss: number }) => resolve(m.rss));
       child.send({ kind: 'rss' });
     });
-  served = { child, ...ready, port: Number(new URL(ready.url).port), rss };
+  served = { child, ...ready, port: Number(new URL(ready.url).port), rss, stderr: () => stderr };
   return served;
 }
 
@@ -198,5 +200,25 @@ describe('the server under floods (memory measured in its own process)', () => {
     expect(Object.fromEntries(answers)).toEqual({ 200: 16, 429: 1984 });
     console.info(`streams: server RSS ${Math.round(before / MB)} MB -> peak ${Math.round(peak / MB)} MB`);
     expect(peak - before, `RSS ${before / MB} MB -> peak ${peak / MB} MB`).toBeLessThan(200 * MB);
+  });
+
+  it('logs an upload its client abandons as one line, without a stack', async () => {
+    const s = await serve();
+    const socket = await open(s.port);
+    socket.write(
+      `POST /api/agents HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\nx-api-key: ${s.key}\r\n` +
+        `content-length: ${MB}\r\n\r\n{"goal":`,
+    );
+    // The key works, so the server reads the body: wait until it has started, then leave.
+    const created = await fetch(`${s.url}/api/agents`, { headers: { 'x-api-key': s.key } });
+    expect(created.status).toBe(200);
+    socket.destroy();
+    await until('the line', () => s.stderr().includes('ended early'), 10_000);
+    const lines = s
+      .stderr()
+      .split('\n')
+      .filter((line) => line.trim() !== '');
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(/^agentry http: an upload to \/api\/agents ended early \(\w+\) after \d+ bytes$/);
   });
 });
