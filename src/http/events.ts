@@ -160,9 +160,13 @@ export async function agentEventStream(
 
         void (async () => {
           // One message at a time, as the reader takes them: a long transcript is not queued all at once.
-          for (const message of snapshot.messages) {
+          // Taken off the snapshot as they go, so a reader that stalls midway holds only what it has not had.
+          const unsent: Array<Message | undefined> = snapshot.messages;
+          for (let i = 0; i < unsent.length; i++) {
             await hasRoom();
             if (closed) return;
+            const message = unsent[i]!;
+            unsent[i] = undefined;
             sendMessage(message);
           }
           await sendStatusAndMaybeFinish('status', snapshot.agent);
