@@ -13,8 +13,9 @@
  *   request gets 429 `rate_limited` with `Retry-After`;
  * - at most {@link PollThreadData.maxUnauthenticatedConnections} connections wait without having sent a key that
  *   works; a new one beyond that closes the oldest of them;
- * - a client that does not read its event stream is dropped once {@link PollThreadData.slowReaderBytes} wait unsent
- *   (it reconnects and resumes with `Last-Event-ID`);
+ * - an event stream is relayed only as fast as its client takes it (`pause` / `resume` to the runtime's thread, whose
+ *   stream then drops a reader that stays behind); one that gets 4 × {@link PollThreadData.slowReaderBytes} behind
+ *   anyway is dropped here (the client reconnects and resumes with `Last-Event-ID`);
  * - an upload the client abandons is logged as one line, without a stack.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -161,6 +162,12 @@ async function keyWorks(key: string | null): Promise<boolean> {
   }
 }
 
+/** True when a request comes with a body (an empty `Content-Length: 0` one does not count). */
+function declaresBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return (length !== undefined && length.trim() !== '0') || req.headers['transfer-encoding'] !== undefined;
+}
+
 /** The answer when the bodies in flight would pass their budget. */
 function busy(res: ServerResponse): void {
   const plain = plainError(
@@ -231,7 +238,7 @@ async function forward(req: IncomingMessage, res: ServerResponse): Promise<void>
         forwarded.delete(id);
         return;
       }
-    } else if (!req.readableEnded) {
+    } else if (declaresBody(req)) {
       // Not kept: what arrives is thrown away as it comes, the router answers without it (401 before any body), and
       // the connection closes after the answer.
       req.resume();
