@@ -259,29 +259,39 @@ export class AgentryClient {
   /**
    * The agent's Server-Sent Events: its transcript so far, its status, then live updates, until it completes, fails
    * or is deleted (or `signal` aborts). Pass the `id` of the last message seen as `lastEventId` to skip what you have.
+   * A stream that reaches the server's lifetime cap is reopened from the last message seen, so the events go on
+   * without a gap or a repeat; one whose access ended (key deleted, subscription inactive) just ends.
    */
   async *events(agentId: string, options: RequestOptions & { lastEventId?: string } = {}): AsyncGenerator<AgentEvent> {
-    const headers: Record<string, string> = { accept: 'text/event-stream' };
-    if (options.lastEventId !== undefined) headers['last-event-id'] = options.lastEventId;
-    const response = await this.send('GET', `${agentPath(agentId)}/events`, { headers, signal: options.signal });
-    if (!response.ok || response.body === null) throw await errorOf(response);
-    const decoder = new TextDecoder();
-    let buffer = '';
-    const reader = response.body.getReader();
-    try {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) return;
-        buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, '\n');
-        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
-          const block = buffer.slice(0, end);
-          buffer = buffer.slice(end + 2);
-          const event = parseEvent(block);
-          if (event) yield event;
+    let lastEventId = options.lastEventId;
+    for (;;) {
+      const headers: Record<string, string> = { accept: 'text/event-stream' };
+      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+      const response = await this.send('GET', `${agentPath(agentId)}/events`, { headers, signal: options.signal });
+      if (!response.ok || response.body === null) throw await errorOf(response);
+      const decoder = new TextDecoder();
+      let buffer = '';
+      let reopen = false;
+      const reader = response.body.getReader();
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, '\n');
+          for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+            const block = buffer.slice(0, end);
+            buffer = buffer.slice(end + 2);
+            if (closedForLifetime(block)) reopen = true;
+            const event = parseEvent(block);
+            if (!event) continue;
+            if (event.type === 'message' && event.id !== '') lastEventId = event.id;
+            yield event;
+          }
         }
+      } finally {
+        await reader.cancel().catch(() => {});
       }
-    } finally {
-      await reader.cancel().catch(() => {});
+      if (!reopen) return;
     }
   }
 
@@ -383,6 +393,11 @@ async function errorOf(response: Response): Promise<AgentryClientError> {
     status: response.status,
     request_id: requestId,
   });
+}
+
+/** True for the `closed` event a stream ends with at the server's lifetime cap (reconnect and resume). */
+function closedForLifetime(block: string): boolean {
+  return /^event: ?closed$/m.test(block) && /^data: ?\{"reason":"lifetime"\}$/m.test(block);
 }
 
 function parseEvent(block: string): AgentEvent | null {

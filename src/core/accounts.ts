@@ -76,6 +76,8 @@ export class Accounts {
     private readonly clock: Clock,
     /** Told of every top-up, so reservations waiting on the account can be granted. */
     private readonly onTopUp: (accountId: string) => void = () => {},
+    /** Told of every (de)activation, so the runtime's subscription check reads the account again. */
+    private readonly onSubscriptionChange: (accountId: string) => void = () => {},
   ) {}
 
   /**
@@ -137,15 +139,20 @@ export class Accounts {
   async subscribe(accountId: string): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null }> {
     const row = await this.storage.setSubscription(parseArgs(Id, accountId, 'accountId'), true);
     if (!row) throw notFound('Account', accountId);
+    this.onSubscriptionChange(accountId);
     const keys = await this.storage.listApiKeys(accountId);
     const apiKey = keys.length === 0 ? await this.createApiKey(accountId, { name: 'default' }) : null;
     return { account: toInfo(row), apiKey };
   }
 
-  /** Deactivates the subscription: its keys get 401 `subscription_inactive`, its agents keep their state. */
+  /**
+   * Deactivates the subscription: its keys get 401 `subscription_inactive`, its running agents pause at their next
+   * step ("Paused: subscription inactive") and can be resumed once it is active again.
+   */
   async unsubscribe(accountId: string): Promise<AccountInfo> {
     const row = await this.storage.setSubscription(parseArgs(Id, accountId, 'accountId'), false);
     if (!row) throw notFound('Account', accountId);
+    this.onSubscriptionChange(accountId);
     return toInfo(row);
   }
 

@@ -20,6 +20,7 @@ import { CreditGate } from './credit-gate.js';
 import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
 import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
 import { changeStatus, type StepDeps } from './loop.js';
+import { SubscriptionCheck } from './subscription-check.js';
 import { createPlanTool } from './plan.js';
 import {
   statusExtras,
@@ -220,7 +221,13 @@ export class AgentRuntime {
     });
     // A call waiting until a time (ctx.waitUntil) runs again: the agent is made runnable, and its call decides.
     this.timers.register(AGENT_WAKE_TIMER, async (timer) => this.scheduler.kick(timer.agent_id));
-    this.accounts = new Accounts(storage, clock, (accountId) => this.credits.toppedUp(accountId));
+    const subscriptions = new SubscriptionCheck(storage, clock);
+    this.accounts = new Accounts(
+      storage,
+      clock,
+      (accountId) => this.credits.toppedUp(accountId),
+      (accountId) => subscriptions.forget(accountId),
+    );
     this.defaultAccountId = options.defaultAccount.id;
     this.events.statusHooks.push((row) => {
       const waiters = this.statusWaiters.get(row.agent_id);
@@ -312,6 +319,7 @@ export class AgentRuntime {
           due_at: at,
         }),
       ...(mcp ? { prepareTools: () => registry.prepare() } : {}),
+      subscriptions,
     };
     this.scheduler = new Scheduler(deps, {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
@@ -526,6 +534,9 @@ export class AgentRuntime {
     assertTransition(row.status, 'resume');
     if (RUNNABLE_STATUSES.includes(row.status)) return toStatusForm(row);
     const account = await this.storage.getAccount(row.account_id);
+    if (account && !account.subscription_active) {
+      throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
+    }
     if (!account || account.balance <= 0) {
       throw new AgentryError('insufficient_credits', 'The account has no credits available; add credits, then resume');
     }

@@ -62,6 +62,7 @@ import type { ToolPlatform } from '../tools/platform.js';
 import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
 import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
+import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -113,6 +114,8 @@ export interface StepDeps {
    * (`ctx.waitUntil`) runs again. Without it, such a call waits for a wake-up only.
    */
   wakeAt?(agentId: string, at: number): Promise<void>;
+  /** Whether an agent's account may run it (subscription-check.ts); absent: always. */
+  subscriptions?: { isActive(accountId: string): Promise<boolean> };
 }
 
 /**
@@ -214,6 +217,10 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   let agent = control.takeCommittedRow() ?? (await deps.storage.getAgent(agentId));
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
+  if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
+    await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED });
+    return STOP;
+  }
   // Children with a spec of their own work with the tools of their spec only: they start no MCP server.
   if (agent.spec === null && deps.prepareTools) {
     const preparing = deps.prepareTools();
@@ -284,6 +291,12 @@ async function runModelTurn(
     pending = undefined;
     await commitToolResults(deps, agent, saving, statusMessage);
   };
+  // Checked here too, not only as the step begins: tool results that may run again go on into this turn in one step.
+  if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
+    await savePending();
+    await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED });
+    return STOP;
+  }
   const price = deps.prices.models[agent.model];
   if (!price) {
     await savePending();

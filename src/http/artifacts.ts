@@ -42,14 +42,19 @@ export function servedMediaType(mimeType: string): string {
 
 /** Longest name put in `Content-Disposition`, in code points: no file system keeps more than 255 bytes of a name. */
 const MAX_NAME_CODE_POINTS = 255;
-// eslint-disable-next-line no-control-regex -- control characters are what it removes
-const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g;
+/**
+ * Control characters (C0, DEL, C1), format characters (bidi embeddings, overrides and isolates such as U+202E, which
+ * make `evil\u202Etxt.exe` show as `evilexe.txt`; zero-width characters; marks), and line and paragraph separators:
+ * nothing of them belongs in a file name a person reads.
+ */
+const CONTROL = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/gu;
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
 /**
  * `attachment; filename="<ASCII fallback>"` plus, when the name is not plain ASCII, `filename*=UTF-8''<name>`
  * (RFC 6266 §4.3, RFC 8187 encoding), which clients that know it prefer. The fallback keeps printable ASCII but `"`,
- * `\` and `/`, with `_` for everything else; control characters are dropped from both forms.
+ * `\` and `/`, with `_` for everything else; control, bidi and other invisible format characters are
+ * dropped from both forms.
  */
 export function contentDisposition(name: string): string {
   const clean = [...name.replace(LONE_SURROGATE, '\ufffd').replace(CONTROL, '')]

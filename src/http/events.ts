@@ -4,14 +4,27 @@
  * `message` events and a `status` event (the agent now), then live `status`, `progress` and `message` events. Message
  * events carry `id: <position in the transcript>` (1-based) and nothing else does, so a client that reconnects with
  * `Last-Event-ID` gets exactly the messages it missed. The stream ends after a COMPLETED or FAILED status, or with a
- * `deleted` event.
+ * `deleted` event, or with a `closed` event: `{"reason":"access"}` when its key was deleted or the subscription lapsed
+ * (do not reconnect), `{"reason":"lifetime"}` when it reached its lifetime (reconnect with `Last-Event-ID`; a `retry:`
+ * line says after how long). A reader that falls too far behind is dropped without an event, and resumes the same
+ * way. Limits: event-streams.ts.
  */
 import type { AgentRuntime } from '../core/agent-runtime.js';
+import type { StreamEnd, StreamTicket } from './event-streams.js';
 import type { Agent, Message } from '../core/schemas.js';
 import { isTerminal } from '../core/status.js';
 
 /** A comment line every so often keeps proxies from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;
+/** The reconnect delay a stream tells the client when it ends at its lifetime. */
+const RECONNECT_MS = 1000;
+/** A reader that takes nothing for this long while the stream has something to send is dropped. */
+const STALL_MS = 20_000;
+
+/** Roughly the bytes an event will take on the wire: enough to tell a reader that keeps up from one that does not. */
+function sizeOf(event: Pending): number {
+  return event.kind === 'message' ? event.message.text.length + 300 : 1000;
+}
 
 type Pending =
   { kind: 'status' | 'progress'; agent: Agent } | { kind: 'message'; message: Message } | { kind: 'deleted' };
@@ -26,12 +39,22 @@ export async function agentEventStream(
   accountId: string,
   lastEventId: string | null,
   signal: AbortSignal,
+  /** The stream's place among the open streams (event-streams.ts); released when it ends. */
+  ticket: StreamTicket,
+  /** Unsent bytes past which the reader is dropped. */
+  slowReaderBytes: number,
 ): Promise<Response> {
   // Subscribe before reading, so nothing between the read and the first live event is lost.
   const pending: Pending[] = [];
   let wake: (() => void) | null = null;
+  /** About how many bytes the events waiting in `pending` will take (their JSON, roughly). */
+  let pendingBytes = 0;
+  let tooSlow: (() => void) | null = null;
   const push = (event: Pending) => {
     pending.push(event);
+    pendingBytes += sizeOf(event);
+    // Live events pile up while the reader does not take what was sent: past the limit it is dropped.
+    if (pendingBytes > slowReaderBytes) tooSlow?.();
     wake?.();
   };
   const unsubscribe = [
@@ -47,6 +70,7 @@ export async function agentEventStream(
     snapshot = await runtime.get(agentId, { accountId });
   } catch (error) {
     stop();
+    ticket.release();
     throw error;
   }
 
@@ -57,71 +81,126 @@ export async function agentEventStream(
   let closed = false;
   let heartbeat: ReturnType<typeof setInterval> | undefined;
 
-  const body = new ReadableStream<Uint8Array>({
-    start: (controller) => {
-      const send = (text: string) => {
-        if (!closed) controller.enqueue(encoder.encode(text));
-      };
-      const sendMessage = (message: Message) => {
-        if (sentMessages.has(message.message_id)) return;
-        sentMessages.add(message.message_id);
-        position += 1;
-        if (position > resumeAfter) send(`id: ${position}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);
-      };
-      const finish = () => {
-        if (closed) return;
+  const limit = slowReaderBytes;
+  /** Set while the stream waits for the reader to take what was sent. */
+  let room: (() => void) | null = null;
+  const body = new ReadableStream<Uint8Array>(
+    {
+      start: (controller) => {
+        const send = (text: string) => {
+          if (!closed) controller.enqueue(encoder.encode(text));
+        };
+        // A reader too slow is dropped, with what was queued for it, rather than buffered for: it reconnects and
+        // resumes with Last-Event-ID.
+        const drop = () => {
+          if (closed) return;
+          closed = true;
+          clearInterval(heartbeat);
+          clearTimeout(stall);
+          stop();
+          ticket.release();
+          controller.error(new Error('the reader fell too far behind'));
+          wake?.();
+          room?.();
+        };
+        tooSlow = drop;
+        let stall: ReturnType<typeof setTimeout> | undefined;
+        /** Resolves once the queue has room (the reader took what was sent); a reader that takes nothing is dropped. */
+        const hasRoom = async (): Promise<void> => {
+          if ((controller.desiredSize ?? 1) > 0) return;
+          await new Promise<void>((resolve) => {
+            room = resolve;
+            stall = setTimeout(drop, STALL_MS);
+          });
+          clearTimeout(stall);
+          room = null;
+        };
+        const sendMessage = (message: Message) => {
+          if (sentMessages.has(message.message_id)) return;
+          sentMessages.add(message.message_id);
+          position += 1;
+          if (position > resumeAfter) send(`id: ${position}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);
+        };
+        const finish = () => {
+          if (closed) return;
+          closed = true;
+          clearInterval(heartbeat);
+          clearTimeout(stall);
+          stop();
+          ticket.release();
+          controller.close();
+          wake?.();
+          room?.();
+        };
+        ticket.onEnd = (why: StreamEnd) => {
+          if (why === 'lifetime') send(`retry: ${RECONNECT_MS}\n\n`);
+          send(`event: closed\ndata: ${JSON.stringify({ reason: why })}\n\n`);
+          finish();
+        };
+        const sendStatusAndMaybeFinish = async (kind: 'status' | 'progress', agent: Agent) => {
+          if (kind === 'status' && isTerminal(agent.status)) {
+            // The final message may be reported after the status; read the transcript so it is not missed.
+            try {
+              const latest = await runtime.get(agentId, { accountId });
+              latest.messages.forEach(sendMessage);
+            } catch {
+              // deleted meanwhile: the status is still the last thing known
+            }
+            send(`event: status\ndata: ${JSON.stringify(agent)}\n\n`);
+            finish();
+            return;
+          }
+          send(`event: ${kind}\ndata: ${JSON.stringify(agent)}\n\n`);
+        };
+
+        send('retry: 2000\n\n');
+        heartbeat = setInterval(() => send(': keep-alive\n\n'), HEARTBEAT_MS);
+        heartbeat.unref?.();
+        signal.addEventListener('abort', finish, { once: true });
+
+        void (async () => {
+          // One message at a time, as the reader takes them: a long transcript is not queued all at once.
+          // Taken off the snapshot as they go, so a reader that stalls midway holds only what it has not had.
+          const unsent: Array<Message | undefined> = snapshot.messages;
+          for (let i = 0; i < unsent.length; i++) {
+            await hasRoom();
+            if (closed) return;
+            const message = unsent[i]!;
+            unsent[i] = undefined;
+            sendMessage(message);
+          }
+          await sendStatusAndMaybeFinish('status', snapshot.agent);
+          while (!closed) {
+            const event = pending.shift();
+            if (!event) {
+              await new Promise<void>((resolve) => (wake = resolve));
+              wake = null;
+              continue;
+            }
+            pendingBytes -= sizeOf(event);
+            await hasRoom();
+            if (closed) return;
+            if (event.kind === 'message') sendMessage(event.message);
+            else if (event.kind === 'deleted') {
+              send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
+              finish();
+            } else await sendStatusAndMaybeFinish(event.kind, event.agent);
+          }
+        })();
+      },
+      pull: () => room?.(),
+      cancel: () => {
         closed = true;
         clearInterval(heartbeat);
         stop();
-        controller.close();
+        ticket.release();
         wake?.();
-      };
-      const sendStatusAndMaybeFinish = async (kind: 'status' | 'progress', agent: Agent) => {
-        if (kind === 'status' && isTerminal(agent.status)) {
-          // The final message may be reported after the status; read the transcript so it is not missed.
-          try {
-            const latest = await runtime.get(agentId, { accountId });
-            latest.messages.forEach(sendMessage);
-          } catch {
-            // deleted meanwhile: the status is still the last thing known
-          }
-          send(`event: status\ndata: ${JSON.stringify(agent)}\n\n`);
-          finish();
-          return;
-        }
-        send(`event: ${kind}\ndata: ${JSON.stringify(agent)}\n\n`);
-      };
-
-      send('retry: 2000\n\n');
-      heartbeat = setInterval(() => send(': keep-alive\n\n'), HEARTBEAT_MS);
-      heartbeat.unref?.();
-      signal.addEventListener('abort', finish, { once: true });
-
-      void (async () => {
-        snapshot.messages.forEach(sendMessage);
-        await sendStatusAndMaybeFinish('status', snapshot.agent);
-        while (!closed) {
-          const event = pending.shift();
-          if (!event) {
-            await new Promise<void>((resolve) => (wake = resolve));
-            wake = null;
-            continue;
-          }
-          if (event.kind === 'message') sendMessage(event.message);
-          else if (event.kind === 'deleted') {
-            send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
-            finish();
-          } else await sendStatusAndMaybeFinish(event.kind, event.agent);
-        }
-      })();
+        room?.();
+      },
     },
-    cancel: () => {
-      closed = true;
-      clearInterval(heartbeat);
-      stop();
-      wake?.();
-    },
-  });
+    // A byte count, so that desiredSize says how far the reader is behind.
+    { highWaterMark: limit, size: (chunk) => chunk.byteLength },
+  );
 
   return new Response(body, {
     status: 200,

@@ -15,7 +15,10 @@ import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
 import { parseArgs } from '../core/validate.js';
 import { AgentryError } from '../errors.js';
 import { artifactIdOf, artifactResponse } from './artifacts.js';
+import { DEFAULT_FAILED_AUTH_LIMIT, FailedAuthGuard } from './auth-guard.js';
+import { clientAddressOf } from './client-address.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
+import { DEFAULT_EVENT_STREAM_LIMITS, EventStreamRegistry, type EventStreamLimits } from './event-streams.js';
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
@@ -60,6 +63,12 @@ const FetchHandlerOptionsSchema = z
         z.object({ capacity: z.number().int().positive(), refillPerSecond: z.number().positive().finite() }).strict(),
       ])
       .default(DEFAULT_RATE_LIMIT),
+    failedAuthLimit: z
+      .union([
+        z.literal(false),
+        z.object({ capacity: z.number().int().positive(), refillPerSecond: z.number().positive().finite() }).strict(),
+      ])
+      .default(DEFAULT_FAILED_AUTH_LIMIT),
     cors: z
       .union([
         z.literal(false),
@@ -76,6 +85,15 @@ const FetchHandlerOptionsSchema = z
           .strict(),
       ])
       .default(false),
+    eventStreams: z
+      .object({
+        maxPerKey: z.number().int().positive().default(DEFAULT_EVENT_STREAM_LIMITS.maxPerKey),
+        maxLifetimeMs: z.number().int().positive().default(DEFAULT_EVENT_STREAM_LIMITS.maxLifetimeMs),
+        recheckMs: z.number().int().min(10).max(5000).default(DEFAULT_EVENT_STREAM_LIMITS.recheckMs),
+        slowReaderBytes: z.number().int().min(1024).default(DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes),
+      })
+      .strict()
+      .default(DEFAULT_EVENT_STREAM_LIMITS),
     onError: z
       .custom<(error: unknown, context: { request_id: string }) => void>(
         (v) => typeof v === 'function',
@@ -109,11 +127,27 @@ export interface FetchHandlerOptions {
    */
   rateLimit?: RateLimitOptions | false;
   /**
+   * Token bucket of failed authentications (missing, unknown or lapsed key) per client address. An empty bucket
+   * answers 429 `rate_limited` before the key is looked up, except for keys that authenticated recently, so clients
+   * sharing an address (a proxy) with a failing one keep working. `false` turns it off. The address is the
+   * connection's peer, as the Node adapters see it; other adapters tell it with {@link withClientAddress}.
+   * @default { capacity: 30, refillPerSecond: 0.5 }
+   */
+  failedAuthLimit?: RateLimitOptions | false;
+  /**
    * CORS for browsers. Off by default: no CORS headers, and OPTIONS is 405.
    * @default false
    * @example createFetchHandler(runtime, { cors: { origins: ['https://app.example.com'] } })
    */
   cors?: false | { origins: '*' | string[]; maxAgeSeconds?: number };
+  /**
+   * Limits of `GET /api/agents/{id}/events`: streams per key, a lifetime (then the client reconnects with
+   * `Last-Event-ID`), how often the key and subscription are checked again (a stream ends within that long of its
+   * key's deletion or its subscription's end), and how far a reader may fall behind before it is dropped.
+   * @default { maxPerKey: 16, maxLifetimeMs: 1_800_000, recheckMs: 1000, slowReaderBytes: 65_536 }
+   * @example createFetchHandler(runtime, { eventStreams: { maxPerKey: 4 } })
+   */
+  eventStreams?: Partial<EventStreamLimits>;
   /**
    * Called with every unexpected error (a bug or an outage), which the client sees only as 500 `internal_error`.
    * @default logs to `console.error`
@@ -144,7 +178,12 @@ export interface FetchHandler {
    * router, from a path and a header lookup instead of a `Request`, as plain data. Resolves to null for anything
    * else (and when CORS is on), which then goes through the router. For server adapters.
    */
-  plainGet(pathname: string, header: (name: string) => string | null): Promise<PlainResponse | null>;
+  plainGet(
+    pathname: string,
+    header: (name: string) => string | null,
+    /** The client's address, for the limit on failed authentication. */
+    address?: string,
+  ): Promise<PlainResponse | null>;
 }
 
 type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'artifact' | 'openapi' | 'mcp';
@@ -189,6 +228,18 @@ const ListQuerySchema = z
   })
   .strip();
 
+/** The answer to a JSON-RPC batch at `/mcp`: 400 with a JSON-RPC error (Invalid Request). */
+function batchRefused(): Response {
+  return jsonResponse(400, {
+    jsonrpc: '2.0',
+    id: null,
+    error: {
+      code: -32600,
+      message: 'JSON-RPC batches are not supported: send one message per request (MCP 2025-06-18 removed batching)',
+    },
+  });
+}
+
 /** Pause and resume take no parameters: an empty body, or `{}`. */
 const EmptyBodySchema = z.object({}).strict();
 
@@ -232,6 +283,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       console.error(`agentry http: request ${request_id} failed:`, error));
   const now = o.now ?? Date.now;
   const buckets = o.rateLimit === false ? null : new TokenBuckets(o.rateLimit, now);
+  const guard = o.failedAuthLimit === false ? null : new FailedAuthGuard(o.failedAuthLimit, now);
+  const streams = new EventStreamRegistry(runtime.storage, o.eventStreams);
   const idempotent = new IdempotentCreates(runtime.storage, () => isoTime(now()));
   const prefix = `${o.basePath}/api/`;
   let openApiText: string | undefined;
@@ -278,9 +331,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     authenticate: (key: string | null) => runtime.accounts.authenticateKey(key),
     getJson: async (id: string, scope: { accountId: string }) => JSON.stringify(await runtime.get(id, scope)),
   };
-  const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, onError });
-  const plainGet = (pathname: string, header: (name: string) => string | null) =>
-    o.cors === false ? answerPoll(pathname, header) : Promise.resolve(null);
+  const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, guard, onError });
+  const plainGet = (pathname: string, header: (name: string) => string | null, address?: string) =>
+    o.cors === false ? answerPoll(pathname, header, address) : Promise.resolve(null);
 
   /** Reads and parses a JSON body; `required: false` accepts an absent or empty body as `undefined`. */
   async function jsonBody(request: Request, required: boolean): Promise<unknown> {
@@ -310,7 +363,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       return jsonTextResponse(200, openApiText, { 'cache-control': 'public, max-age=300' });
     }
 
-    const auth = await authenticate(source, buckets, request.headers.get('x-api-key'), requestId);
+    const auth = await authenticate(
+      source,
+      buckets,
+      request.headers.get('x-api-key'),
+      requestId,
+      guard,
+      clientAddressOf(request),
+    );
     if ('status' in auth) return toResponse(auth);
     const scope = { accountId: auth.account.account_id };
 
@@ -353,18 +413,34 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       }
       case 'mcp': {
         const body = await jsonBody(request, true);
+        // One JSON-RPC message per request, so that the rate limit counts every operation: a batch of 100
+        // create_agent calls would otherwise cost one token. MCP 2025-06-18 removed batching from the protocol.
+        if (Array.isArray(body)) return batchRefused();
         // The SDK's server side loads on the first MCP request, not with the router.
         const { handleAgentryMcpRequest } = await import('../mcp/agentry-server.js');
         return handleAgentryMcpRequest(runtime, scope, request, body);
       }
-      case 'events':
+      case 'events': {
+        const id = agentIdOf(found.idSegment!);
+        const ticket = streams.open(auth.keyHash, auth.account.account_id);
+        if (ticket === null) {
+          return errorResponse(
+            'rate_limited',
+            `This API key has ${o.eventStreams.maxPerKey} event streams open, the most it may; close one first`,
+            requestId,
+            { headers: { 'retry-after': '5' } },
+          );
+        }
         return agentEventStream(
           runtime,
-          agentIdOf(found.idSegment!),
+          id,
           auth.account.account_id,
           request.headers.get('last-event-id'),
           request.signal,
+          ticket,
+          o.eventStreams.slowReaderBytes,
         );
+      }
     }
   }
 
@@ -390,7 +466,23 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       const { agent_id } = JSON.parse(text) as { agent_id: string };
       await runtime.delete(agent_id, { accountId: account.account_id }).catch(() => {});
     });
+    if (result.replayed) await assertStillExists(result.body, account.account_id);
     return jsonTextResponse(result.status, result.body, result.replayed ? { 'idempotent-replayed': 'true' } : {});
+  }
+
+  /**
+   * A replay answers the agent the key created, so that agent must still exist: after it was deleted the key answers
+   * 404 rather than 201 with a dead agent, and it does not create another (the key promised one creation at most).
+   */
+  async function assertStillExists(createdBody: string, accountId: string): Promise<void> {
+    const { agent_id } = JSON.parse(createdBody) as { agent_id: string };
+    const row = await runtime.storage.getAgent(agent_id);
+    if (!row || row.account_id !== accountId) {
+      throw new AgentryError(
+        'not_found',
+        `The agent ${agent_id} this Idempotency-Key created was deleted; send a new key to create another`,
+      );
+    }
   }
 
   const handler = async (request: Request): Promise<Response> => {

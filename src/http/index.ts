@@ -25,5 +25,7 @@ export type { NodeHandler } from './node-handler.js';
 export { buildOpenApiDocument } from './openapi.js';
 export type { OpenApiOptions } from './openapi.js';
 export type { RateLimitOptions } from './rate-limit.js';
+export { withClientAddress } from './client-address.js';
+export { DEFAULT_FAILED_AUTH_LIMIT } from './auth-guard.js';
 export { startServer } from './server.js';
 export type { RunningServer, ServerOptions } from './server.js';

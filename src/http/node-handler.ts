@@ -14,6 +14,7 @@ import {
   type FetchHandler,
   type FetchHandlerOptions,
 } from './fetch-handler.js';
+import { withClientAddress } from './client-address.js';
 import { errorResponse, newRequestId, type PlainResponse } from './responses.js';
 
 /** A Node request listener / Connect middleware. Never rejects, never throws into the host server. */
@@ -56,7 +57,7 @@ export function nodeHandlerFor(fetchHandler: FetchHandler): NodeHandler {
       // The route clients poll skips the WHATWG Request and Response, which cost several times the route itself.
       const path = plainPollPath(req);
       if (path !== null) {
-        const plain = await fetchHandler.plainGet(path, (name) => headerOf(req, name));
+        const plain = await fetchHandler.plainGet(path, (name) => headerOf(req, name), req.socket?.remoteAddress);
         if (plain) return writePlain(res, plain);
       }
       const request = toRequest(req, res, fetchHandler);
@@ -159,6 +160,7 @@ function toRequest(
       encrypted: (req.socket as TLSSocket | undefined)?.encrypted === true,
       rawHeaders: req.rawHeaders,
       body: method !== 'GET' && method !== 'HEAD' ? bodyOf(req) : null,
+      remoteAddress: req.socket?.remoteAddress,
     },
     aborted.signal,
     fetchHandler,
@@ -174,6 +176,8 @@ export interface RequestParts {
   encrypted: boolean;
   rawHeaders: string[];
   body: ReadableStream<Uint8Array> | Uint8Array | null;
+  /** The peer address of the connection, when known. */
+  remoteAddress?: string | undefined;
 }
 
 /** The WHATWG `Request` of a Node request's parts, or a {@link Refusal} when it cannot be one. */
@@ -201,7 +205,7 @@ export function buildRequest(
   const refuse = () => new Refusal(method, fetchHandler.allowedMethods(new URL(url).pathname));
   if (FORBIDDEN_METHODS.has(method)) return refuse();
   try {
-    return { request: new Request(url, init) };
+    return { request: withClientAddress(new Request(url, init), parts.remoteAddress) };
   } catch {
     return refuse();
   }

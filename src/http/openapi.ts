@@ -267,7 +267,7 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
           operationId: 'streamAgentEvents',
           summary: 'Server-Sent Events of an agent: message, status, progress, deleted',
           description:
-            'Starts with the transcript (`message` events, `id` = position) and a `status` event; send `Last-Event-ID` to resume after a message. Ends after COMPLETED or FAILED.',
+            'Starts with the transcript (`message` events, `id` = position) and a `status` event; send `Last-Event-ID` to resume after a message. Ends after COMPLETED or FAILED, with `deleted`, or with `closed`: `{"reason":"access"}` when the key was deleted or the subscription lapsed, `{"reason":"lifetime"}` (after a `retry:` line) when the stream reached its lifetime (reconnect with `Last-Event-ID`). A reader too slow is dropped and resumes the same way. A key may have a few streams open at once; one more is 429 `rate_limited`.',
           parameters: [idParam, { name: 'Last-Event-ID', in: 'header', required: false, schema: { type: 'string' } }],
           responses: {
             '200': { description: 'An event stream', content: { 'text/event-stream': { schema: { type: 'string' } } } },

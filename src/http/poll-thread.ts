@@ -4,9 +4,22 @@
  * are answered here, from a read-only connection to the runtime's SQLite file, so they stay fast while the runtime's
  * thread is busy stepping agents. Every other request is handed to the runtime's thread whole (method, URL, headers,
  * body) and its response comes back, streamed for Server-Sent Events.
+ *
+ * It is also the edge that strangers reach first, so it spends nothing on them (issue 24):
+ * - a body is read only for a request whose `x-api-key` authenticates; any other is handed on without it (the router
+ *   then answers 401, or 404/405, which it decides before reading a body) and its connection is closed after the
+ *   answer, so a slow upload without a key holds neither memory nor a socket;
+ * - the bodies being read, all together, hold at most {@link PollThreadData.bodyBytesInFlight} bytes; past that a
+ *   request gets 429 `rate_limited` with `Retry-After`;
+ * - at most {@link PollThreadData.maxUnauthenticatedConnections} connections wait without having sent a key that
+ *   works; a new one beyond that closes the oldest of them;
+ * - an event stream is relayed only as fast as its client takes it (`pause` / `resume` to the runtime's thread, whose
+ *   stream then drops a reader that stays behind); one that gets 4 × {@link PollThreadData.slowReaderBytes} behind
+ *   anyway is dropped here (the client reconnects and resumes with `Last-Event-ID`);
+ * - an upload the client abandons is logged as one line, without a stack.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Accounts } from '../core/accounts.js';
 import { systemClock } from '../core/clock.js';
@@ -16,6 +29,7 @@ import { sqliteStorage } from '../storage/sqlite/index.js';
 import { headerOf, plainPollPath, writePlain } from './node-handler.js';
 import { createPollResponder } from './poll.js';
 import { keptUntilChange } from './poll-cache.js';
+import { FailedAuthGuard } from './auth-guard.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import { newRequestId, plainError } from './responses.js';
 
@@ -25,7 +39,14 @@ export interface PollThreadData {
   host: string;
   basePath: string;
   rateLimit: RateLimitOptions | false;
+  failedAuthLimit: RateLimitOptions | false;
   bodyLimitBytes: number;
+  /** Most bytes of request bodies held at once, all requests together. */
+  bodyBytesInFlight: number;
+  /** Most connections open at once that have not yet sent a working key. */
+  maxUnauthenticatedConnections: number;
+  /** Unsent bytes of an event stream past which its reader counts as too slow and is dropped. */
+  slowReaderBytes: number;
   /** With CORS on, polls go to the router too (it owns the CORS answers). */
   answerPolls: boolean;
 }
@@ -49,8 +70,11 @@ export type FromPollThread =
       host: string | undefined;
       rawHeaders: string[];
       body: Uint8Array | null;
+      remoteAddress: string | undefined;
     }
   | { kind: 'cancel'; id: number }
+  /** An event stream's client socket is full (`pause`) or drained (`resume`): the relay reads on only after. */
+  | { kind: 'pause' | 'resume'; id: number }
   | { kind: 'error'; message: string; stack?: string; request_id: string }
   | { kind: 'closed' };
 
@@ -96,6 +120,7 @@ const source = keptUntilChange(
 const answerPoll = createPollResponder(source, {
   basePath: data.basePath,
   buckets: data.rateLimit === false ? null : new TokenBuckets(data.rateLimit, Date.now),
+  guard: data.failedAuthLimit === false ? null : new FailedAuthGuard(data.failedAuthLimit, Date.now),
   onError: (error, { request_id }) =>
     post({
       kind: 'error',
@@ -107,43 +132,158 @@ const answerPoll = createPollResponder(source, {
 
 /** Requests handed to the runtime's thread, by id, until their response has ended. */
 const forwarded = new Map<number, ServerResponse>();
+/** Relayed streams whose client socket is full, told to the runtime's thread (`pause`) until it drains. */
+const paused = new Set<number>();
+/** Forwarded requests whose connection closes after the answer: their body was not read. */
+const closeAfter = new Set<number>();
 let nextId = 1;
+/** Bytes of request bodies held now, all requests together. */
+let bodyBytes = 0;
+
+/**
+ * Connections that have not yet sent a key that works, oldest first. A request with a working key takes its
+ * connection off; a connection beyond the limit closes the oldest (a slow stranger, most likely: a client with a
+ * key sends it at once).
+ */
+const unauthenticated = new Set<Socket>();
+function trustConnection(socket: Socket): void {
+  unauthenticated.delete(socket);
+}
+
+/** Whether `key` authenticates, without counting it anywhere: the router decides and counts; this only gates reads. */
+async function keyWorks(key: string | null): Promise<boolean> {
+  if (key === null) return false;
+  try {
+    source.begin?.();
+    await source.authenticate(key);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** True when a request comes with a body (an empty `Content-Length: 0` one does not count). */
+function declaresBody(req: IncomingMessage): boolean {
+  const length = req.headers['content-length'];
+  return (length !== undefined && length.trim() !== '0') || req.headers['transfer-encoding'] !== undefined;
+}
+
+/** The answer when the bodies in flight would pass their budget. */
+function busy(res: ServerResponse): void {
+  const plain = plainError(
+    'rate_limited',
+    'Too many request bodies are being received; retry after 1 s',
+    newRequestId(),
+    {
+      headers: { 'retry-after': '1', connection: 'close' },
+    },
+  );
+  writePlain(res, plain);
+}
+
+/**
+ * Reads the body of an authenticated request: up to one byte past the limit (enough for the router to answer 413),
+ * within the budget of bytes in flight. Resolves to null when the budget ran out (answered here) or the client left.
+ */
+async function readBody(req: IncomingMessage, res: ServerResponse): Promise<Uint8Array | null> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (Number.isFinite(declared) && bodyBytes + Math.min(declared, data.bodyLimitBytes + 1) > data.bodyBytesInFlight) {
+    busy(res);
+    return null;
+  }
+  const chunks: Buffer[] = [];
+  let size = 0;
+  try {
+    // Not destroyed on break: the rest is discarded and the connection stays usable for the answer (413).
+    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
+      chunks.push(chunk);
+      size += chunk.byteLength;
+      bodyBytes += chunk.byteLength;
+      if (size > data.bodyLimitBytes) break;
+      if (bodyBytes > data.bodyBytesInFlight) {
+        busy(res);
+        return null;
+      }
+    }
+  } catch (error) {
+    // The client went away mid-upload: expected on the open internet, worth a line, never a stack.
+    const code = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    console.warn(
+      `agentry http: an upload to ${(req.url ?? '/').slice(0, 100)} ended early (${code}) after ${size} bytes`,
+    );
+    return null;
+  } finally {
+    bodyBytes -= size;
+  }
+  if (!req.readableEnded) req.resume();
+  return Buffer.concat(chunks).subarray(0, data.bodyLimitBytes + 1);
+}
 
 async function forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const id = nextId++;
   forwarded.set(id, res);
   res.once('close', () => {
+    closeAfter.delete(id);
+    paused.delete(id);
     if (forwarded.delete(id)) post({ kind: 'cancel', id });
   });
   const method = (req.method ?? 'GET').toUpperCase();
+  const works = await keyWorks(headerOf(req, 'x-api-key'));
+  if (works) trustConnection(req.socket);
   let body: Uint8Array | null = null;
   if (method !== 'GET' && method !== 'HEAD') {
-    // Up to one byte past the limit: enough for the router to answer 413, and no more is held.
-    const chunks: Buffer[] = [];
-    let size = 0;
-    // Not destroyed on break: the rest is discarded and the connection stays usable for the answer (413).
-    for await (const chunk of req.iterator({ destroyOnReturn: false }) as AsyncIterable<Buffer>) {
-      chunks.push(chunk);
-      size += chunk.byteLength;
-      if (size > data.bodyLimitBytes) break;
+    if (works) {
+      body = await readBody(req, res);
+      if (body === null) {
+        forwarded.delete(id);
+        return;
+      }
+    } else if (declaresBody(req)) {
+      // Not kept: what arrives is thrown away as it comes, the router answers without it (401 before any body), and
+      // the connection closes after the answer.
+      req.resume();
+      closeAfter.add(id);
     }
-    if (!req.readableEnded) req.resume();
-    body = Buffer.concat(chunks).subarray(0, data.bodyLimitBytes + 1);
   }
   if (!forwarded.has(id)) return; // the client left while its body was read
-  post({ kind: 'request', id, method, url: req.url ?? '/', host: req.headers.host, rawHeaders: req.rawHeaders, body });
+  post({
+    kind: 'request',
+    id,
+    method,
+    url: req.url ?? '/',
+    host: req.headers.host,
+    rawHeaders: req.rawHeaders,
+    body,
+    remoteAddress: req.socket.remoteAddress,
+  });
 }
 
 const server = createServer((req, res) => {
   const path = data.answerPolls ? plainPollPath(req) : null;
-  const answered = path === null ? Promise.resolve(null) : answerPoll(path, (name) => headerOf(req, name));
+  const answered =
+    path === null ? Promise.resolve(null) : answerPoll(path, (name) => headerOf(req, name), req.socket.remoteAddress);
   answered
-    .then((plain) => (plain ? writePlain(res, plain) : forward(req, res)))
+    .then((plain) => {
+      if (!plain) return forward(req, res);
+      if (plain.status !== 401 && plain.status !== 429) trustConnection(req.socket);
+      writePlain(res, plain);
+    })
     .catch((error: unknown) => {
       post({ kind: 'error', message: String(error), request_id: 'none' });
       if (res.headersSent) res.destroy();
       else writePlain(res, plainError('internal_error', 'Internal server error', newRequestId()));
     });
+});
+// A stranger gets 20 s to send its headers (Node's default is 60 s).
+server.headersTimeout = 20_000;
+server.on('connection', (socket: Socket) => {
+  unauthenticated.add(socket);
+  socket.once('close', () => unauthenticated.delete(socket));
+  if (unauthenticated.size > data.maxUnauthenticatedConnections) {
+    const oldest = unauthenticated.values().next().value!;
+    unauthenticated.delete(oldest);
+    oldest.destroy();
+  }
 });
 
 port.on('message', (m: ToPollThread) => {
@@ -160,10 +300,26 @@ port.on('message', (m: ToPollThread) => {
   const res = forwarded.get(m.id);
   if (!res) return; // the client has gone
   if (m.kind === 'head') {
-    res.writeHead(m.status, m.headers.flat());
+    const headers = closeAfter.has(m.id) ? [...m.headers, ['connection', 'close'] as [string, string]] : m.headers;
+    res.writeHead(m.status, headers.flat());
     if (m.stream) res.flushHeaders();
-  } else if (m.kind === 'chunk') res.write(m.data);
-  else {
+  } else if (m.kind === 'chunk') {
+    // Already this far behind, the relay did not stop: dropped rather than buffered for (it resumes with
+    // Last-Event-ID).
+    if (res.writableLength > data.slowReaderBytes * 4) {
+      res.destroy();
+      return;
+    }
+    if (!res.write(m.data) && !paused.has(m.id)) {
+      // The client's socket is full: the runtime's thread stops reading the stream until it drains, and the stream
+      // drops a reader that stays behind (events.ts). A chunk or two in flight may still arrive meanwhile.
+      paused.add(m.id);
+      post({ kind: 'pause', id: m.id });
+      res.once('drain', () => {
+        if (paused.delete(m.id)) post({ kind: 'resume', id: m.id });
+      });
+    }
+  } else {
     forwarded.delete(m.id);
     res.end(m.data);
   }

@@ -8,6 +8,7 @@
  */
 import type { AccountInfo } from '../core/accounts.js';
 import { AgentryError } from '../errors.js';
+import { isAuthFailure, UNKNOWN_ADDRESS, type FailedAuthGuard } from './auth-guard.js';
 import type { TokenBuckets } from './rate-limit.js';
 import { newRequestId, plainError, plainForError, plainJson, type PlainResponse } from './responses.js';
 
@@ -30,6 +31,8 @@ export interface PollOptions {
   basePath: string;
   /** Token buckets per API key, or null when rate limiting is off. */
   buckets: TokenBuckets | null;
+  /** The limit on failed authentication per client address, or null when it is off. */
+  guard: FailedAuthGuard | null;
   onError: (error: unknown, context: { request_id: string }) => void;
 }
 
@@ -37,6 +40,8 @@ export interface PollOptions {
 export type PollResponder = (
   pathname: string,
   header: (name: string) => string | null,
+  /** The client's address (see client-address.ts). @default 'unknown' */
+  address?: string,
 ) => Promise<PlainResponse | null>;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -60,16 +65,36 @@ export function agentIdOf(segment: string): string {
 }
 
 /**
- * The caller's account, or a 429 when its key's bucket is empty. Unknown keys throw (401) before any bucket is
- * touched, so a flood of bad keys cannot fill the bucket table.
+ * The caller's account, or a 429 when its key's bucket is empty or its address failed to authenticate too often
+ * (auth-guard.ts). Unknown keys throw (401) before any key bucket is touched, so a flood of bad keys cannot fill the
+ * bucket table; they take from their address's bucket instead, one per address.
  */
 export async function authenticate(
   source: Pick<PollSource, 'authenticate'>,
   buckets: TokenBuckets | null,
   key: string | null,
   requestId: string,
-): Promise<{ account: AccountInfo } | PlainResponse> {
-  const { account, keyHash } = await source.authenticate(key);
+  guard: FailedAuthGuard | null = null,
+  address: string = UNKNOWN_ADDRESS,
+): Promise<KeyAuthentication | PlainResponse> {
+  const refusal = guard ? guard.refusal(address, key) : 0;
+  if (refusal > 0) {
+    return plainError(
+      'rate_limited',
+      `Too many failed authentications from this address; retry after ${refusal} s`,
+      requestId,
+      { headers: { 'retry-after': String(refusal) } },
+    );
+  }
+  let authenticated: KeyAuthentication;
+  try {
+    authenticated = await source.authenticate(key);
+  } catch (error) {
+    if (guard && isAuthFailure(error)) guard.failed(address);
+    throw error;
+  }
+  const { account, keyHash } = authenticated;
+  guard?.succeeded(keyHash);
   if (buckets) {
     const retryAfter = buckets.take(keyHash);
     if (retryAfter > 0) {
@@ -78,12 +103,12 @@ export async function authenticate(
       });
     }
   }
-  return { account };
+  return { account, keyHash };
 }
 
 export function createPollResponder(source: PollSource, o: PollOptions): PollResponder {
   const prefix = `${o.basePath}/api/agents/`;
-  return async (pathname, header) => {
+  return async (pathname, header, address) => {
     if (!pathname.startsWith(prefix)) return null;
     let segment = pathname.slice(prefix.length);
     if (segment.endsWith('/')) segment = segment.slice(0, -1); // one trailing slash is forgiven, as by the router
@@ -92,7 +117,7 @@ export function createPollResponder(source: PollSource, o: PollOptions): PollRes
     let response: PlainResponse;
     try {
       source.begin?.();
-      const auth = await authenticate(source, o.buckets, header('x-api-key'), requestId);
+      const auth = await authenticate(source, o.buckets, header('x-api-key'), requestId, o.guard, address);
       if ('status' in auth) response = auth;
       else {
         const json = await source.getJson(agentIdOf(segment), { accountId: auth.account.account_id });

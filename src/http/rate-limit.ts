@@ -42,6 +42,14 @@ export class TokenBuckets {
     return Math.max(1, Math.ceil((1 - bucket.tokens) / this.options.refillPerSecond));
   }
 
+  /** How many seconds until `key` has a token again (0 when it has one now), without taking it. */
+  wait(key: string): number {
+    const bucket = this.buckets.get(key);
+    if (!bucket) return 0;
+    const tokens = this.refilled(bucket, this.now()).tokens;
+    return tokens >= 1 ? 0 : Math.max(1, Math.ceil((1 - tokens) / this.options.refillPerSecond));
+  }
+
   private refilled(bucket: Bucket | undefined, now: number): Bucket {
     if (!bucket) return { tokens: this.options.capacity, at: now };
     const elapsed = Math.max(0, now - bucket.at) / 1000;

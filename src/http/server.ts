@@ -23,6 +23,8 @@ import {
   type FetchHandler,
   type FetchHandlerOptions,
 } from './fetch-handler.js';
+import { DEFAULT_FAILED_AUTH_LIMIT } from './auth-guard.js';
+import { DEFAULT_EVENT_STREAM_LIMITS } from './event-streams.js';
 import { buildRequest, nodeHandlerFor, Refusal, refusalResponse } from './node-handler.js';
 import type { FromPollThread, PollThreadData, ToPollThread } from './poll-thread.js';
 
@@ -38,6 +40,18 @@ export interface ServerOptions extends FetchHandlerOptions {
    * @default true
    */
   pollThread?: boolean;
+  /**
+   * Most connections open at once that have not yet sent a working API key (strangers, slow or not); one more closes
+   * the oldest of them. With the poll thread only.
+   * @default 1024
+   */
+  maxUnauthenticatedConnections?: number;
+  /**
+   * Most bytes of request bodies being received at once, all requests together; past it a request gets 429
+   * `rate_limited` with `Retry-After: 1`. Bodies are read only for requests whose key works. With the poll thread only.
+   * @default the larger of 64 MiB and 8 × `bodyLimitBytes`
+   */
+  bodyBytesInFlight?: number;
 }
 
 /** A running server. */
@@ -56,6 +70,8 @@ const ServerOnlySchema = z
     port: z.number().int().min(0).max(65535).optional(),
     host: z.string().min(1).optional(),
     pollThread: z.boolean().optional(),
+    maxUnauthenticatedConnections: z.number().int().positive().optional(),
+    bodyBytesInFlight: z.number().int().positive().optional(),
   })
   .passthrough();
 
@@ -76,10 +92,13 @@ export async function startServer(runtime: AgentRuntime, options: ServerOptions 
     port = 8787,
     host = '127.0.0.1',
     pollThread = true,
+    maxUnauthenticatedConnections = 1024,
+    bodyBytesInFlight,
     ...handlerOptions
   } = parseArgs(ServerOnlySchema, options, 'startServer options') as ServerOptions;
   const fetchHandler = createFetchHandler(runtime, handlerOptions);
   const location = runtime.storage.sharedLocation?.() ?? null;
+  const bodyLimitBytes = handlerOptions.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   if (pollThread && location !== null) {
     return startWithPollThread(fetchHandler, handlerOptions, {
       sqlitePath: location.path,
@@ -87,11 +106,16 @@ export async function startServer(runtime: AgentRuntime, options: ServerOptions 
       host,
       basePath: handlerOptions.basePath ?? '',
       rateLimit: handlerOptions.rateLimit ?? DEFAULT_RATE_LIMIT,
-      bodyLimitBytes: handlerOptions.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES,
+      failedAuthLimit: handlerOptions.failedAuthLimit ?? DEFAULT_FAILED_AUTH_LIMIT,
+      bodyLimitBytes,
+      bodyBytesInFlight: bodyBytesInFlight ?? Math.max(64 * 1024 * 1024, 8 * bodyLimitBytes),
+      maxUnauthenticatedConnections,
+      slowReaderBytes: handlerOptions.eventStreams?.slowReaderBytes ?? DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes,
       answerPolls: (handlerOptions.cors ?? false) === false,
     });
   }
   const server = createServer(nodeHandlerFor(fetchHandler));
+  server.headersTimeout = 20_000; // a stranger gets 20 s to send its headers (Node's default is 60 s)
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, host, () => {
@@ -122,6 +146,12 @@ function contentLengthOf(method: string, response: Response, body: Uint8Array): 
   return String(body.byteLength);
 }
 
+/** Flow control of one relayed stream: the server's thread says when its client's socket is full and when it drained. */
+interface Flow {
+  paused: boolean;
+  resume: (() => void) | null;
+}
+
 function urlOf(address: string, family: string, port: number): string {
   return `http://${family === 'IPv6' ? `[${address}]` : address}:${port}`;
 }
@@ -139,6 +169,8 @@ async function startWithPollThread(
   const send = (m: ToPollThread, transfer?: ArrayBuffer[]) => worker.postMessage(m, transfer);
   /** Aborts the requests in flight on this thread when their client leaves. */
   const inFlight = new Map<number, AbortController>();
+  /** Streams relayed to the server's thread, paused while their client's socket is full. */
+  const flows = new Map<number, Flow>();
   let onClosed: (() => void) | undefined;
 
   async function serve(m: Extract<FromPollThread, { kind: 'request' }>): Promise<void> {
@@ -146,7 +178,15 @@ async function startWithPollThread(
     inFlight.set(m.id, aborted);
     try {
       const built = buildRequest(
-        { method: m.method, url: m.url, host: m.host, encrypted: false, rawHeaders: m.rawHeaders, body: m.body },
+        {
+          method: m.method,
+          url: m.url,
+          host: m.host,
+          encrypted: false,
+          rawHeaders: m.rawHeaders,
+          body: m.body,
+          remoteAddress: m.remoteAddress,
+        },
         aborted.signal,
         fetchHandler,
       );
@@ -170,9 +210,21 @@ async function startWithPollThread(
       }
       send({ kind: 'head', id: m.id, status: response.status, headers, stream: true });
       const reader = response.body.getReader();
-      aborted.signal.addEventListener('abort', () => void reader.cancel().catch(() => {}), { once: true });
+      const flow: Flow = { paused: false, resume: null };
+      flows.set(m.id, flow);
+      aborted.signal.addEventListener(
+        'abort',
+        () => {
+          void reader.cancel().catch(() => {});
+          flow.resume?.();
+        },
+        { once: true },
+      );
       try {
         for (;;) {
+          // Nothing is read ahead of a client that does not take what was sent: the stream itself decides when such
+          // a reader is too slow (events.ts).
+          while (flow.paused && !aborted.signal.aborted) await new Promise<void>((resolve) => (flow.resume = resolve));
           const { done, value } = await reader.read();
           if (done) break;
           send({ kind: 'chunk', id: m.id, data: value });
@@ -187,6 +239,7 @@ async function startWithPollThread(
       send({ kind: 'end', id: m.id });
     } finally {
       inFlight.delete(m.id);
+      flows.delete(m.id);
     }
   }
 
@@ -202,6 +255,14 @@ async function startWithPollThread(
           return void serve(m);
         case 'cancel':
           return inFlight.get(m.id)?.abort(new Error('client disconnected'));
+        case 'pause':
+        case 'resume': {
+          const flow = flows.get(m.id);
+          if (!flow) return;
+          flow.paused = m.kind === 'pause';
+          if (!flow.paused) flow.resume?.();
+          return;
+        }
         case 'error':
           return onError(Object.assign(new Error(m.message), m.stack ? { stack: m.stack } : {}), {
             request_id: m.request_id,

@@ -13,6 +13,7 @@ import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { AgentRuntime } from '../core/agent-runtime.js';
 import { AgentStatusSchema } from '../core/schemas.js';
+import { AgentryError } from '../errors.js';
 
 /** Which account the server acts for: every tool sees and creates that account's agents only. */
 export interface AgentryMcpScope {
@@ -39,6 +40,15 @@ const json = (value: unknown): CallToolResult => ({
  * await server.connect(new StdioServerTransport());
  */
 export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, scope: AgentryMcpScope): void {
+  // Every tool needs the account's subscription, as every HTTP route does: over stdio there is no key whose check
+  // would refuse a lapsed account, so each call checks it (a deactivated account keeps its agents, but may not use
+  // them until it is active again).
+  const subscribed = async (): Promise<void> => {
+    const account = await runtime.accounts.get(scope.accountId);
+    if (!account.subscription_active) {
+      throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
+    }
+  };
   server.registerTool(
     'create_agent',
     {
@@ -58,13 +68,15 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
     async ({ goal, model, max_credits }) =>
-      json(
-        await runtime.create({
-          goal,
-          accountId: scope.accountId,
-          ...(model !== undefined ? { model } : {}),
-          ...(max_credits !== undefined ? { maxCredits: max_credits } : {}),
-        }),
+      subscribed().then(async () =>
+        json(
+          await runtime.create({
+            goal,
+            accountId: scope.accountId,
+            ...(model !== undefined ? { model } : {}),
+            ...(max_credits !== undefined ? { maxCredits: max_credits } : {}),
+          }),
+        ),
       ),
   );
 
@@ -88,6 +100,7 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ agent_id, last_messages }) => {
+      await subscribed();
       const { agent, messages } = await runtime.get(agent_id, scope);
       const keep = last_messages ?? DEFAULT_MESSAGES;
       const shown = keep === 0 ? [] : messages.slice(-keep);
@@ -115,13 +128,15 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       annotations: { readOnlyHint: true, openWorldHint: false },
     },
     async ({ status, limit, cursor }) =>
-      json(
-        await runtime.list({
-          accountId: scope.accountId,
-          limit: limit ?? 20,
-          ...(status !== undefined ? { status } : {}),
-          ...(cursor !== undefined ? { cursor } : {}),
-        }),
+      subscribed().then(async () =>
+        json(
+          await runtime.list({
+            accountId: scope.accountId,
+            limit: limit ?? 20,
+            ...(status !== undefined ? { status } : {}),
+            ...(cursor !== undefined ? { cursor } : {}),
+          }),
+        ),
       ),
   );
 
@@ -133,7 +148,7 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       inputSchema: { agent_id: AgentId },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async ({ agent_id }) => json({ agent: await runtime.pause(agent_id, scope) }),
+    async ({ agent_id }) => subscribed().then(async () => json({ agent: await runtime.pause(agent_id, scope) })),
   );
 
   server.registerTool(
@@ -144,7 +159,7 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       inputSchema: { agent_id: AgentId },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
     },
-    async ({ agent_id }) => json({ agent: await runtime.resume(agent_id, scope) }),
+    async ({ agent_id }) => subscribed().then(async () => json({ agent: await runtime.resume(agent_id, scope) })),
   );
 
   server.registerTool(
@@ -155,7 +170,7 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       inputSchema: { agent_id: AgentId },
       annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
     },
-    async ({ agent_id }) => json(await runtime.delete(agent_id, scope)),
+    async ({ agent_id }) => subscribed().then(async () => json(await runtime.delete(agent_id, scope))),
   );
 }
 

@@ -4,6 +4,7 @@
  * their conversions to the adapter's rows, and how a connection is opened. The runtime's thread reads through one
  * connection; the writer (see writer.ts) writes through another, usually on a thread of its own.
  */
+import { chmodSync, closeSync, constants, fstatSync, fchmodSync, openSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import type {
   AccountRow,
@@ -29,6 +30,7 @@ import type { AgentStatus } from '../../core/status.js';
 export function openConnection(path: string, busyTimeoutMs: number, readonly = false): Database.Database {
   // A reader needs none of the settings below: WAL is a property of the file, set by the writer.
   if (readonly) return new Database(path, { timeout: busyTimeoutMs, readonly: true, fileMustExist: true });
+  makePrivate(path);
   const db = new Database(path, { timeout: busyTimeoutMs });
   try {
     db.pragma('journal_mode = WAL');
@@ -41,6 +43,29 @@ export function openConnection(path: string, busyTimeoutMs: number, readonly = f
     throw err;
   }
   return db;
+}
+
+/**
+ * Creates the database file owner-only (0600) before SQLite opens it, or takes group and other access away from one
+ * that exists: it holds every tenant's transcripts and artifacts. SQLite gives the `-wal` and `-shm` files the mode of
+ * the database file, so they follow; ones left by an earlier run are tightened too. In-memory and `file:` URI paths
+ * are left to SQLite.
+ */
+export function makePrivate(path: string): void {
+  if (path === '' || path === ':memory:' || path.startsWith('file:')) return;
+  const fd = openSync(path, constants.O_RDWR | constants.O_CREAT, 0o600);
+  try {
+    if ((fstatSync(fd).mode & 0o077) !== 0) fchmodSync(fd, 0o600);
+  } finally {
+    closeSync(fd);
+  }
+  for (const suffix of ['-wal', '-shm']) {
+    try {
+      chmodSync(`${path}${suffix}`, 0o600);
+    } catch {
+      // not there: SQLite creates it with the database's mode
+    }
+  }
 }
 
 // Rows as SQLite returns them: booleans are INTEGER 0/1.
