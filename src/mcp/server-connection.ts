@@ -11,20 +11,51 @@
  *   row it is marked failed for a while, and calls fail at once instead of spawning (no CPU spent on a crash loop);
  * - leaks: a new process is spawned only after the old one has exited, so there are never two; close() waits until
  *   the process is gone;
- * - cancel: a call's AbortSignal and timeout go to the SDK, which sends `notifications/cancelled`; the server is kept.
+ * - cancel: a call's AbortSignal and timeout go to the SDK, which sends `notifications/cancelled`; the server is kept;
+ * - long calls: every call carries a progress token; progress is passed on and resets the call's timeout;
+ * - Streamable HTTP servers that restart: a request the server answers 404 (or 400 naming the session) starts a new
+ *   session, and a read-only or idempotent call is sent again once; a lost response stream is checked with a ping,
+ *   and a server that is gone fails the calls in flight at once instead of at their timeout;
+ * - tools that need task-based execution (`execution.taskSupport: "required"`) run as MCP tasks: created, polled
+ *   (their status message passed on), cancelled with the call, their result fetched;
+ * - what a server asks of the client: `roots` (as configured), `sampling` (the calling agent's model, one billed
+ *   turn, only for servers that opt in), `elicitation` (the embedding application's handler, else declined).
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import type {
+  CallToolResult,
+  CreateMessageRequest,
+  CreateMessageResult,
+  Progress,
+  Task,
+  Tool as McpTool,
+} from '@modelcontextprotocol/sdk/types.js';
+import type { McpElicitationHandler } from '../tools/tool-source.js';
 import type { McpServerConfig } from './config.js';
 
 /** The SDK's JSON-RPC error codes that matter here (`ErrorCode` of `@modelcontextprotocol/sdk/types.js`). */
 const CONNECTION_CLOSED = -32000;
 const REQUEST_TIMEOUT = -32001;
+const INVALID_REQUEST = -32600;
+const METHOD_NOT_FOUND = -32601;
+const INTERNAL_ERROR = -32603;
+
+/** Task polls: at least this far apart whatever the server suggests, and at most this far (a status is news). */
+const MIN_TASK_POLL_MS = 100;
+const MAX_TASK_POLL_MS = 5_000;
+/** How long the ping that checks a server after its response stream broke may take. */
+const PROBE_TIMEOUT_MS = 5_000;
 
 /** The SDK's client side, loaded when a server first starts: it takes ~0.3 s to load, which `import 'agentry'` need not pay. */
 async function loadSdk() {
+  const loaded = await importSdk();
+  loadedSdk = loaded;
+  return loaded;
+}
+
+async function importSdk() {
   const [client, stdio, http, types] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'),
     import('@modelcontextprotocol/sdk/client/stdio.js'),
@@ -33,13 +64,20 @@ async function loadSdk() {
   ]);
   return {
     Client: client.Client,
-    ToolListChangedNotificationSchema: types.ToolListChangedNotificationSchema,
+    types,
     StdioClientTransport: stdio.StdioClientTransport,
     StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
+    StreamableHTTPError: http.StreamableHTTPError,
   };
 }
-type Sdk = Awaited<ReturnType<typeof loadSdk>>;
+type Sdk = Awaited<ReturnType<typeof importSdk>>;
 let sdk: Promise<Sdk> | undefined;
+/** The SDK once loaded (handlers run only on a client it made). */
+let loadedSdk: Sdk | undefined;
+function requireSdk(): Sdk {
+  if (!loadedSdk) throw new Error('the MCP SDK is not loaded');
+  return loadedSdk;
+}
 
 function errorCode(err: unknown): number | undefined {
   const code = (err as { code?: unknown } | null)?.code;
@@ -72,8 +110,31 @@ interface ExitInfo {
 export interface CallOptions {
   /** Cancels the request (the server is told with `notifications/cancelled`). */
   signal?: AbortSignal;
-  /** @default the server's `tool_timeout_ms` */
+  /** @default the server's `tool_timeout_ms`; progress (or a task's new status) starts it again */
   timeoutMs?: number;
+  /** The agent the call is for: a sampling request that comes with it is answered by that agent's model. */
+  agentId?: string;
+  /** Told of the server's progress notifications and of a task's status messages. */
+  onProgress?: (progress: { progress?: number; total?: number; message?: string }) => void;
+  /**
+   * The tool is read-only or idempotent: after a restart of a Streamable HTTP server lost the session, the call is
+   * sent again once on a new one.
+   */
+  idempotent?: boolean;
+}
+
+/** What the runtime lends the connection for the server's own requests (set once the runtime has opened). */
+export interface McpClientHost {
+  /** One model turn of the agent, billed to it: the answer to a sampling request. */
+  sample?(agentId: string, request: CreateMessageRequest['params'], signal: AbortSignal): Promise<CreateMessageResult>;
+  /** The embedding application's elicitation handler. */
+  onElicitation?: McpElicitationHandler | undefined;
+}
+
+/** A call in flight, for the server's requests that come with it (sampling). */
+interface CallInFlight {
+  agentId: string | undefined;
+  signal: AbortSignal | undefined;
 }
 
 export class McpServerConnection {
@@ -104,13 +165,38 @@ export class McpServerConnection {
   private processGone: Promise<void> = Promise.resolve();
   /** Ends a backoff wait early (close() does not wait out a 30 s backoff). */
   private endWait: (() => void) | undefined;
+  /** Calls in flight (a sampling request is answered by the model of the agent they belong to). */
+  private readonly inFlight = new Set<CallInFlight>();
+  /** Why the connection is being dropped (an HTTP session that ended), for the `closed` handler. */
+  private dropReason: string | undefined;
+  /** A ping checking the server after a response stream broke (one at a time). */
+  private probing: Promise<void> | undefined;
 
   constructor(
     readonly config: McpServerConfig,
     /** Told when the server's tool list changed (a start, or `notifications/tools/list_changed`). */
     private readonly onToolsChanged: () => void,
     private readonly clientInfo = { name: 'agentry', version: '0.1.0' },
+    /** Answers the server's sampling and elicitation requests; read when a request comes. */
+    private readonly host: McpClientHost = {},
   ) {}
+
+  /**
+   * Whether the server runs `tools/call` as tasks (its `tasks.requests.tools.call` capability): without it, a tool
+   * that requires task-based execution cannot be called, and is left out.
+   */
+  get runsToolTasks(): boolean {
+    const tasks = this.client?.getServerCapabilities()?.tasks as
+      { requests?: { tools?: { call?: unknown } } } | undefined;
+    return this.client === undefined ? this.toolTasks : tasks?.requests?.tools?.call !== undefined;
+  }
+  /** The last answer of {@link runsToolTasks} while connected (kept while the server is down). */
+  private toolTasks = false;
+
+  /** The last lines the server wrote to stderr (stdio), for diagnosis. */
+  get stderr(): string {
+    return this.stderrTail;
+  }
 
   /** `stdio: <command> <args>` or `http: <url>`, for messages. */
   get description(): string {
@@ -136,24 +222,155 @@ export class McpServerConnection {
     return this.starting;
   }
 
-  /** Calls a tool by the server's name for it. Errors name the server (and, for a dead process, how it ended). */
+  /**
+   * Calls a tool by the server's name for it. Errors name the server (and, for a dead process, how it ended). A tool
+   * whose listing says `execution.taskSupport: "required"` runs as an MCP task.
+   */
   async callTool(name: string, args: Record<string, unknown>, options: CallOptions = {}): Promise<CallToolResult> {
     const signal = options.signal;
     signal?.throwIfAborted();
-    const client = await (signal ? raceAbort(this.start(), signal) : this.start());
+    const timeoutMs = options.timeoutMs ?? this.config.toolTimeoutMs;
+    const call: CallInFlight = { agentId: options.agentId, signal };
+    this.inFlight.add(call);
     try {
-      const result = (await client.callTool({ name, arguments: args }, undefined, {
-        ...(signal ? { signal } : {}),
-        timeout: options.timeoutMs ?? this.config.toolTimeoutMs,
-      })) as CallToolResult;
-      this.crashes = 0;
-      return result;
-    } catch (err) {
-      if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : err;
-      throw this.callError(name, err, options.timeoutMs ?? this.config.toolTimeoutMs);
+      for (let attempt = 0; ; attempt++) {
+        const client = await (signal ? raceAbort(this.start(), signal) : this.start());
+        try {
+          const tool = this.tools.find((t) => t.name === name);
+          const result =
+            tool?.execution?.taskSupport === 'required'
+              ? await this.callAsTask(client, name, args, options, timeoutMs)
+              : ((await client.callTool({ name, arguments: args }, undefined, {
+                  ...(signal ? { signal } : {}),
+                  timeout: timeoutMs,
+                  // A tool that reports progress is alive: each report starts its timeout again.
+                  onprogress: (p: Progress) => options.onProgress?.(p),
+                  resetTimeoutOnProgress: true,
+                })) as CallToolResult);
+          this.crashes = 0;
+          return result;
+        } catch (err) {
+          if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : err;
+          if (attempt === 0 && notSent(err)) continue; // the connection closed before the request left: start again
+          if (this.isSessionGone(err)) {
+            // The server forgot the session (it restarted): it did not take the request. A new session is started;
+            // the call is sent again once if sending it twice cannot hurt.
+            this.drop(client, 'ended the session (the server restarted); a new one starts with the next call');
+            if (attempt === 0 && options.idempotent) continue;
+            throw this.error(
+              `had restarted and lost the session when ${name} was sent: the server did not take the call. A new ` +
+                'session starts with the next call; call it again if it is still needed.',
+            );
+          }
+          throw this.callError(name, err, timeoutMs);
+        }
+      }
+    } finally {
+      this.inFlight.delete(call);
     }
   }
 
+  /**
+   * Task-based execution: `tools/call` with a task, then `tasks/get` every poll interval (the status message goes to
+   * `onProgress`; a new status starts the timeout again) until the task ends, then `tasks/result`. A cancelled call
+   * cancels the task.
+   */
+  private async callAsTask(
+    client: Client,
+    name: string,
+    args: Record<string, unknown>,
+    options: CallOptions,
+    timeoutMs: number,
+  ): Promise<CallToolResult> {
+    const { types } = await (sdk ??= loadSdk());
+    const signal = options.signal;
+    const requestOptions = { ...(signal ? { signal } : {}), timeout: timeoutMs };
+    const created = await client.request(
+      { method: 'tools/call', params: { name, arguments: args } },
+      types.CreateTaskResultSchema,
+      { ...requestOptions, task: { ttl: timeoutMs } },
+    );
+    let task: Task = created.task;
+    const taskId = task.taskId;
+    const cancel = () => void client.experimental.tasks.cancelTask(taskId).catch(() => undefined);
+    signal?.addEventListener('abort', cancel, { once: true });
+    try {
+      let seen = '';
+      let changedAt = Date.now();
+      for (;;) {
+        const now = `${task.status}\0${task.statusMessage ?? ''}`;
+        if (now !== seen) {
+          seen = now;
+          changedAt = Date.now();
+          if (task.statusMessage) options.onProgress?.({ message: task.statusMessage });
+        }
+        if (task.status === 'completed' || task.status === 'input_required') {
+          // tasks/result waits until the task ends, and carries the server's requests (sampling, elicitation).
+          return (await client.experimental.tasks.getTaskResult(
+            taskId,
+            types.CallToolResultSchema,
+            requestOptions,
+          )) as CallToolResult;
+        }
+        if (task.status === 'failed' || task.status === 'cancelled') {
+          throw this.error(
+            `ran ${name} as a task that ${task.status === 'failed' ? 'failed' : 'was cancelled'}` +
+              (task.statusMessage ? `: ${task.statusMessage}` : ''),
+          );
+        }
+        if (Date.now() - changedAt > timeoutMs) {
+          cancel();
+          throw this.error(`did not move the task of ${name} on within ${timeoutMs} ms; the task was cancelled`);
+        }
+        const interval = Math.min(MAX_TASK_POLL_MS, Math.max(MIN_TASK_POLL_MS, task.pollInterval ?? 1000));
+        await abortableDelay(interval, signal);
+        task = await client.experimental.tasks.getTask(taskId, requestOptions);
+      }
+    } finally {
+      signal?.removeEventListener('abort', cancel);
+    }
+  }
+
+  /** A Streamable HTTP answer that says the server does not know the session: 404, or a 400 that names it. */
+  private isSessionGone(err: unknown): boolean {
+    if (this.config.transport !== 'http' || !(err instanceof Error) || err.name === 'McpError') return false;
+    const status = errorCode(err);
+    return status === 404 || (status === 400 && /session/i.test(err.message));
+  }
+
+  /** Ends a connection whose session the server no longer has (or that is gone); calls in flight fail at once. */
+  private drop(client: Client, reason: string): void {
+    if (this.client !== client) return;
+    this.dropReason = reason;
+    void client.close().catch(() => undefined);
+  }
+
+  /**
+   * The transport reported an error. A Streamable HTTP response stream that broke may come back (the SDK resumes
+   * it), or the server may be gone: a ping decides, and a server that does not answer it, or no longer knows the
+   * session, is dropped, failing the calls in flight at once rather than at their timeout.
+   */
+  private transportError(client: Client, err: Error): void {
+    if (this.config.transport !== 'http' || this.client !== client || this.state !== 'ready') return;
+    const message = err.message;
+    if (this.isSessionGone(err)) {
+      this.drop(client, 'ended the session (the server restarted); a new one starts with the next call');
+      return;
+    }
+    if (!/SSE stream disconnected|reconnect|fetch failed|ECONNREFUSED|terminated/i.test(message)) return;
+    this.probing ??= client
+      .ping({ timeout: PROBE_TIMEOUT_MS })
+      .then(
+        () => undefined,
+        (pingError: unknown) => {
+          const why = this.isSessionGone(pingError)
+            ? 'ended the session (the server restarted); a new one starts with the next call'
+            : `went away (${messageOf(pingError)}); it is connected again on the next call`;
+          this.drop(client, why);
+        },
+      )
+      .finally(() => (this.probing = undefined));
+  }
   /** Closes the connection and waits until the server process is gone. */
   async close(): Promise<void> {
     if (this.state === 'closed') return;
@@ -197,10 +414,12 @@ export class McpServerConnection {
     this.state = 'starting';
     this.stderrTail = '';
     this.lastExit = undefined;
-    const { Client, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema } =
-      await (sdk ??= loadSdk());
-    const client = new Client(this.clientInfo, { capabilities: {} });
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    const loaded = await (sdk ??= loadSdk());
+    const { Client, StdioClientTransport, StreamableHTTPClientTransport } = loaded;
+    const client = new Client(this.clientInfo, { capabilities: this.capabilities() });
+    this.answerServerRequests(client, loaded);
+    client.onerror = (err) => this.transportError(client, err);
+    client.setNotificationHandler(loaded.types.ToolListChangedNotificationSchema, () => {
       if (this.client !== client || this.state !== 'ready') return;
       const refresh: Promise<void> = this.listTools(client)
         .then((tools) => {
@@ -223,6 +442,7 @@ export class McpServerConnection {
       const tools = await this.listTools(client);
       if ((this.state as ServerState) === 'closed') throw this.error('is shut down');
       this.tools = tools;
+      this.toolTasks = this.runsToolTasks;
       this.state = 'ready';
       this.failure = undefined;
       this.readyAt = Date.now();
@@ -248,6 +468,90 @@ export class McpServerConnection {
       }
       throw this.error(this.failure ?? reason);
     }
+  }
+
+  /**
+   * What this client tells the server it can do: `roots` when some are configured, `sampling` when the server may
+   * use the calling agent's model, `elicitation` when the embedding application answers for a person.
+   */
+  private capabilities(): Record<string, unknown> {
+    return {
+      ...(this.config.roots.length > 0 ? { roots: { listChanged: false } } : {}),
+      ...(this.config.sampling ? { sampling: {} } : {}),
+      ...(this.host.onElicitation ? { elicitation: { form: {} } } : {}),
+    };
+  }
+
+  /** Handlers of the server's requests: roots, sampling and elicitation, each only when declared. */
+  private answerServerRequests(client: Client, { types }: Sdk): void {
+    const { McpError } = types;
+    if (this.config.roots.length > 0) {
+      client.setRequestHandler(types.ListRootsRequestSchema, () => ({ roots: this.config.roots }));
+    }
+    if (this.config.sampling) {
+      client.setRequestHandler(types.CreateMessageRequestSchema, async (request, extra) => {
+        const agentId = this.callerOf('sampling');
+        if (!this.host.sample) throw new McpError(INTERNAL_ERROR, 'agentry: the runtime is not open yet');
+        const signals = [extra.signal, ...[...this.inFlight].flatMap((c) => (c.signal ? [c.signal] : []))];
+        return this.host.sample(agentId, request.params, AbortSignal.any(signals));
+      });
+    }
+    const onElicitation = this.host.onElicitation;
+    if (onElicitation) {
+      client.setRequestHandler(types.ElicitRequestSchema, async (request) => {
+        const params = request.params;
+        if (params.mode === 'url') throw new McpError(INVALID_REQUEST, 'agentry answers form elicitation only');
+        const agents = new Set([...this.inFlight].map((c) => c.agentId));
+        const answer = await onElicitation({
+          server: this.config.name,
+          agentId: agents.size === 1 ? [...agents][0] : undefined,
+          message: params.message,
+          requestedSchema: params.requestedSchema as Record<string, unknown>,
+        });
+        return answer.action === 'accept'
+          ? { action: 'accept' as const, content: answer.content ?? {} }
+          : { action: answer.action };
+      });
+    }
+    // A request this client did not declare it answers (a server that asks anyway) gets a reason, not "not found".
+    client.fallbackRequestHandler = async (request) => {
+      if (request.method === 'elicitation/create') {
+        throw new McpError(
+          INVALID_REQUEST,
+          'agentry declined the elicitation: it runs agents unattended, with no person to answer, and the ' +
+            'application embedding it gave no elicitation handler (onMcpElicitation). Go on without the answer.',
+        );
+      }
+      if (request.method === 'sampling/createMessage') {
+        throw new McpError(
+          INVALID_REQUEST,
+          `agentry declined the sampling request: the server ${JSON.stringify(this.config.name)} is not allowed ` +
+            'to use the agent\'s model ("sampling": true in its mcpServers entry allows it).',
+        );
+      }
+      if (request.method === 'roots/list') {
+        throw new McpError(INVALID_REQUEST, 'agentry declares no roots for this server ("roots" in its entry)');
+      }
+      throw new McpError(METHOD_NOT_FOUND, `agentry does not answer ${request.method}`);
+    };
+  }
+
+  /**
+   * The agent a request of the server (sampling) is for: the agent whose calls are in flight. A connection serves
+   * every agent and MCP does not say which call a server request comes with, so with calls of several agents in
+   * flight the request is refused rather than billed to a guess.
+   */
+  private callerOf(what: string): string {
+    const agents = new Set([...this.inFlight].map((c) => c.agentId));
+    agents.delete(undefined);
+    if (agents.size === 1) return [...agents][0]!;
+    throw new (requireSdk().types.McpError)(
+      INVALID_REQUEST,
+      agents.size === 0
+        ? `agentry declined the ${what} request: no agent's tool call is in flight on this server`
+        : `agentry declined the ${what} request: calls of ${agents.size} agents are in flight on this server, and ` +
+            'it cannot tell which agent should answer (and pay for) it',
+    );
   }
 
   /** Every page of `tools/list`. */
@@ -315,7 +619,9 @@ export class McpServerConnection {
     if (this.state === 'closed' || this.state === 'starting') return;
     this.exitedAt = Date.now();
     this.crashes = this.exitedAt - this.readyAt > STABLE_AFTER_MS ? 1 : this.crashes + 1;
-    this.failure = `exited${this.exitText()}${this.stderrText()}`;
+    const dropped = this.dropReason;
+    this.dropReason = undefined;
+    this.failure = dropped ?? `exited${this.exitText()}${this.stderrText()}`;
     if (this.crashes >= this.config.maxCrashes) {
       this.state = 'failed';
       this.failure = `crashed ${this.crashes} times in a row; last ${this.failure}`;
@@ -346,6 +652,11 @@ export class McpServerConnection {
     }
     if (this.state === 'closed') return this.error(`was shut down during the call to ${tool}`);
     if (errorCode(err) === CONNECTION_CLOSED) {
+      if (this.config.transport === 'http') {
+        return this.error(
+          `${this.failure ?? 'closed the connection'} — during the call to ${tool}; its outcome is unknown`,
+        );
+      }
       return this.error(`exited during the call to ${tool}${this.exitText()}${this.stderrText()}`);
     }
     if (err instanceof McpServerError) return err;
@@ -358,9 +669,10 @@ export class McpServerConnection {
     return e.signal ? ` (killed by ${e.signal})` : ` (exit code ${e.code})`;
   }
 
+  /** `; stderr: <the line that says why>` (see {@link whyLine}), or nothing. */
   private stderrText(): string {
-    const tail = this.stderrTail.trim();
-    return tail ? `; stderr: ${tail.slice(-1000)}` : '';
+    const why = whyLine(this.stderrTail);
+    return why ? `; stderr: ${why}` : '';
   }
 
   private error(what: string): McpServerError {
@@ -377,6 +689,31 @@ export class McpServerError extends Error {
   ) {
     super(message);
   }
+}
+
+/**
+ * The line of a server's stderr that says why it failed, on one line: the last line that reads as an error (Node's
+ * `Error: Cannot find module …`, Python's `ModuleNotFoundError: …`, `fatal: …`), not the first (Node prints the
+ * source location first: `node:internal/modules/cjs/loader:1210`); else the last line written. At most 500
+ * characters.
+ */
+export function whyLine(stderr: string): string {
+  const lines = stderr
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter(Boolean);
+  const errorLike =
+    /^(\w*(Error|Exception)\b|(fatal|error|panic|critical)\b|Traceback)|\b(Cannot find|cannot find|not found|No such file|ENOENT|EACCES|EADDRINUSE|denied|Permission|refused|Usage:)/i;
+  // Stack frames and source excerpts are not the reason.
+  const noise = /^(at |\^+$|throw |node:internal|file:\/\/|\{|\}|Node\.js v\d|code: |requireStack|File ")/;
+  const candidates = lines.filter((l) => !noise.test(l));
+  const why = [...candidates].reverse().find((l) => errorLike.test(l)) ?? candidates.at(-1) ?? lines.at(-1) ?? '';
+  return why.length > 500 ? `${why.slice(0, 500)}…` : why;
+}
+
+/** The SDK refused to send on a connection that had closed meanwhile: nothing reached the server. */
+function notSent(err: unknown): boolean {
+  return err instanceof Error && err.message === 'Not connected';
 }
 
 function messageOf(err: unknown): string {
@@ -399,5 +736,21 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
         reject(e instanceof Error ? e : new Error(String(e)));
       },
     );
+  });
+}
+
+/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
+function abortableDelay(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

@@ -96,7 +96,7 @@ describe('the CLI with MCP servers', () => {
         ANTHROPIC_BASE_URL: fake.url,
         ANTHROPIC_API_KEY: 'sk-test',
       });
-      expect(stdout).toContain('The server says: "20 + 22 = 42\\nStructured content: {\\"sum\\":42}"');
+      expect(stdout).toContain('The server says: "20 + 22 = 42"');
       expect(stdout).toContain('COMPLETED');
     } finally {
       await fake.close();

@@ -70,7 +70,8 @@ describe('MCP tools through an agent', () => {
     ]);
     expect(run.agent.status).toBe('COMPLETED');
     expect(run.results.get('call_0')).toEqual({ content: 'echo: hello', is_error: false });
-    expect(run.results.get('call_1')).toEqual({ content: '2 + 3 = 5\nStructured content: {"sum":5}', is_error: false });
+    // The structured content ({"sum": 5}) adds nothing the text lacks: it is not shown twice.
+    expect(run.results.get('call_1')).toEqual({ content: '2 + 3 = 5', is_error: false });
     const image = run.results.get('call_2')!;
     expect(image.is_error).toBe(false);
     expect(image.content).toMatch(/^a tiny image:\n\[image image\/png, \d+ bytes, saved as artifact [0-9a-f-]{36}\]$/);
@@ -118,7 +119,7 @@ describe('MCP tools through an agent', () => {
       ]);
       expect(run.agent.status).toBe('COMPLETED');
       expect(run.results.get('call_0')).toEqual({ content: 'echo: over http', is_error: false });
-      expect(run.results.get('call_1')!.content).toBe('40 + 2 = 42\nStructured content: {"sum":42}');
+      expect(run.results.get('call_1')!.content).toBe('40 + 2 = 42');
       expect(run.results.get('call_2')).toMatchObject({ is_error: true });
     } finally {
       await stopChild(child);
@@ -156,8 +157,9 @@ describe('MCP tools through an agent', () => {
     try {
       expect((await connection.callTool('echo', { text: 'up' })).content).toEqual([{ type: 'text', text: 'echo: up' }]);
       await stopChild(child);
+      // Either the call finds it gone, or the broken stream was noticed first and the reconnect finds it gone.
       await expect(connection.callTool('echo', { text: 'down' })).rejects.toThrow(
-        /^MCP server "remote" failed the call to echo: /,
+        /^MCP server "remote" (failed the call to echo|did not start): /,
       );
     } finally {
       await connection.close();
