@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRuntime, memoryStorage } from 'agentry';
 import { scriptedModel } from 'agentry/testing';
 import { parseMcpServers } from '../../src/mcp/config.js';
+import { eventually } from '../support/runtime.js';
 import { McpServerConnection } from '../../src/mcp/server-connection.js';
 import {
   EVERYTHING,
@@ -107,6 +108,55 @@ describe('MCP tools through an agent', () => {
     // The image is an artifact of the agent.
     const artifactId = /artifact ([0-9a-f-]{36})/.exec(image.content)![1]!;
     expect(artifactId).toBeTruthy();
+  });
+
+  it('binary in structured content is never pasted as text; a task-required tool the server cannot run is left out', async () => {
+    const { config } = fixtureServer();
+    const run = await runAgent({ counting: config }, [{ name: 'mcp__counting__image_structured', input: {} }]);
+    expect(run.agent.status).toBe('COMPLETED');
+    const content = run.results.get('call_0')!.content;
+    // As server-filesystem's read_media_file: the image once as an artifact; the structured copy points to it.
+    expect(content).not.toContain('iVBORw0KGgo');
+    const ids = [...content.matchAll(/saved as artifact ([0-9a-f-]{36})/g)].map((m) => m[1]);
+    expect(ids.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(ids).size).toBe(1);
+    expect(content).toContain('"width":1');
+
+    const offered = run.model.calls[0]!.tools.map((t) => t.name);
+    expect(offered).not.toContain('mcp__counting__needs_task');
+    expect(run.status.find((t) => t.name === 'mcp__counting__needs_task')).toEqual({
+      name: 'mcp__counting__needs_task',
+      source: 'mcp',
+      ready: false,
+      offered: false,
+      detail: expect.stringMatching(/not offered — the tool requires task-based execution/),
+    });
+  });
+
+  it('a Streamable HTTP server that dies during a call fails the call at once, not at its timeout', async () => {
+    const events = join(dir, 'http-death-events.txt');
+    const { url, child } = await startHttpFixture({ MCP_EVENTS: events });
+    const [server] = parseMcpServers({ remote: { type: 'http', url } });
+    const connection = new McpServerConnection(server!, () => {});
+    try {
+      expect((await connection.callTool('echo', { text: 'up' })).content).toEqual([{ type: 'text', text: 'echo: up' }]);
+      const call = connection.callTool('slow', { ms: 60_000 });
+      const failed = call.then(
+        () => 'answered',
+        (err: Error) => err.message,
+      );
+      await eventually(() => readEvents(events).some((e) => e[1] === 'slow'), 10_000, 'the call to reach the server');
+      const killedAt = Date.now();
+      await stopChild(child);
+      const message = await failed;
+      const took = Date.now() - killedAt;
+      console.log(`mcp http: a call failed ${took} ms after its server died (timeout 300 s)`);
+      expect(message).toMatch(/^MCP server "remote" .*during the call to slow/);
+      expect(took).toBeLessThan(5_000);
+    } finally {
+      await stopChild(child);
+      await connection.close();
+    }
   });
 
   it('a Streamable HTTP server', async () => {
