@@ -50,12 +50,6 @@ const PROBE_TIMEOUT_MS = 5_000;
 
 /** The SDK's client side, loaded when a server first starts: it takes ~0.3 s to load, which `import 'agentry'` need not pay. */
 async function loadSdk() {
-  const loaded = await importSdk();
-  loadedSdk = loaded;
-  return loaded;
-}
-
-async function importSdk() {
   const [client, stdio, http, types] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'),
     import('@modelcontextprotocol/sdk/client/stdio.js'),
@@ -70,14 +64,8 @@ async function importSdk() {
     StreamableHTTPError: http.StreamableHTTPError,
   };
 }
-type Sdk = Awaited<ReturnType<typeof importSdk>>;
+type Sdk = Awaited<ReturnType<typeof loadSdk>>;
 let sdk: Promise<Sdk> | undefined;
-/** The SDK once loaded (handlers run only on a client it made). */
-let loadedSdk: Sdk | undefined;
-function requireSdk(): Sdk {
-  if (!loadedSdk) throw new Error('the MCP SDK is not loaded');
-  return loadedSdk;
-}
 
 function errorCode(err: unknown): number | undefined {
   const code = (err as { code?: unknown } | null)?.code;
@@ -484,14 +472,13 @@ export class McpServerConnection {
 
   /** Handlers of the server's requests: roots, sampling and elicitation, each only when declared. */
   private answerServerRequests(client: Client, { types }: Sdk): void {
-    const { McpError } = types;
     if (this.config.roots.length > 0) {
       client.setRequestHandler(types.ListRootsRequestSchema, () => ({ roots: this.config.roots }));
     }
     if (this.config.sampling) {
       client.setRequestHandler(types.CreateMessageRequestSchema, async (request, extra) => {
         const agentId = this.callerOf('sampling');
-        if (!this.host.sample) throw new McpError(INTERNAL_ERROR, 'agentry: the runtime is not open yet');
+        if (!this.host.sample) throw refusal(INTERNAL_ERROR, 'agentry: the runtime is not open yet');
         const signals = [extra.signal, ...[...this.inFlight].flatMap((c) => (c.signal ? [c.signal] : []))];
         return this.host.sample(agentId, request.params, AbortSignal.any(signals));
       });
@@ -500,7 +487,7 @@ export class McpServerConnection {
     if (onElicitation) {
       client.setRequestHandler(types.ElicitRequestSchema, async (request) => {
         const params = request.params;
-        if (params.mode === 'url') throw new McpError(INVALID_REQUEST, 'agentry answers form elicitation only');
+        if (params.mode === 'url') throw refusal(INVALID_REQUEST, 'agentry answers form elicitation only');
         const agents = new Set([...this.inFlight].map((c) => c.agentId));
         const answer = await onElicitation({
           server: this.config.name,
@@ -516,23 +503,23 @@ export class McpServerConnection {
     // A request this client did not declare it answers (a server that asks anyway) gets a reason, not "not found".
     client.fallbackRequestHandler = async (request) => {
       if (request.method === 'elicitation/create') {
-        throw new McpError(
+        throw refusal(
           INVALID_REQUEST,
           'agentry declined the elicitation: it runs agents unattended, with no person to answer, and the ' +
             'application embedding it gave no elicitation handler (onMcpElicitation). Go on without the answer.',
         );
       }
       if (request.method === 'sampling/createMessage') {
-        throw new McpError(
+        throw refusal(
           INVALID_REQUEST,
           `agentry declined the sampling request: the server ${JSON.stringify(this.config.name)} is not allowed ` +
             'to use the agent\'s model ("sampling": true in its mcpServers entry allows it).',
         );
       }
       if (request.method === 'roots/list') {
-        throw new McpError(INVALID_REQUEST, 'agentry declares no roots for this server ("roots" in its entry)');
+        throw refusal(INVALID_REQUEST, 'agentry declares no roots for this server ("roots" in its entry)');
       }
-      throw new McpError(METHOD_NOT_FOUND, `agentry does not answer ${request.method}`);
+      throw refusal(METHOD_NOT_FOUND, `agentry does not answer ${request.method}`);
     };
   }
 
@@ -545,7 +532,7 @@ export class McpServerConnection {
     const agents = new Set([...this.inFlight].map((c) => c.agentId));
     agents.delete(undefined);
     if (agents.size === 1) return [...agents][0]!;
-    throw new (requireSdk().types.McpError)(
+    throw refusal(
       INVALID_REQUEST,
       agents.size === 0
         ? `agentry declined the ${what} request: no agent's tool call is in flight on this server`
@@ -709,6 +696,14 @@ export function whyLine(stderr: string): string {
   const candidates = lines.filter((l) => !noise.test(l));
   const why = [...candidates].reverse().find((l) => errorLike.test(l)) ?? candidates.at(-1) ?? lines.at(-1) ?? '';
   return why.length > 500 ? `${why.slice(0, 500)}…` : why;
+}
+
+/**
+ * An error the SDK answers a server's request with: its code and message as they are (an `McpError` would put
+ * "MCP error <code>:" before the message, and the server's SDK puts it there again).
+ */
+function refusal(code: number, message: string): Error {
+  return Object.assign(new Error(message), { code });
 }
 
 /** The SDK refused to send on a connection that had closed meanwhile: nothing reached the server. */

@@ -133,6 +133,23 @@ describe('MCP tools through an agent', () => {
     });
   });
 
+  it('a server that asks for what agentry did not declare (elicitation, sampling) is told why not', async () => {
+    const { config } = fixtureServer();
+    const run = await runAgent({ counting: config }, [
+      { name: 'mcp__counting__ask_person', input: {} },
+      { name: 'mcp__counting__ask_model', input: {} },
+    ]);
+    expect(run.agent.status).toBe('COMPLETED');
+    expect(run.results.get('call_0')!.content).toMatch(
+      /^refused: MCP error -32600: agentry declined the elicitation: it runs agents unattended, with no person to answer/,
+    );
+    expect(run.results.get('call_1')!.content).toMatch(
+      /^refused: MCP error -32600: agentry declined the sampling request: the server "counting" is not allowed to use the agent's model \("sampling": true/,
+    );
+    // Nothing was billed for the refused sampling: the agent's three turns only.
+    expect(run.ledger.filter((l) => l.kind === 'model')).toHaveLength(3);
+  });
+
   it('a Streamable HTTP server that dies during a call fails the call at once, not at its timeout', async () => {
     const events = join(dir, 'http-death-events.txt');
     const { url, child } = await startHttpFixture({ MCP_EVENTS: events });

@@ -9,8 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { sqliteStorage } from 'agentry';
-import { startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, sqliteStorage } from 'agentry';
+import { scriptedModel, startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { handleAgentryMcpRequest } from '../../src/mcp/agentry-server.js';
 import { ROOT } from './support.js';
 
 const CLI = join(ROOT, 'src/cli/index.ts');
@@ -158,5 +159,35 @@ describe('agentry mcp exits at once while an agent waits on its model', () => {
       ensureGone(mcp.child);
     }
     expect(await agentStatus(db(), agentId)).toBe('ACTIVE');
+  });
+});
+
+describe('malformed tools/call params on the HTTP /mcp mount', () => {
+  it('answer -32602 with one short line', async () => {
+    const runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model: scriptedModel({ turns: [{ text: 'x' }] }),
+      builtinTools: false,
+    });
+    try {
+      const body = { jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'get_agent', arguments: [1, 2] } };
+      const response = await handleAgentryMcpRequest(
+        runtime,
+        { accountId: runtime.defaultAccountId },
+        new Request('http://127.0.0.1/mcp', {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+          body: JSON.stringify(body),
+        }),
+        body,
+      );
+      expect(await response.json()).toEqual({
+        jsonrpc: '2.0',
+        id: 7,
+        error: { code: -32602, message: 'Invalid params for tools/call: params.arguments must be an object' },
+      });
+    } finally {
+      await runtime.close();
+    }
   });
 });
