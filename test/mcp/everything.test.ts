@@ -72,19 +72,22 @@ const SAMPLING_USAGE = { inputTokens: 77, outputTokens: 11 };
 
 function agentModel(steps: Step[]) {
   const sampling: ModelRequest[] = [];
+  /** When each of the agent's turns was asked for. */
+  const turnsAt: number[] = [];
   const model = scriptedModel({
     turns: async (request, { turnIndex }): Promise<ScriptedTurn> => {
       if (request.system.includes('An MCP server (everything) asks for this completion')) {
         sampling.push(request);
         return { text: 'Sampled: hello from the agent model', usage: SAMPLING_USAGE };
       }
+      turnsAt[turnIndex] = Date.now();
       const step = steps[turnIndex];
       if (!step) return { text: 'All done.' };
       await step.before?.();
       return { toolCalls: [{ name: step.name, input: step.input, id: `call_${turnIndex}` }] };
     },
   });
-  return { model, sampling };
+  return { model, sampling, turnsAt };
 }
 
 interface Transport {
@@ -144,9 +147,13 @@ async function httpTransport(): Promise<Transport> {
 async function runAgent(
   transport: Transport,
   steps: Step[],
-  options: { server?: Record<string, unknown>; runtime?: Partial<RuntimeOptions> } = {},
+  options: {
+    server?: Record<string, unknown>;
+    runtime?: Partial<RuntimeOptions>;
+    onStatus?: (message: string) => void;
+  } = {},
 ) {
-  const { model, sampling } = agentModel(steps);
+  const { model, sampling, turnsAt } = agentModel(steps);
   const storage = memoryStorage();
   const runtime = await AgentRuntime.open({
     storage,
@@ -156,14 +163,27 @@ async function runAgent(
     ...options.runtime,
   });
   const statusMessages: string[] = [];
-  runtime.on('agent.progress', ({ agent }) => statusMessages.push(agent.status_message));
+  runtime.on('agent.progress', ({ agent }) => {
+    statusMessages.push(agent.status_message);
+    options.onStatus?.(agent.status_message);
+  });
   try {
     const { agent_id } = await runtime.create({ goal: 'Use the everything server' });
     const agent = await runtime.waitFor(agent_id);
     const results = await toolResults(storage, agent_id);
     const ledger = await storage.listLedger(runtime.defaultAccountId);
     const offered = model.calls.find((c) => !c.system.includes('An MCP server'))!.tools.map((t) => t.name);
-    return { agent, results, ledger, sampling, statusMessages, offered, model, status: runtime.toolStatus() };
+    return {
+      agent,
+      results,
+      ledger,
+      sampling,
+      turnsAt,
+      statusMessages,
+      offered,
+      model,
+      status: runtime.toolStatus(),
+    };
   } finally {
     await runtime.close();
   }
@@ -274,6 +294,36 @@ describe.each([
     expect(pidsBefore[0]).toHaveLength(1);
     const server = run.status.find((s) => s.name === 'mcp__everything')!;
     expect(server.ready).toBe(true);
+  });
+
+  it('a server that dies during a call fails the call at once, not at its timeout', async () => {
+    let killed: Promise<number> | undefined;
+    const run = await runAgent(
+      transport,
+      [{ name: 'mcp__everything__trigger-long-running-operation', input: { duration: 60, steps: 120 } }],
+      {
+        onStatus: (message) => {
+          // The call is in flight (its first progress arrived): the server dies.
+          if (!killed && /trigger-long-running-operation: 1\/120$/.test(message)) {
+            killed = Promise.resolve().then(async () => {
+              const at = Date.now();
+              await transport.restart();
+              return at;
+            });
+          }
+        },
+      },
+    );
+    expect(run.agent.status).toBe('COMPLETED');
+    const killedAt = await killed!;
+    const result = run.results.get('call_0')!;
+    expect(result.is_error).toBe(true);
+    expect(result.content).toMatch(
+      /^Error: MCP server "everything" .*during the call to trigger-long-running-operation/,
+    );
+    const took = run.turnsAt[1]! - killedAt;
+    console.log(`server-everything (${transport.name}): the call failed ${took} ms after the server died`);
+    expect(took).toBeLessThan(5_000);
   });
 
   it('a tool that requires task-based execution runs as a task, its status shown', async () => {
