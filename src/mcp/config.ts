@@ -11,7 +11,8 @@
  * ```
  *
  * Fields those clients add (`type: "stdio"`, `disabled`, `autoApprove`, …) are accepted. agentry adds, per server,
- * `allowed_tools` / `disallowed_tools` and timeouts. `${VAR}` and `${VAR:-default}` in `command`, `args`, `env`, `cwd`,
+ * `allowed_tools` / `disallowed_tools`, timeouts, `roots` (what the server is told it may work on) and `sampling`
+ * (whether it may ask the calling agent's model for completions, billed to the agent). `${VAR}` and `${VAR:-default}` in `command`, `args`, `env`, `cwd`,
  * `url` and `headers` are read from the environment, as Claude Code does in `.mcp.json`.
  */
 import { readFileSync } from 'node:fs';
