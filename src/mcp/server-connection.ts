@@ -61,7 +61,6 @@ async function loadSdk() {
     types,
     StdioClientTransport: stdio.StdioClientTransport,
     StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
-    StreamableHTTPError: http.StreamableHTTPError,
   };
 }
 type Sdk = Awaited<ReturnType<typeof loadSdk>>;
