@@ -76,6 +76,8 @@ const CommonFields = {
   sampling: z.boolean().optional(),
   /** Output tokens of one sampling turn at most, whatever the server asks. @default 1024 */
   sampling_max_tokens: z.number().int().positive().max(64_000).optional(),
+  /** Sampling requests one tool call may make at most; later ones are refused. @default 10 */
+  sampling_max_requests: z.number().int().positive().max(1000).optional(),
 };
 
 const StdioServerSchema = z.looseObject({
@@ -114,6 +116,7 @@ export type McpServerConfig = {
   /** Whether the server may ask the calling agent's model for completions (`sampling`). */
   sampling: boolean;
   samplingMaxTokens: number;
+  samplingMaxRequests: number;
 } & (
   | { transport: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd: string | undefined }
   | { transport: 'http'; url: string; headers: Record<string, string> }
@@ -205,6 +208,7 @@ export function parseMcpServers(
       roots: rootsOf(c.roots, typeof c.cwd === 'string' ? c.cwd : undefined, where),
       sampling: c.sampling ?? false,
       samplingMaxTokens: c.sampling_max_tokens ?? 1024,
+      samplingMaxRequests: c.sampling_max_requests ?? 10,
     };
     if (isHttp) {
       const http = c as z.output<typeof HttpServerSchema>;

@@ -122,6 +122,8 @@ export interface McpClientHost {
 interface CallInFlight {
   agentId: string | undefined;
   signal: AbortSignal | undefined;
+  /** Sampling requests answered for it so far (a server may not loop on the agent's model). */
+  samples: number;
 }
 
 export class McpServerConnection {
@@ -217,7 +219,7 @@ export class McpServerConnection {
     const signal = options.signal;
     signal?.throwIfAborted();
     const timeoutMs = options.timeoutMs ?? this.config.toolTimeoutMs;
-    const call: CallInFlight = { agentId: options.agentId, signal };
+    const call: CallInFlight = { agentId: options.agentId, signal, samples: 0 };
     this.inFlight.add(call);
     try {
       for (let attempt = 0; ; attempt++) {
@@ -477,6 +479,15 @@ export class McpServerConnection {
     if (this.config.sampling) {
       client.setRequestHandler(types.CreateMessageRequestSchema, async (request, extra) => {
         const agentId = this.callerOf('sampling');
+        // Counted on the agent's oldest call in flight: the one the request most likely came with.
+        const call = [...this.inFlight].find((c) => c.agentId === agentId)!;
+        if (++call.samples > this.config.samplingMaxRequests) {
+          throw refusal(
+            INVALID_REQUEST,
+            `agentry declined the sampling request: a tool call may make at most ${this.config.samplingMaxRequests} ` +
+              '("sampling_max_requests" in the server\'s mcpServers entry)',
+          );
+        }
         if (!this.host.sample) throw refusal(INTERNAL_ERROR, 'agentry: the runtime is not open yet');
         const signals = [extra.signal, ...[...this.inFlight].flatMap((c) => (c.signal ? [c.signal] : []))];
         return this.host.sample(agentId, request.params, AbortSignal.any(signals));

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRuntime, memoryStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { parseMcpServers } from '../../src/mcp/config.js';
 import { eventually } from '../support/runtime.js';
 import { McpServerConnection } from '../../src/mcp/server-connection.js';
@@ -148,6 +148,39 @@ describe('MCP tools through an agent', () => {
     );
     // Nothing was billed for the refused sampling: the agent's three turns only.
     expect(run.ledger.filter((l) => l.kind === 'model')).toHaveLength(3);
+  });
+
+  it('sampling: at most sampling_max_requests per call, each a billed turn of the agent’s model', async () => {
+    const { config } = fixtureServer();
+    const model = scriptedModel({
+      turns: (request, { turnIndex }): ScriptedTurn => {
+        if (request.system.startsWith('An MCP server (counting)'))
+          return { text: 'sampled', usage: { inputTokens: 5 } };
+        return turnIndex === 0
+          ? { toolCalls: [{ id: 'call_0', name: 'mcp__counting__ask_model', input: { times: 3 } }] }
+          : { text: 'done' };
+      },
+    });
+    const storage = memoryStorage();
+    const runtime = await AgentRuntime.open({
+      storage,
+      model,
+      builtinTools: false,
+      mcpServers: { counting: { ...config, sampling: true, sampling_max_requests: 2 } },
+    });
+    try {
+      const { agent_id } = await runtime.create({ goal: 'Let the server sample' });
+      expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+      const lines = (await toolResults(storage, agent_id)).get('call_0')!.content.split('\n');
+      expect(lines).toHaveLength(3);
+      expect(lines[0]).toMatch(/^answered: .*"text":"sampled"/);
+      expect(lines[1]).toMatch(/^answered: .*"model":"svc-1-lite"/);
+      expect(lines[2]).toMatch(/^refused: .*a tool call may make at most 2 \("sampling_max_requests"/);
+      const ledger = await storage.listLedger(runtime.defaultAccountId);
+      expect(ledger.filter((l) => l.kind === 'model' && l.tokens_in === 5)).toHaveLength(2);
+    } finally {
+      await runtime.close();
+    }
   });
 
   it('a Streamable HTTP server that dies during a call fails the call at once, not at its timeout', async () => {
