@@ -202,19 +202,19 @@ describe.each([
   });
 
   it('progress reaches status_message and resets the call timeout', async () => {
-    // 6 steps of 500 ms under a 1,500 ms timeout: the call outlives its timeout only because progress resets it.
+    // 8 steps of 500 ms under a 2,000 ms timeout: the call outlives its timeout only because progress resets it.
     const run = await runAgent(
       transport,
-      [{ name: 'mcp__everything__trigger-long-running-operation', input: { duration: 3, steps: 6 } }],
-      { server: { tool_timeout_ms: 1_500 } },
+      [{ name: 'mcp__everything__trigger-long-running-operation', input: { duration: 4, steps: 8 } }],
+      { server: { tool_timeout_ms: 2_000 } },
     );
     expect(run.agent.status).toBe('COMPLETED');
     expect(run.results.get('call_0')).toEqual({
-      content: 'Long running operation completed. Duration: 3 seconds, Steps: 6.',
+      content: 'Long running operation completed. Duration: 4 seconds, Steps: 8.',
       is_error: false,
     });
     const progress = run.statusMessages.filter((m) =>
-      /^mcp__everything__trigger-long-running-operation: [1-6]\/6$/.test(m),
+      /^mcp__everything__trigger-long-running-operation: [1-8]\/8$/.test(m),
     );
     expect(progress.length).toBeGreaterThan(0);
     // The step that follows says what it does again.
