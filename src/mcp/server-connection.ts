@@ -24,27 +24,16 @@
 import type { ChildProcess } from 'node:child_process';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type {
-  CallToolResult,
-  CreateMessageRequest,
-  CreateMessageResult,
-  Progress,
-  Task,
-  Tool as McpTool,
-} from '@modelcontextprotocol/sdk/types.js';
-import type { McpElicitationHandler } from '../tools/tool-source.js';
+import type { CallToolResult, Progress, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from './config.js';
+import { answerServerRequests, clientCapabilities, type CallInFlight, type McpClientHost } from './server-requests.js';
+import { whyLine } from './stderr.js';
+import { callToolAsTask } from './task-call.js';
 
 /** The SDK's JSON-RPC error codes that matter here (`ErrorCode` of `@modelcontextprotocol/sdk/types.js`). */
 const CONNECTION_CLOSED = -32000;
 const REQUEST_TIMEOUT = -32001;
-const INVALID_REQUEST = -32600;
-const METHOD_NOT_FOUND = -32601;
-const INTERNAL_ERROR = -32603;
 
-/** Task polls: at least this far apart whatever the server suggests, and at most this far (a status is news). */
-const MIN_TASK_POLL_MS = 100;
-const MAX_TASK_POLL_MS = 5_000;
 /** How long the ping that checks a server after its response stream broke may take. */
 const PROBE_TIMEOUT_MS = 5_000;
 
@@ -108,22 +97,6 @@ export interface CallOptions {
    * sent again once on a new one.
    */
   idempotent?: boolean;
-}
-
-/** What the runtime lends the connection for the server's own requests (set once the runtime has opened). */
-export interface McpClientHost {
-  /** One model turn of the agent, billed to it: the answer to a sampling request. */
-  sample?(agentId: string, request: CreateMessageRequest['params'], signal: AbortSignal): Promise<CreateMessageResult>;
-  /** The embedding application's elicitation handler. */
-  onElicitation?: McpElicitationHandler | undefined;
-}
-
-/** A call in flight, for the server's requests that come with it (sampling). */
-interface CallInFlight {
-  agentId: string | undefined;
-  signal: AbortSignal | undefined;
-  /** Sampling requests answered for it so far (a server may not loop on the agent's model). */
-  samples: number;
 }
 
 export class McpServerConnection {
@@ -228,7 +201,11 @@ export class McpServerConnection {
           const tool = this.tools.find((t) => t.name === name);
           const result =
             tool?.execution?.taskSupport === 'required'
-              ? await this.callAsTask(client, name, args, options, timeoutMs)
+              ? await callToolAsTask(client, (await (sdk ??= loadSdk())).types, name, args, {
+                  ...options,
+                  timeoutMs,
+                  fail: (what) => this.error(what),
+                })
               : ((await client.callTool({ name, arguments: args }, undefined, {
                   ...(signal ? { signal } : {}),
                   timeout: timeoutMs,
@@ -256,67 +233,6 @@ export class McpServerConnection {
       }
     } finally {
       this.inFlight.delete(call);
-    }
-  }
-
-  /**
-   * Task-based execution: `tools/call` with a task, then `tasks/get` every poll interval (the status message goes to
-   * `onProgress`; a new status starts the timeout again) until the task ends, then `tasks/result`. A cancelled call
-   * cancels the task.
-   */
-  private async callAsTask(
-    client: Client,
-    name: string,
-    args: Record<string, unknown>,
-    options: CallOptions,
-    timeoutMs: number,
-  ): Promise<CallToolResult> {
-    const { types } = await (sdk ??= loadSdk());
-    const signal = options.signal;
-    const requestOptions = { ...(signal ? { signal } : {}), timeout: timeoutMs };
-    const created = await client.request(
-      { method: 'tools/call', params: { name, arguments: args } },
-      types.CreateTaskResultSchema,
-      { ...requestOptions, task: { ttl: timeoutMs } },
-    );
-    let task: Task = created.task;
-    const taskId = task.taskId;
-    const cancel = () => void client.experimental.tasks.cancelTask(taskId).catch(() => undefined);
-    signal?.addEventListener('abort', cancel, { once: true });
-    try {
-      let seen = '';
-      let changedAt = Date.now();
-      for (;;) {
-        const now = `${task.status}\0${task.statusMessage ?? ''}`;
-        if (now !== seen) {
-          seen = now;
-          changedAt = Date.now();
-          if (task.statusMessage) options.onProgress?.({ message: task.statusMessage });
-        }
-        if (task.status === 'completed' || task.status === 'input_required') {
-          // tasks/result waits until the task ends, and carries the server's requests (sampling, elicitation).
-          return (await client.experimental.tasks.getTaskResult(
-            taskId,
-            types.CallToolResultSchema,
-            requestOptions,
-          )) as CallToolResult;
-        }
-        if (task.status === 'failed' || task.status === 'cancelled') {
-          throw this.error(
-            `ran ${name} as a task that ${task.status === 'failed' ? 'failed' : 'was cancelled'}` +
-              (task.statusMessage ? `: ${task.statusMessage}` : ''),
-          );
-        }
-        if (Date.now() - changedAt > timeoutMs) {
-          cancel();
-          throw this.error(`did not move the task of ${name} on within ${timeoutMs} ms; the task was cancelled`);
-        }
-        const interval = Math.min(MAX_TASK_POLL_MS, Math.max(MIN_TASK_POLL_MS, task.pollInterval ?? 1000));
-        await abortableDelay(interval, signal);
-        task = await client.experimental.tasks.getTask(taskId, requestOptions);
-      }
-    } finally {
-      signal?.removeEventListener('abort', cancel);
     }
   }
 
@@ -405,8 +321,8 @@ export class McpServerConnection {
     this.lastExit = undefined;
     const loaded = await (sdk ??= loadSdk());
     const { Client, StdioClientTransport, StreamableHTTPClientTransport } = loaded;
-    const client = new Client(this.clientInfo, { capabilities: this.capabilities() });
-    this.answerServerRequests(client, loaded);
+    const client = new Client(this.clientInfo, { capabilities: clientCapabilities(this.config, this.host) });
+    answerServerRequests(client, loaded.types, { config: this.config, host: this.host, inFlight: this.inFlight });
     client.onerror = (err) => this.transportError(client, err);
     client.setNotificationHandler(loaded.types.ToolListChangedNotificationSchema, () => {
       if (this.client !== client || this.state !== 'ready') return;
@@ -457,98 +373,6 @@ export class McpServerConnection {
       }
       throw this.error(this.failure ?? reason);
     }
-  }
-
-  /**
-   * What this client tells the server it can do: `roots` when some are configured, `sampling` when the server may
-   * use the calling agent's model, `elicitation` when the embedding application answers for a person.
-   */
-  private capabilities(): Record<string, unknown> {
-    return {
-      ...(this.config.roots.length > 0 ? { roots: { listChanged: false } } : {}),
-      ...(this.config.sampling ? { sampling: {} } : {}),
-      ...(this.host.onElicitation ? { elicitation: { form: {} } } : {}),
-    };
-  }
-
-  /** Handlers of the server's requests: roots, sampling and elicitation, each only when declared. */
-  private answerServerRequests(client: Client, { types }: Sdk): void {
-    if (this.config.roots.length > 0) {
-      client.setRequestHandler(types.ListRootsRequestSchema, () => ({ roots: this.config.roots }));
-    }
-    if (this.config.sampling) {
-      client.setRequestHandler(types.CreateMessageRequestSchema, async (request, extra) => {
-        const agentId = this.callerOf('sampling');
-        // Counted on the agent's oldest call in flight: the one the request most likely came with.
-        const call = [...this.inFlight].find((c) => c.agentId === agentId)!;
-        if (++call.samples > this.config.samplingMaxRequests) {
-          throw refusal(
-            INVALID_REQUEST,
-            `agentry declined the sampling request: a tool call may make at most ${this.config.samplingMaxRequests} ` +
-              '("sampling_max_requests" in the server\'s mcpServers entry)',
-          );
-        }
-        if (!this.host.sample) throw refusal(INTERNAL_ERROR, 'agentry: the runtime is not open yet');
-        const signals = [extra.signal, ...[...this.inFlight].flatMap((c) => (c.signal ? [c.signal] : []))];
-        return this.host.sample(agentId, request.params, AbortSignal.any(signals));
-      });
-    }
-    const onElicitation = this.host.onElicitation;
-    if (onElicitation) {
-      client.setRequestHandler(types.ElicitRequestSchema, async (request) => {
-        const params = request.params;
-        if (params.mode === 'url') throw refusal(INVALID_REQUEST, 'agentry answers form elicitation only');
-        const agents = new Set([...this.inFlight].map((c) => c.agentId));
-        const answer = await onElicitation({
-          server: this.config.name,
-          agentId: agents.size === 1 ? [...agents][0] : undefined,
-          message: params.message,
-          requestedSchema: params.requestedSchema as Record<string, unknown>,
-        });
-        return answer.action === 'accept'
-          ? { action: 'accept' as const, content: answer.content ?? {} }
-          : { action: answer.action };
-      });
-    }
-    // A request this client did not declare it answers (a server that asks anyway) gets a reason, not "not found".
-    client.fallbackRequestHandler = async (request) => {
-      if (request.method === 'elicitation/create') {
-        throw refusal(
-          INVALID_REQUEST,
-          'agentry declined the elicitation: it runs agents unattended, with no person to answer, and the ' +
-            'application embedding it gave no elicitation handler (onMcpElicitation). Go on without the answer.',
-        );
-      }
-      if (request.method === 'sampling/createMessage') {
-        throw refusal(
-          INVALID_REQUEST,
-          `agentry declined the sampling request: the server ${JSON.stringify(this.config.name)} is not allowed ` +
-            'to use the agent\'s model ("sampling": true in its mcpServers entry allows it).',
-        );
-      }
-      if (request.method === 'roots/list') {
-        throw refusal(INVALID_REQUEST, 'agentry declares no roots for this server ("roots" in its entry)');
-      }
-      throw refusal(METHOD_NOT_FOUND, `agentry does not answer ${request.method}`);
-    };
-  }
-
-  /**
-   * The agent a request of the server (sampling) is for: the agent whose calls are in flight. A connection serves
-   * every agent and MCP does not say which call a server request comes with, so with calls of several agents in
-   * flight the request is refused rather than billed to a guess.
-   */
-  private callerOf(what: string): string {
-    const agents = new Set([...this.inFlight].map((c) => c.agentId));
-    agents.delete(undefined);
-    if (agents.size === 1) return [...agents][0]!;
-    throw refusal(
-      INVALID_REQUEST,
-      agents.size === 0
-        ? `agentry declined the ${what} request: no agent's tool call is in flight on this server`
-        : `agentry declined the ${what} request: calls of ${agents.size} agents are in flight on this server, and ` +
-            'it cannot tell which agent should answer (and pay for) it',
-    );
   }
 
   /** Every page of `tools/list`. */
@@ -688,34 +512,6 @@ export class McpServerError extends Error {
   }
 }
 
-/**
- * The line of a server's stderr that says why it failed, on one line: the last line that reads as an error (Node's
- * `Error: Cannot find module …`, Python's `ModuleNotFoundError: …`, `fatal: …`), not the first (Node prints the
- * source location first: `node:internal/modules/cjs/loader:1210`); else the last line written. At most 500
- * characters.
- */
-export function whyLine(stderr: string): string {
-  const lines = stderr
-    .split(/\r?\n/)
-    .map((l) => l.trim())
-    .filter(Boolean);
-  const errorLike =
-    /^(\w*(Error|Exception)\b|(fatal|error|panic|critical)\b|Traceback)|\b(Cannot find|cannot find|not found|No such file|ENOENT|EACCES|EADDRINUSE|denied|Permission|refused|Usage:)/i;
-  // Stack frames and source excerpts are not the reason.
-  const noise = /^(at |\^+$|throw |node:internal|file:\/\/|\{|\}|Node\.js v\d|code: |requireStack|File ")/;
-  const candidates = lines.filter((l) => !noise.test(l));
-  const why = [...candidates].reverse().find((l) => errorLike.test(l)) ?? candidates.at(-1) ?? lines.at(-1) ?? '';
-  return why.length > 500 ? `${why.slice(0, 500)}…` : why;
-}
-
-/**
- * An error the SDK answers a server's request with: its code and message as they are (an `McpError` would put
- * "MCP error <code>:" before the message, and the server's SDK puts it there again).
- */
-function refusal(code: number, message: string): Error {
-  return Object.assign(new Error(message), { code });
-}
-
 /** The SDK refused to send on a connection that had closed meanwhile: nothing reached the server. */
 function notSent(err: unknown): boolean {
   return err instanceof Error && err.message === 'Not connected';
@@ -741,21 +537,5 @@ function raceAbort<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
         reject(e instanceof Error ? e : new Error(String(e)));
       },
     );
-  });
-}
-
-/** Waits `ms`, or rejects with the signal's reason when it aborts first. */
-function abortableDelay(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    if (signal?.aborted) return reject(signal.reason instanceof Error ? signal.reason : new Error('aborted'));
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal!.reason instanceof Error ? signal!.reason : new Error('aborted'));
-    };
-    signal?.addEventListener('abort', onAbort, { once: true });
   });
 }

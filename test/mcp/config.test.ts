@@ -5,8 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { whyLine } from '../../src/mcp/server-connection.js';
 import { parseMcpServers, readMcpConfigFile } from '../../src/mcp/config.js';
+import { whyLine } from '../../src/mcp/stderr.js';
 import { isIdempotent, mcpToolName } from '../../src/mcp/tools.js';
 
 describe('MCP config', () => {
