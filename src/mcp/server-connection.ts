@@ -259,7 +259,11 @@ export class McpServerConnection {
     if (this.config.transport !== 'http' || this.client !== client || this.state !== 'ready') return;
     const message = err.message;
     if (this.isSessionGone(err)) {
-      this.drop(client, 'ended the session (the server restarted); a new one starts with the next call');
+      // After the request that got this answer has seen it (it decides whether to send again), not before: dropping
+      // now would fail it as "connection closed", its outcome unknown.
+      setImmediate(() =>
+        this.drop(client, 'ended the session (the server restarted); a new one starts with the next call'),
+      );
       return;
     }
     if (!/SSE stream disconnected|reconnect|fetch failed|ECONNREFUSED|terminated/i.test(message)) return;

@@ -183,6 +183,31 @@ describe('MCP tools through an agent', () => {
     }
   });
 
+  it('a Streamable HTTP server that forgot the session (404): read-only calls are sent again, others are not', async () => {
+    const { url, child } = await startHttpFixture({}, ['--sessions']);
+    const [server] = parseMcpServers({ remote: { type: 'http', url } });
+    const connection = new McpServerConnection(server!, () => {});
+    try {
+      expect((await connection.callTool('echo', { text: 'a' })).content).toEqual([{ type: 'text', text: 'echo: a' }]);
+      await connection.callTool('forget_sessions', {});
+      // A read-only call: a new session, and the call sent again on it.
+      const echoed = await connection.callTool('echo', { text: 'b' }, { idempotent: true });
+      expect(echoed.content).toEqual([{ type: 'text', text: 'echo: b' }]);
+      await connection.callTool('forget_sessions', {});
+      // Any other call is not sent again: the model is told the server did not take it.
+      await expect(connection.callTool('count', {})).rejects.toThrow(
+        /^MCP server "remote" had restarted and lost the session when count was sent: the server did not take the call/,
+      );
+      expect(connection.state).toBe('exited');
+      expect(connection.failure).toMatch(/ended the session \(the server restarted\)/);
+      // The next call opens a new session.
+      expect((await connection.callTool('echo', { text: 'c' })).content).toEqual([{ type: 'text', text: 'echo: c' }]);
+    } finally {
+      await connection.close();
+      await stopChild(child);
+    }
+  });
+
   it('a Streamable HTTP server that dies during a call fails the call at once, not at its timeout', async () => {
     const events = join(dir, 'http-death-events.txt');
     const { url, child } = await startHttpFixture({ MCP_EVENTS: events });
