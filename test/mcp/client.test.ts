@@ -183,6 +183,37 @@ describe('MCP tools through an agent', () => {
     }
   });
 
+  it('sampling while calls of two agents are in flight is refused: agentry cannot tell whose model should answer', async () => {
+    const { config } = fixtureServer();
+    const model = scriptedModel({
+      turns: (request, { turnIndex }): ScriptedTurn => {
+        if (request.system.startsWith('An MCP server (counting)')) return { text: 'sampled' };
+        return turnIndex === 0
+          ? { toolCalls: [{ id: 'call_0', name: 'mcp__counting__ask_model', input: { together: 2 } }] }
+          : { text: 'done' };
+      },
+    });
+    const storage = memoryStorage();
+    const runtime = await AgentRuntime.open({
+      storage,
+      model,
+      builtinTools: false,
+      mcpServers: { counting: { ...config, sampling: true } },
+    });
+    try {
+      const agents = await Promise.all([1, 2].map((i) => runtime.create({ goal: `Agent ${i}` })));
+      for (const { agent_id } of agents) {
+        expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+        expect((await toolResults(storage, agent_id)).get('call_0')!.content).toMatch(
+          /^refused: .*agentry declined the sampling request: calls of 2 agents are in flight on this server/,
+        );
+      }
+      expect(model.calls.some((c) => c.system.startsWith('An MCP server'))).toBe(false);
+    } finally {
+      await runtime.close();
+    }
+  });
+
   it('a Streamable HTTP server that forgot the session (404): read-only calls are sent again, others are not', async () => {
     const { url, child } = await startHttpFixture({}, ['--sessions']);
     const [server] = parseMcpServers({ remote: { type: 'http', url } });
