@@ -54,7 +54,12 @@ export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
 // monitor (issue 16): what a `wait` returns, and the durable timers lent to tools that work between calls.
 export type { MonitorChange } from './tools/builtin/monitor/index.js';
 export type { Timers, TimerSpec, TimerHandler } from './core/timers.js';
-export type { ToolSource } from './tools/tool-source.js';
+export type {
+  ToolSource,
+  McpElicitationHandler,
+  McpElicitationRequest,
+  McpElicitationResult,
+} from './tools/tool-source.js';
 // MCP: the config file format, and agentry's own tools as an MCP server (the SDK loads on first use).
 export { parseMcpServers, readMcpConfigFile } from './mcp/config.js';
 export type { McpServerConfig } from './mcp/config.js';

@@ -3,10 +3,15 @@
  * `agentry mcp`: agentry as an MCP server on stdio, for Claude Desktop, Claude Code, Cursor or any MCP client. It
  * runs agents in this process on the SQLite file (`--db`), for one account (`--account`, default the local one), with
  * the tools `create_agent`, `get_agent`, `list_agents`, `pause_agent`, `resume_agent` and `delete_agent`
- * (`src/mcp/agentry-server.ts`). stdout carries the protocol: everything else goes to stderr. It exits when the client
- * closes stdin, or on SIGINT / SIGTERM; agents still running stay ACTIVE and continue on the next start.
+ * (`src/mcp/agentry-server.ts`). stdout carries the protocol: everything else goes to stderr.
+ *
+ * It exits within a second when the client closes stdin, or on SIGINT / SIGTERM, even while agents wait on their
+ * model (clients kill a server that lingers): what runs is handed over, not paused — a model request in flight is
+ * cancelled, the agents stay ACTIVE and continue from their last saved step when `agentry mcp` (or `agentry serve`)
+ * next opens the database. A line on stderr says so, with how many agents were running.
  */
 import { AgentRuntime, anthropicProvider, createAgentryMcpServer, hasAnthropicCredentials } from '../index.js';
+import { refuseMalformedToolCalls } from '../mcp/agentry-server.js';
 import { COMMON_OPTIONS, mcpServersOption, openStorage, parseCommandArgs, positionals, resolveDb } from './common.js';
 
 export const usage = `Usage: agentry mcp [--db ./agentry.db] [--account <id>] [--mcp-config <file>]
@@ -38,9 +43,12 @@ export async function run(args: string[]): Promise<number> {
         'ANTHROPIC_BASE_URL) in the env of this server in your MCP client config.\n',
     );
   }
+  const db = resolveDb(values.db);
   const runtime = await AgentRuntime.open({
-    storage: await openStorage(resolveDb(values.db)),
+    storage: await openStorage(db),
     model: anthropicProvider(),
+    // Steps in flight get this long to finish at exit, then are cancelled: the whole close fits in EXIT_WITHIN_MS.
+    closeTimeoutMs: CLOSE_GRACE_MS,
     ...mcpServersOption(values['mcp-config']),
   });
   try {
@@ -49,17 +57,42 @@ export async function run(args: string[]): Promise<number> {
     const { StdioServerTransport } = await import('@modelcontextprotocol/sdk/server/stdio.js');
     const server = await createAgentryMcpServer(runtime, { accountId });
     const transport = new StdioServerTransport();
-    const ended = new Promise<string>((resolve) => {
+    const end = new Promise<string>((resolve) => {
       process.stdin.once('end', () => resolve('stdin closed'));
-      transport.onclose = () => resolve('transport closed');
+      transport.onclose = () => resolve('the client closed the connection');
       process.once('SIGINT', () => resolve('SIGINT'));
       process.once('SIGTERM', () => resolve('SIGTERM'));
     });
     await server.connect(transport);
-    await ended;
+    refuseMalformedToolCalls(transport);
+    const reason = await end;
+    // Whatever takes longer (an MCP server of the agents that is slow to stop) does not keep the client waiting.
+    setTimeout(() => {
+      process.stderr.write(`agentry mcp: not closed within ${EXIT_WITHIN_MS} ms; exiting now\n`);
+      process.exit(0);
+    }, EXIT_WITHIN_MS).unref();
+    const running = (await runtime.list({ status: 'ACTIVE', limit: 100 })).data.length;
+    process.stderr.write(`agentry mcp: ${reason}; ${handOverLine(running, db)}\n`);
     await server.close().catch(() => undefined);
     return 0;
   } finally {
     await runtime.close();
   }
+}
+
+/** How long exiting may take in all: MCP clients kill a server that lingers after closing its stdin. */
+const EXIT_WITHIN_MS = 900;
+/** How long a step in flight gets to finish at exit before it is cancelled. */
+const CLOSE_GRACE_MS = 200;
+
+/** The stderr line that says what happens to the agents that were running. */
+function handOverLine(running: number, db: string): string {
+  if (running === 0) return 'no agent was running; closed.';
+  const agents = running === 1 ? '1 agent was' : `${running >= 100 ? '100 or more' : running} agents were`;
+  return (
+    `${agents} running: handed over, not paused — a model request in flight is cancelled, and they stay ACTIVE ` +
+    `and continue from their last saved step when agentry mcp (or agentry serve) next opens ` +
+    // A postgres:// URL may carry a password.
+    `${/^postgres/i.test(db) ? 'this database' : db}.`
+  );
 }

@@ -11,8 +11,14 @@ import type { ModelProvider } from '../models/provider.js';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
 import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
-import { createToolPlatform, type BuiltinToolsOptions, type ToolPlatform, type ToolStatus } from '../tools/platform.js';
-import { createMcpToolSource, type ToolSource } from '../tools/tool-source.js';
+import {
+  createToolPlatform,
+  type BuiltinToolsOptions,
+  type PlatformServices,
+  type ToolPlatform,
+  type ToolStatus,
+} from '../tools/platform.js';
+import { createMcpToolSource, type McpElicitationHandler, type ToolSource } from '../tools/tool-source.js';
 import { Toolboxes } from './toolbox.js';
 import { Accounts } from './accounts.js';
 import { isoTime, systemClock, type Clock } from './clock.js';
@@ -147,6 +153,11 @@ const RuntimeOptionsSchema = z
      * a server starts when an agent first needs its tools. @default the file `AGENTRY_MCP_CONFIG` names, if set
      */
     mcpServers: z.record(z.string(), z.unknown()).optional(),
+    /**
+     * Answers MCP servers that ask a person for input (`elicitation/create`). Without it the capability is not
+     * declared and such a request is declined with a message that says no person is at hand.
+     */
+    onMcpElicitation: z.custom<McpElicitationHandler>((v) => typeof v === 'function', 'must be a function').optional(),
     /** How deep sub-agents may nest (a root agent is depth 0); 0 turns spawning off. */
     maxSpawnDepth: z.number().int().min(0).max(10).default(2),
     systemPrompt: z.string().min(1).default(DEFAULT_SYSTEM_PROMPT),
@@ -352,7 +363,7 @@ export class AgentRuntime {
     // MCP servers start on first use: nothing is spawned here, only the configuration is checked.
     let mcp: ToolSource | null;
     try {
-      mcp = createMcpToolSource(o.mcpServers, { prices });
+      mcp = createMcpToolSource(o.mcpServers, { prices, onElicitation: o.onMcpElicitation });
     } catch (err) {
       await platform?.close();
       throw err;
@@ -790,7 +801,7 @@ export class AgentRuntime {
   /** Agents that were running when the last process stopped continue; holds that process left behind are dropped. */
   /** Lends the built-in tools what their work between calls needs (see `ToolPlatform.attach`). */
   private async attachPlatform(): Promise<void> {
-    await this.platform?.attach?.({
+    const services: PlatformServices = {
       storage: this.storage,
       clock: this.clock,
       events: this.events,
@@ -807,7 +818,9 @@ export class AgentRuntime {
         events: this.events,
         inModelLane: (fn) => this.lanes.inModelLane(fn),
       }),
-    });
+    };
+    await this.platform?.attach?.(services);
+    this.mcp?.attach?.(services);
   }
 
   private async recover(): Promise<void> {

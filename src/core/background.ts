@@ -180,7 +180,8 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
 
     async setStatusMessage(agentId, message, ifStartsWith) {
       const agent = await storage.getAgent(agentId);
-      if (!agent || agent.status !== 'ACTIVE' || !agent.status_message.startsWith(ifStartsWith)) return;
+      const prefixes = typeof ifStartsWith === 'string' ? [ifStartsWith] : ifStartsWith;
+      if (!agent || agent.status !== 'ACTIVE' || !prefixes.some((p) => agent.status_message.startsWith(p))) return;
       if (agent.status_message === message) return;
       // A compare-and-set on the status: a pause that lands first keeps saying "Paused".
       const updated = await storage.changeStatus(

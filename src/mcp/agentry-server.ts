@@ -10,7 +10,8 @@
  */
 import { z } from 'zod';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import type { CallToolResult, JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import type { AgentRuntime } from '../core/agent-runtime.js';
 import { AgentStatusSchema } from '../core/schemas.js';
 import { AgentryError } from '../errors.js';
@@ -207,10 +208,49 @@ export async function handleAgentryMcpRequest(
     enableJsonResponse: true,
   });
   await server.connect(transport);
+  refuseMalformedToolCalls(transport);
   try {
     return await transport.handleRequest(request, { parsedBody });
   } finally {
     // A JSON response is complete when handleRequest resolves: nothing of this request's server is left.
     void server.close();
   }
+}
+
+/** JSON-RPC's code for invalid method parameters. */
+const INVALID_PARAMS = -32602;
+
+/** What a `tools/call` request's params must be, whatever the tool (its arguments are checked by the tool). */
+const ToolCallParams = z.looseObject({
+  name: z.string({ error: 'must be the name of a tool (a string)' }).min(1, 'must name a tool'),
+  arguments: z.record(z.string(), z.unknown(), { error: 'must be an object' }).optional(),
+  _meta: z.record(z.string(), z.unknown(), { error: 'must be an object' }).optional(),
+});
+
+/**
+ * Answers a `tools/call` whose params are malformed (no tool name, arguments that are not an object) with JSON-RPC
+ * -32602 and a one-line reason, before the SDK would answer -32603 with its whole validation dump. Call it right
+ * after `server.connect(transport)`.
+ */
+export function refuseMalformedToolCalls(transport: Transport): void {
+  const deliver = transport.onmessage;
+  if (!deliver) return;
+  transport.onmessage = (message, extra) => {
+    const request = message as { method?: unknown; id?: unknown; params?: unknown };
+    if (request.method === 'tools/call' && (typeof request.id === 'string' || typeof request.id === 'number')) {
+      const parsed = ToolCallParams.safeParse(request.params ?? {});
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0]!;
+        const field = issue.path.length > 0 ? `params.${issue.path.join('.')}` : 'params';
+        const reply: JSONRPCMessage = {
+          jsonrpc: '2.0',
+          id: request.id,
+          error: { code: INVALID_PARAMS, message: `Invalid params for tools/call: ${field} ${issue.message}` },
+        };
+        void transport.send(reply).catch(() => undefined);
+        return;
+      }
+    }
+    deliver.call(transport, message, extra);
+  };
 }

@@ -11,10 +11,13 @@
  * ```
  *
  * Fields those clients add (`type: "stdio"`, `disabled`, `autoApprove`, …) are accepted. agentry adds, per server,
- * `allowed_tools` / `disallowed_tools` and timeouts. `${VAR}` and `${VAR:-default}` in `command`, `args`, `env`, `cwd`,
+ * `allowed_tools` / `disallowed_tools`, timeouts, `roots` (what the server is told it may work on) and `sampling`
+ * (whether it may ask the calling agent's model for completions, billed to the agent). `${VAR}` and `${VAR:-default}` in `command`, `args`, `env`, `cwd`,
  * `url` and `headers` are read from the environment, as Claude Code does in `.mcp.json`.
  */
 import { readFileSync } from 'node:fs';
+import { isAbsolute, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
 
@@ -58,6 +61,23 @@ const CommonFields = {
   crash_cooldown_ms: z.number().int().min(0).optional(),
   /** Claude Desktop extensions and Cline use it: a disabled server is left out. */
   disabled: z.boolean().optional(),
+  /**
+   * The roots the server is told of (MCP `roots`): `"workspace"` (the server's `cwd`, else the runtime's working
+   * directory), a list of directories (paths or `file://` URIs), or `false`. @default false: no `roots` capability,
+   * so a server keeps the directories its own arguments give it (a filesystem server replaces them with the roots).
+   */
+  roots: z
+    .union([z.literal(false), z.literal('workspace'), z.array(z.string().min(1)).max(100, 'at most 100 roots')])
+    .optional(),
+  /**
+   * Lets the server ask the calling agent's model for a completion (MCP `sampling`): one model turn, billed to the
+   * agent like its own. Off unless set: a server could otherwise spend the agent's credits. @default false
+   */
+  sampling: z.boolean().optional(),
+  /** Output tokens of one sampling turn at most, whatever the server asks. @default 1024 */
+  sampling_max_tokens: z.number().int().positive().max(64_000).optional(),
+  /** Sampling requests one tool call may make at most; later ones are refused. @default 10 */
+  sampling_max_requests: z.number().int().positive().max(1000).optional(),
 };
 
 const StdioServerSchema = z.looseObject({
@@ -91,6 +111,12 @@ export type McpServerConfig = {
   maxBackoffMs: number;
   maxCrashes: number;
   crashCooldownMs: number;
+  /** The roots declared to the server; empty: the `roots` capability is not declared. */
+  roots: Array<{ uri: string; name: string }>;
+  /** Whether the server may ask the calling agent's model for completions (`sampling`). */
+  sampling: boolean;
+  samplingMaxTokens: number;
+  samplingMaxRequests: number;
 } & (
   | { transport: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd: string | undefined }
   | { transport: 'http'; url: string; headers: Record<string, string> }
@@ -179,6 +205,10 @@ export function parseMcpServers(
       maxBackoffMs: c.max_backoff_ms ?? 30_000,
       maxCrashes: c.max_crashes ?? 5,
       crashCooldownMs: c.crash_cooldown_ms ?? 60_000,
+      roots: rootsOf(c.roots, typeof c.cwd === 'string' ? c.cwd : undefined, where),
+      sampling: c.sampling ?? false,
+      samplingMaxTokens: c.sampling_max_tokens ?? 1024,
+      samplingMaxRequests: c.sampling_max_requests ?? 10,
     };
     if (isHttp) {
       const http = c as z.output<typeof HttpServerSchema>;
@@ -221,6 +251,32 @@ export function readMcpConfigFile(path: string): Record<string, unknown> {
   // Checked now, so a bad file is reported with its path before anything starts.
   parseMcpServers(json.mcpServers, process.env, `${path}: mcpServers`);
   return json.mcpServers;
+}
+
+/** The `roots` field as file URIs with names: `"workspace"` is the server's working directory. */
+function rootsOf(
+  value: false | 'workspace' | string[] | undefined,
+  cwd: string | undefined,
+  where: string,
+): Array<{ uri: string; name: string }> {
+  if (value === undefined || value === false) return [];
+  const dirs = value === 'workspace' ? [cwd ?? process.cwd()] : value;
+  return dirs.map((dir, i) => {
+    let url: URL;
+    if (dir.startsWith('file://')) {
+      try {
+        url = new URL(dir);
+      } catch {
+        throw new AgentryError('invalid_request', `${where}.roots.${i}: not a valid file:// URI`);
+      }
+    } else if (/^[a-z][a-z0-9+.-]*:/i.test(dir) && !isAbsolute(dir)) {
+      throw new AgentryError('invalid_request', `${where}.roots.${i}: a root must be a directory or a file:// URI`);
+    } else {
+      url = pathToFileURL(resolve(cwd ?? process.cwd(), dir));
+    }
+    const name = decodeURIComponent(url.pathname.replace(/\/+$/, '').split('/').pop() || '/');
+    return { uri: url.href, name: value === 'workspace' ? `workspace (${name})` : name };
+  });
 }
 
 /** `${VAR}` and `${VAR:-default}` in the fields that reach a process or a request. */

@@ -11,17 +11,31 @@
  *   row it is marked failed for a while, and calls fail at once instead of spawning (no CPU spent on a crash loop);
  * - leaks: a new process is spawned only after the old one has exited, so there are never two; close() waits until
  *   the process is gone;
- * - cancel: a call's AbortSignal and timeout go to the SDK, which sends `notifications/cancelled`; the server is kept.
+ * - cancel: a call's AbortSignal and timeout go to the SDK, which sends `notifications/cancelled`; the server is kept;
+ * - long calls: every call carries a progress token; progress is passed on and resets the call's timeout;
+ * - Streamable HTTP servers that restart: a request the server answers 404 (or 400 naming the session) starts a new
+ *   session, and a read-only or idempotent call is sent again once; a lost response stream is checked with a ping,
+ *   and a server that is gone fails the calls in flight at once instead of at their timeout;
+ * - tools that need task-based execution (`execution.taskSupport: "required"`) run as MCP tasks: created, polled
+ *   (their status message passed on), cancelled with the call, their result fetched;
+ * - what a server asks of the client: `roots` (as configured), `sampling` (the calling agent's model, one billed
+ *   turn, only for servers that opt in), `elicitation` (the embedding application's handler, else declined).
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Progress, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from './config.js';
+import { answerServerRequests, clientCapabilities, type CallInFlight, type McpClientHost } from './server-requests.js';
+import { whyLine } from './stderr.js';
+import { callToolAsTask } from './task-call.js';
 
 /** The SDK's JSON-RPC error codes that matter here (`ErrorCode` of `@modelcontextprotocol/sdk/types.js`). */
 const CONNECTION_CLOSED = -32000;
 const REQUEST_TIMEOUT = -32001;
+
+/** How long the ping that checks a server after its response stream broke may take. */
+const PROBE_TIMEOUT_MS = 5_000;
 
 /** The SDK's client side, loaded when a server first starts: it takes ~0.3 s to load, which `import 'agentry'` need not pay. */
 async function loadSdk() {
@@ -33,7 +47,7 @@ async function loadSdk() {
   ]);
   return {
     Client: client.Client,
-    ToolListChangedNotificationSchema: types.ToolListChangedNotificationSchema,
+    types,
     StdioClientTransport: stdio.StdioClientTransport,
     StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
   };
@@ -72,8 +86,17 @@ interface ExitInfo {
 export interface CallOptions {
   /** Cancels the request (the server is told with `notifications/cancelled`). */
   signal?: AbortSignal;
-  /** @default the server's `tool_timeout_ms` */
+  /** @default the server's `tool_timeout_ms`; progress (or a task's new status) starts it again */
   timeoutMs?: number;
+  /** The agent the call is for: a sampling request that comes with it is answered by that agent's model. */
+  agentId?: string;
+  /** Told of the server's progress notifications and of a task's status messages. */
+  onProgress?: (progress: { progress?: number; total?: number; message?: string }) => void;
+  /**
+   * The tool is read-only or idempotent: after a restart of a Streamable HTTP server lost the session, the call is
+   * sent again once on a new one.
+   */
+  idempotent?: boolean;
 }
 
 export class McpServerConnection {
@@ -104,13 +127,38 @@ export class McpServerConnection {
   private processGone: Promise<void> = Promise.resolve();
   /** Ends a backoff wait early (close() does not wait out a 30 s backoff). */
   private endWait: (() => void) | undefined;
+  /** Calls in flight (a sampling request is answered by the model of the agent they belong to). */
+  private readonly inFlight = new Set<CallInFlight>();
+  /** Why the connection is being dropped (an HTTP session that ended), for the `closed` handler. */
+  private dropReason: string | undefined;
+  /** A ping checking the server after a response stream broke (one at a time). */
+  private probing: Promise<void> | undefined;
 
   constructor(
     readonly config: McpServerConfig,
     /** Told when the server's tool list changed (a start, or `notifications/tools/list_changed`). */
     private readonly onToolsChanged: () => void,
     private readonly clientInfo = { name: 'agentry', version: '0.1.0' },
+    /** Answers the server's sampling and elicitation requests; read when a request comes. */
+    private readonly host: McpClientHost = {},
   ) {}
+
+  /**
+   * Whether the server runs `tools/call` as tasks (its `tasks.requests.tools.call` capability): without it, a tool
+   * that requires task-based execution cannot be called, and is left out.
+   */
+  get runsToolTasks(): boolean {
+    const tasks = this.client?.getServerCapabilities()?.tasks as
+      { requests?: { tools?: { call?: unknown } } } | undefined;
+    return this.client === undefined ? this.toolTasks : tasks?.requests?.tools?.call !== undefined;
+  }
+  /** The last answer of {@link runsToolTasks} while connected (kept while the server is down). */
+  private toolTasks = false;
+
+  /** The last lines the server wrote to stderr (stdio), for diagnosis. */
+  get stderr(): string {
+    return this.stderrTail;
+  }
 
   /** `stdio: <command> <args>` or `http: <url>`, for messages. */
   get description(): string {
@@ -136,24 +184,102 @@ export class McpServerConnection {
     return this.starting;
   }
 
-  /** Calls a tool by the server's name for it. Errors name the server (and, for a dead process, how it ended). */
+  /**
+   * Calls a tool by the server's name for it. Errors name the server (and, for a dead process, how it ended). A tool
+   * whose listing says `execution.taskSupport: "required"` runs as an MCP task.
+   */
   async callTool(name: string, args: Record<string, unknown>, options: CallOptions = {}): Promise<CallToolResult> {
     const signal = options.signal;
     signal?.throwIfAborted();
-    const client = await (signal ? raceAbort(this.start(), signal) : this.start());
+    const timeoutMs = options.timeoutMs ?? this.config.toolTimeoutMs;
+    const call: CallInFlight = { agentId: options.agentId, signal, samples: 0 };
+    this.inFlight.add(call);
     try {
-      const result = (await client.callTool({ name, arguments: args }, undefined, {
-        ...(signal ? { signal } : {}),
-        timeout: options.timeoutMs ?? this.config.toolTimeoutMs,
-      })) as CallToolResult;
-      this.crashes = 0;
-      return result;
-    } catch (err) {
-      if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : err;
-      throw this.callError(name, err, options.timeoutMs ?? this.config.toolTimeoutMs);
+      for (let attempt = 0; ; attempt++) {
+        const client = await (signal ? raceAbort(this.start(), signal) : this.start());
+        try {
+          const tool = this.tools.find((t) => t.name === name);
+          const result =
+            tool?.execution?.taskSupport === 'required'
+              ? await callToolAsTask(client, (await (sdk ??= loadSdk())).types, name, args, {
+                  ...options,
+                  timeoutMs,
+                  fail: (what) => this.error(what),
+                })
+              : ((await client.callTool({ name, arguments: args }, undefined, {
+                  ...(signal ? { signal } : {}),
+                  timeout: timeoutMs,
+                  // A tool that reports progress is alive: each report starts its timeout again.
+                  onprogress: (p: Progress) => options.onProgress?.(p),
+                  resetTimeoutOnProgress: true,
+                })) as CallToolResult);
+          this.crashes = 0;
+          return result;
+        } catch (err) {
+          if (signal?.aborted) throw signal.reason instanceof Error ? signal.reason : err;
+          if (attempt === 0 && notSent(err)) continue; // the connection closed before the request left: start again
+          if (this.isSessionGone(err)) {
+            // The server forgot the session (it restarted): it did not take the request. A new session is started;
+            // the call is sent again once if sending it twice cannot hurt.
+            this.drop(client, 'ended the session (the server restarted); a new one starts with the next call');
+            if (attempt === 0 && options.idempotent) continue;
+            throw this.error(
+              `had restarted and lost the session when ${name} was sent: the server did not take the call. A new ` +
+                'session starts with the next call; call it again if it is still needed.',
+            );
+          }
+          throw this.callError(name, err, timeoutMs);
+        }
+      }
+    } finally {
+      this.inFlight.delete(call);
     }
   }
 
+  /** A Streamable HTTP answer that says the server does not know the session: 404, or a 400 that names it. */
+  private isSessionGone(err: unknown): boolean {
+    if (this.config.transport !== 'http' || !(err instanceof Error) || err.name === 'McpError') return false;
+    const status = errorCode(err);
+    return status === 404 || (status === 400 && /session/i.test(err.message));
+  }
+
+  /** Ends a connection whose session the server no longer has (or that is gone); calls in flight fail at once. */
+  private drop(client: Client, reason: string): void {
+    if (this.client !== client) return;
+    this.dropReason = reason;
+    void client.close().catch(() => undefined);
+  }
+
+  /**
+   * The transport reported an error. A Streamable HTTP response stream that broke may come back (the SDK resumes
+   * it), or the server may be gone: a ping decides, and a server that does not answer it, or no longer knows the
+   * session, is dropped, failing the calls in flight at once rather than at their timeout.
+   */
+  private transportError(client: Client, err: Error): void {
+    if (this.config.transport !== 'http' || this.client !== client || this.state !== 'ready') return;
+    const message = err.message;
+    if (this.isSessionGone(err)) {
+      // After the request that got this answer has seen it (it decides whether to send again), not before: dropping
+      // now would fail it as "connection closed", its outcome unknown.
+      setImmediate(() =>
+        this.drop(client, 'ended the session (the server restarted); a new one starts with the next call'),
+      );
+      return;
+    }
+    if (!/SSE stream disconnected|reconnect|fetch failed|ECONNREFUSED|terminated/i.test(message)) return;
+    this.probing ??= client
+      .ping({ timeout: PROBE_TIMEOUT_MS })
+      .then(
+        () => undefined,
+        (pingError: unknown) => {
+          const why = this.isSessionGone(pingError)
+            ? 'ended the session (the server restarted); a new one starts with the next call'
+            : `went away (${messageOf(pingError)}); it is connected again on the next call`;
+          this.drop(client, why);
+        },
+      )
+      .finally(() => (this.probing = undefined));
+  }
   /** Closes the connection and waits until the server process is gone. */
   async close(): Promise<void> {
     if (this.state === 'closed') return;
@@ -197,10 +323,12 @@ export class McpServerConnection {
     this.state = 'starting';
     this.stderrTail = '';
     this.lastExit = undefined;
-    const { Client, StdioClientTransport, StreamableHTTPClientTransport, ToolListChangedNotificationSchema } =
-      await (sdk ??= loadSdk());
-    const client = new Client(this.clientInfo, { capabilities: {} });
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+    const loaded = await (sdk ??= loadSdk());
+    const { Client, StdioClientTransport, StreamableHTTPClientTransport } = loaded;
+    const client = new Client(this.clientInfo, { capabilities: clientCapabilities(this.config, this.host) });
+    answerServerRequests(client, loaded.types, { config: this.config, host: this.host, inFlight: this.inFlight });
+    client.onerror = (err) => this.transportError(client, err);
+    client.setNotificationHandler(loaded.types.ToolListChangedNotificationSchema, () => {
       if (this.client !== client || this.state !== 'ready') return;
       const refresh: Promise<void> = this.listTools(client)
         .then((tools) => {
@@ -223,6 +351,7 @@ export class McpServerConnection {
       const tools = await this.listTools(client);
       if ((this.state as ServerState) === 'closed') throw this.error('is shut down');
       this.tools = tools;
+      this.toolTasks = this.runsToolTasks;
       this.state = 'ready';
       this.failure = undefined;
       this.readyAt = Date.now();
@@ -315,7 +444,9 @@ export class McpServerConnection {
     if (this.state === 'closed' || this.state === 'starting') return;
     this.exitedAt = Date.now();
     this.crashes = this.exitedAt - this.readyAt > STABLE_AFTER_MS ? 1 : this.crashes + 1;
-    this.failure = `exited${this.exitText()}${this.stderrText()}`;
+    const dropped = this.dropReason;
+    this.dropReason = undefined;
+    this.failure = dropped ?? `exited${this.exitText()}${this.stderrText()}`;
     if (this.crashes >= this.config.maxCrashes) {
       this.state = 'failed';
       this.failure = `crashed ${this.crashes} times in a row; last ${this.failure}`;
@@ -346,6 +477,11 @@ export class McpServerConnection {
     }
     if (this.state === 'closed') return this.error(`was shut down during the call to ${tool}`);
     if (errorCode(err) === CONNECTION_CLOSED) {
+      if (this.config.transport === 'http') {
+        return this.error(
+          `${this.failure ?? 'closed the connection'} — during the call to ${tool}; its outcome is unknown`,
+        );
+      }
       return this.error(`exited during the call to ${tool}${this.exitText()}${this.stderrText()}`);
     }
     if (err instanceof McpServerError) return err;
@@ -358,9 +494,10 @@ export class McpServerConnection {
     return e.signal ? ` (killed by ${e.signal})` : ` (exit code ${e.code})`;
   }
 
+  /** `; stderr: <the line that says why>` (see {@link whyLine}), or nothing. */
   private stderrText(): string {
-    const tail = this.stderrTail.trim();
-    return tail ? `; stderr: ${tail.slice(-1000)}` : '';
+    const why = whyLine(this.stderrTail);
+    return why ? `; stderr: ${why}` : '';
   }
 
   private error(what: string): McpServerError {
@@ -377,6 +514,11 @@ export class McpServerError extends Error {
   ) {
     super(message);
   }
+}
+
+/** The SDK refused to send on a connection that had closed meanwhile: nothing reached the server. */
+function notSent(err: unknown): boolean {
+  return err instanceof Error && err.message === 'Not connected';
 }
 
 function messageOf(err: unknown): string {

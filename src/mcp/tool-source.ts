@@ -7,26 +7,50 @@
  */
 import type { PriceTable } from '../core/credits.js';
 import type { Tool } from '../tools/define-tool.js';
-import type { ToolStatus } from '../tools/platform.js';
-import type { McpToolSourceContext, ToolSource } from '../tools/tool-source.js';
+import type { PlatformServices, ToolStatus } from '../tools/platform.js';
+import type { McpElicitationHandler, McpToolSourceContext, ToolSource } from '../tools/tool-source.js';
 import { parseMcpServers, readMcpConfigFile, type McpServerConfig } from './config.js';
+import { answerSampling } from './sampling.js';
 import { McpServerConnection } from './server-connection.js';
-import { toolsOfServer } from './tools.js';
+import { toolsLeftOut, toolsOfServer, type LeftOut, type McpToolHost } from './tools.js';
 
 export class McpToolSource implements ToolSource {
   readonly connections: McpServerConnection[];
   private toolsCache: readonly Tool[] | undefined;
   /** Per server: its tools, or why they cannot be offered (a name collision). */
-  private readonly perServer = new Map<McpServerConnection, { tools: Tool[]; error?: string }>();
+  private readonly perServer = new Map<McpServerConnection, { tools: Tool[]; error?: string; left?: LeftOut[] }>();
+  /** The runtime's services, once it has opened (sampling, status messages). */
+  private services: PlatformServices | undefined;
+  /** What the tools use of the runtime while they run. */
+  private readonly toolHost: McpToolHost = {
+    setStatusMessage: (agentId, message, ifStartsWith) =>
+      this.services?.setStatusMessage(agentId, message, ifStartsWith) ?? Promise.resolve(),
+  };
 
   constructor(
     servers: McpServerConfig[],
     private readonly prices: PriceTable,
+    onElicitation?: McpElicitationHandler,
   ) {
     this.connections = servers.map((config) => {
-      const connection: McpServerConnection = new McpServerConnection(config, () => this.toolsChanged(connection));
+      const connection: McpServerConnection = new McpServerConnection(
+        config,
+        () => this.toolsChanged(connection),
+        undefined,
+        {
+          onElicitation,
+          sample: (agentId, params, signal) => {
+            if (!this.services) throw new Error('agentry: the runtime is not open yet');
+            return answerSampling(this.services, config.name, agentId, params, config.samplingMaxTokens, signal);
+          },
+        },
+      );
       return connection;
     });
+  }
+
+  attach(services: PlatformServices): void {
+    this.services = services;
   }
 
   tools(): readonly Tool[] {
@@ -73,6 +97,9 @@ export class McpToolSource implements ToolSource {
         detail: `${c.description} — ${detail}`,
         offered: true,
       });
+      for (const left of own?.left ?? []) {
+        out.push({ name: left.name, source: 'mcp', ready: false, detail: left.detail, offered: false });
+      }
       for (const tool of own?.tools ?? []) {
         out.push({
           name: tool.name,
@@ -92,7 +119,10 @@ export class McpToolSource implements ToolSource {
 
   private toolsChanged(connection: McpServerConnection): void {
     try {
-      this.perServer.set(connection, { tools: toolsOfServer(connection, this.prices) });
+      this.perServer.set(connection, {
+        tools: toolsOfServer(connection, this.prices, this.toolHost),
+        left: toolsLeftOut(connection),
+      });
     } catch (err) {
       this.perServer.set(connection, { tools: [], error: err instanceof Error ? err.message : String(err) });
     }
@@ -111,5 +141,5 @@ export function createMcpToolSource(mcpServers: unknown, context: McpToolSourceC
     const file = process.env.AGENTRY_MCP_CONFIG;
     servers = parseMcpServers(readMcpConfigFile(file), process.env, `${file}: mcpServers`);
   } else return null;
-  return servers.length === 0 ? null : new McpToolSource(servers, context.prices);
+  return servers.length === 0 ? null : new McpToolSource(servers, context.prices, context.onElicitation);
 }

@@ -136,10 +136,10 @@ export interface PlatformServices {
   /** Adds an ASSISTANT message to the agent's transcript (and the `agent.message` event); false if it is gone. */
   appendMessage(agentId: string, text: string): Promise<boolean>;
   /**
-   * Sets the status message of an ACTIVE agent whose message starts with `ifStartsWith` (one that is waiting and says
-   * so), leaving any other message alone (an agent at work, paused, done).
+   * Sets the status message of an ACTIVE agent whose message starts with `ifStartsWith` (or one of them: one that is
+   * waiting and says so), leaving any other message alone (an agent at work, paused, done).
    */
-  setStatusMessage(agentId: string, message: string, ifStartsWith: string): Promise<void>;
+  setStatusMessage(agentId: string, message: string, ifStartsWith: string | readonly string[]): Promise<void>;
 }
 
 /** The built-in tools and the services of `ToolContext` that reach outside the process. */

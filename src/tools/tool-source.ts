@@ -9,7 +9,7 @@
 import type { PriceTable } from '../core/credits.js';
 import { AgentryError } from '../errors.js';
 import type { Tool } from './define-tool.js';
-import type { ToolStatus } from './platform.js';
+import type { PlatformServices, ToolStatus } from './platform.js';
 
 /** Tools that come and go while the runtime runs. */
 export interface ToolSource {
@@ -25,6 +25,11 @@ export interface ToolSource {
   prepare?(): Promise<void> | undefined;
   /** Readiness of the source's parts and tools (`agentry tools`, `runtime.toolStatus()`). */
   status(): ToolStatus[];
+  /**
+   * Called once when the runtime has opened its storage: what MCP servers' requests need while a call runs (a
+   * sampling request answered by the calling agent's model, billed to it; progress shown as its status message).
+   */
+  attach?(services: PlatformServices): void;
   /** Stops everything the source started (processes, connections) and waits until it is gone. */
   close(): Promise<void>;
 }
@@ -33,7 +38,36 @@ export interface ToolSource {
 export interface McpToolSourceContext {
   /** The runtime's price table: an MCP tool costs `prices.tools["mcp__<server>__<tool>"]` credits a call (default 0). */
   prices: PriceTable;
+  /** The embedding application's answer to servers that ask a person for input (`onMcpElicitation`). */
+  onElicitation?: McpElicitationHandler | undefined;
 }
+
+/** What a server asks a person for (MCP `elicitation/create`, form mode). */
+export interface McpElicitationRequest {
+  /** The server's name in the configuration. */
+  server: string;
+  /** The agent whose tool call the request came with, when it is known. */
+  agentId: string | undefined;
+  /** The server's question, for the person. */
+  message: string;
+  /** JSON Schema of the answer the server wants (a flat object of plain fields). */
+  requestedSchema: Record<string, unknown>;
+}
+
+/** The person's answer: `accept` with the fields, `decline`, or `cancel` (dismissed). */
+export interface McpElicitationResult {
+  action: 'accept' | 'decline' | 'cancel';
+  content?: Record<string, string | number | boolean | string[]>;
+}
+
+/**
+ * Answers servers that ask a person for input. Without one, agentry does not declare the `elicitation` capability
+ * (no person is at hand), and a request a server sends anyway is declined with a message that says so.
+ *
+ * @example
+ * AgentRuntime.open({ mcpServers, onMcpElicitation: async (req) => ({ action: 'decline' }) });
+ */
+export type McpElicitationHandler = (request: McpElicitationRequest) => Promise<McpElicitationResult>;
 
 /**
  * Makes the source for the runtime's `mcpServers` option (undefined: the environment's `AGENTRY_MCP_CONFIG`), or null

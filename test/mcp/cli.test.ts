@@ -39,6 +39,7 @@ beforeAll(() => {
       mcpServers: {
         counting: { type: 'stdio', command: process.execPath, args: [FIXTURE], allowed_tools: ['echo', 'add'] },
         broken: { command: process.execPath, args: [FIXTURE], env: { MCP_MODE: 'crash' } },
+        missing: { command: process.execPath, args: [join(dir, 'no-such-server.js')] },
       },
     }),
   );
@@ -57,14 +58,20 @@ describe('the CLI with MCP servers', () => {
       ['mcp__counting__echo', true],
       ['mcp__counting__add', true],
       ['mcp__broken', false],
+      ['mcp__missing', false],
     ]);
     expect(mcp[0]!.detail).toMatch(/^stdio: .*counting-server\.mjs — ready, 2 tools$/);
     expect(mcp[3]!.detail).toMatch(/failed: did not start: .*\(exit code 1\); stderr: counting-server: boom/);
+    // The stderr line that says why, not Node's first line (`node:internal/modules/cjs/loader:…`); one line.
+    expect(mcp[4]!.detail).toMatch(
+      /failed: did not start: .*\(exit code 1\); stderr: Error: Cannot find module '.*no-such-server\.js'$/,
+    );
 
     // The same from the environment, as a table.
     const table = (await cli(['tools'], { AGENTRY_MCP_CONFIG: config })).stdout;
     expect(table).toMatch(/mcp__counting__echo +ready +\(mcp\) +MCP server counting, read-only or idempotent/);
     expect(table).toMatch(/mcp__broken +not ready +\(mcp\) +stdio: .* — failed: did not start/);
+    expect(table).toMatch(/mcp__missing +not ready .* stderr: Error: Cannot find module '.*no-such-server\.js'\n/);
   });
 
   it('a bad config file is refused with its path, the server and the field (exit 2)', async () => {
@@ -96,7 +103,7 @@ describe('the CLI with MCP servers', () => {
         ANTHROPIC_BASE_URL: fake.url,
         ANTHROPIC_API_KEY: 'sk-test',
       });
-      expect(stdout).toContain('The server says: "20 + 22 = 42\\nStructured content: {\\"sum\\":42}"');
+      expect(stdout).toContain('The server says: "20 + 22 = 42"');
       expect(stdout).toContain('COMPLETED');
     } finally {
       await fake.close();

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseMcpServers, readMcpConfigFile } from '../../src/mcp/config.js';
+import { whyLine } from '../../src/mcp/stderr.js';
 import { isIdempotent, mcpToolName } from '../../src/mcp/tools.js';
 
 describe('MCP config', () => {
@@ -94,5 +95,59 @@ describe('MCP tool names and hints', () => {
     expect(isIdempotent(tool({ destructiveHint: false }))).toBe(false);
     expect(isIdempotent(tool({ readOnlyHint: true }))).toBe(true);
     expect(isIdempotent(tool({ idempotentHint: true }))).toBe(true);
+  });
+});
+
+describe('roots and sampling in the config', () => {
+  it('roots: none by default, the workspace, or a list of directories; sampling only when asked', () => {
+    const [plain] = parseMcpServers({ s: { command: 'x' } });
+    expect(plain).toMatchObject({ roots: [], sampling: false, samplingMaxTokens: 1024 });
+    const [workspace] = parseMcpServers({
+      s: { command: 'x', cwd: '/srv/project', roots: 'workspace', sampling: true },
+    });
+    expect(workspace).toMatchObject({
+      roots: [{ uri: 'file:///srv/project', name: 'workspace (project)' }],
+      sampling: true,
+    });
+    const [listed] = parseMcpServers({
+      s: { command: 'x', cwd: '/srv', roots: ['data', '/tmp/a b', 'file:///opt/x'] },
+    });
+    expect(listed!.roots).toEqual([
+      { uri: 'file:///srv/data', name: 'data' },
+      { uri: 'file:///tmp/a%20b', name: 'a b' },
+      { uri: 'file:///opt/x', name: 'x' },
+    ]);
+    expect(() => parseMcpServers({ s: { command: 'x', roots: ['https://example.com/'] } })).toThrow(
+      /mcpServers\.s\.roots\.0: a root must be a directory or a file:\/\/ URI/,
+    );
+    expect(() => parseMcpServers({ s: { command: 'x', sampling: 'yes' } })).toThrow(/mcpServers\.s\.sampling/);
+  });
+});
+
+describe('the stderr line that says why a server failed', () => {
+  it('is the error, not the first line or a stack frame', () => {
+    const node = [
+      'node:internal/modules/cjs/loader:1210',
+      '  throw err;',
+      '  ^',
+      '',
+      "Error: Cannot find module '/srv/missing.js'",
+      '    at Module._resolveFilename (node:internal/modules/cjs/loader:1207:15)',
+      '    at node:internal/main/run_main_module:28:49 {',
+      "  code: 'MODULE_NOT_FOUND',",
+      '  requireStack: []',
+      '}',
+      '',
+      'Node.js v20.20.2',
+    ].join('\n');
+    expect(whyLine(node)).toBe("Error: Cannot find module '/srv/missing.js'");
+    const python = [
+      'Traceback (most recent call last):',
+      '  File "<string>", line 1, in <module>',
+      "ModuleNotFoundError: No module named 'mcp'",
+    ].join('\n');
+    expect(whyLine(python)).toBe("ModuleNotFoundError: No module named 'mcp'");
+    expect(whyLine('starting\nlistening on stdio\n')).toBe('listening on stdio');
+    expect(whyLine('')).toBe('');
   });
 });

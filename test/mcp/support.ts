@@ -94,8 +94,9 @@ export async function toolResults(
 /** Starts the fixture as a Streamable HTTP server on a free port; resolves with its URL. */
 export async function startHttpFixture(
   env: Record<string, string> = {},
+  extraArgs: string[] = [],
 ): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(process.execPath, [FIXTURE, '--http', '0'], {
+  const child = spawn(process.execPath, [FIXTURE, '--http', '0', ...extraArgs], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
