@@ -379,6 +379,29 @@ export interface AgentPage {
   last: string | null;
 }
 
+/**
+ * A page of agents by position, with how many match in all: the console's agents list and a parent's children (a
+ * virtualised list jumps to any position, and searching 10,000 children by goal happens in the database).
+ */
+export interface AgentSearch {
+  account_id: string;
+  /** `null`: root agents only; an id: that agent's children only. */
+  parent_id: string | null;
+  status?: AgentStatus;
+  /** Keeps agents whose goal contains this text; ASCII letters match either case, other characters exactly. */
+  goal_contains?: string;
+  /** `newest` first (by creation), or `oldest` first (a parent's children in spawn order). */
+  order: 'newest' | 'oldest';
+  offset: number;
+  limit: number;
+}
+
+export interface AgentSearchPage {
+  rows: AgentRow[];
+  /** How many agents match, on every page. */
+  total: number;
+}
+
 export interface SpawnPage {
   offset: number;
   limit: number;
@@ -458,6 +481,8 @@ export interface StorageAdapter {
   /** Children of `parentId` whose spawn key starts with the prefix, in spawn order; a page of them if `page` is given. */
   findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]>;
   listAgents(query: AgentQuery): Promise<AgentPage>;
+  /** A page of the account's agents by position, filtered by parent, status and goal text, with the total. */
+  searchAgents(query: AgentSearch): Promise<AgentSearchPage>;
   /** Agents in any of these statuses, oldest first (recovery, scheduling). */
   listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]>;
   /** Compare-and-set status change. Returns the updated row, or null if the agent is missing or not in `from`. */

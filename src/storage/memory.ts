@@ -7,6 +7,8 @@ import type {
   AccountRow,
   AgentPage,
   AgentQuery,
+  AgentSearch,
+  AgentSearchPage,
   AgentRow,
   ApiKeyRow,
   ArtifactLimits,
@@ -38,6 +40,7 @@ import type {
 } from './adapter.js';
 import type { AgentStatus } from '../core/status.js';
 import { notFound } from '../errors.js';
+import { asciiLower } from './search.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from './validate.js';
 
 interface StoredAgent {
@@ -278,6 +281,20 @@ class MemoryStorage implements StorageAdapter {
     const page = matches.slice(0, query.limit);
     const last = page.at(-1);
     return { rows: page.map((a) => clone(a.row)), last: last ? String(last.seq) : null };
+  }
+
+  async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
+    const needle = query.goal_contains === undefined ? null : asciiLower(query.goal_contains);
+    const matches: StoredAgent[] = [];
+    for (const a of this.agents.values()) {
+      if (a.row.account_id !== query.account_id || a.row.parent_id !== query.parent_id) continue;
+      if (query.status !== undefined && a.row.status !== query.status) continue;
+      if (needle !== null && !asciiLower(a.row.goal).includes(needle)) continue;
+      matches.push(a);
+    }
+    matches.sort((a, b) => (query.order === 'newest' ? b.seq - a.seq : a.seq - b.seq));
+    const page = matches.slice(query.offset, query.offset + query.limit);
+    return { rows: page.map((a) => clone(a.row)), total: matches.length };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
