@@ -40,6 +40,11 @@ const hashOf = (sessionId: string) => createHash('sha256').update(sessionId).dig
 export class SessionStore {
   /** By the SHA-256 of the cookie's value. */
   private readonly sessions = new Map<string, ConsoleSession>();
+  /**
+   * Why sessions ended (by the same key), until they would have expired anyway: a browser whose session ended
+   * because its key was deleted or the subscription lapsed is told so at every request, not just the first.
+   */
+  private readonly endings = new Map<string, { error: AgentryError; until: number }>();
 
   constructor(
     private readonly runtime: AgentRuntime,
@@ -76,25 +81,29 @@ export class SessionStore {
       throw new AgentryError('unauthorized', 'Sign in to use the console');
     const key = hashOf(sessionId);
     const session = this.sessions.get(key);
-    if (!session) throw new AgentryError('unauthorized', 'Sign in to use the console');
+    if (!session) throw this.endings.get(key)?.error ?? new AgentryError('unauthorized', 'Sign in to use the console');
     if (session.expires_at <= this.now()) {
       this.end(key, session);
       throw new AgentryError('unauthorized', 'Your session expired: sign in again');
     }
-    await this.checkStillAllowed(session, () => this.end(key, session));
+    await this.checkStillAllowed(session, (error) => this.end(key, session, error));
     return session;
   }
 
   /** Checks again that a session's key exists and its account is subscribed; `onDead` runs before the throw. */
-  async checkStillAllowed(session: ConsoleSession, onDead: () => void = () => this.endSession(session)): Promise<void> {
+  async checkStillAllowed(
+    session: ConsoleSession,
+    onDead: (error: AgentryError) => void = (error) => this.endSession(session, error),
+  ): Promise<void> {
     const account = await this.runtime.storage.findAccountByKeyHash(session.key_hash);
-    if (!account) {
-      onDead();
-      throw new AgentryError('unauthorized', 'The API key this session signed in with was deleted: sign in again');
-    }
-    if (!account.subscription_active) {
-      onDead();
-      throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
+    const error = !account
+      ? keyDeleted()
+      : !account.subscription_active
+        ? new AgentryError('subscription_inactive', 'The subscription of this account is not active')
+        : null;
+    if (error) {
+      onDead(error);
+      throw error;
     }
   }
 
@@ -108,24 +117,31 @@ export class SessionStore {
 
   /** Ends every session signed in with this key (the key was deleted). */
   endSessionsOfKey(accountId: string, keyId: string): void {
-    for (const [key, s] of this.sessions) if (s.account_id === accountId && s.key_id === keyId) this.end(key, s);
+    for (const [key, s] of this.sessions) {
+      if (s.account_id === accountId && s.key_id === keyId) this.end(key, s, keyDeleted());
+    }
   }
 
-  private endSession(session: ConsoleSession): void {
-    for (const [key, s] of this.sessions) if (s === session) this.end(key, s);
+  private endSession(session: ConsoleSession, error: AgentryError): void {
+    for (const [key, s] of this.sessions) if (s === session) this.end(key, s, error);
   }
 
-  private end(key: string, session: ConsoleSession): void {
+  private end(key: string, session: ConsoleSession, why?: AgentryError): void {
     this.sessions.delete(key);
-    session.ended.abort(new Error('session ended'));
+    if (why) this.endings.set(key, { error: why, until: session.expires_at });
+    session.ended.abort(why ?? new Error('signed out'));
   }
 
   /** Drops expired sessions, so abandoned ones do not pile up. */
   private sweep(): void {
     const now = this.now();
     for (const [key, s] of this.sessions) if (s.expires_at <= now) this.end(key, s);
+    for (const [key, e] of this.endings) if (e.until <= now) this.endings.delete(key);
   }
 }
+
+const keyDeleted = () =>
+  new AgentryError('unauthorized', 'The API key this session signed in with was deleted: sign in again');
 
 const stores = new WeakMap<AgentRuntime, SessionStore>();
 
