@@ -40,7 +40,7 @@ export function agentPage(main, [agentId], app) {
   const childrenSection = h('section', { class: 'card', hidden: true, 'aria-labelledby': 'sub-agents' });
 
   main.append(
-    h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, '← Agents')),
+    h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, '← Back to the list')),
     h(
       'section',
       { class: 'card' },
@@ -225,7 +225,7 @@ export function agentPage(main, [agentId], app) {
       main,
       h('h1', {}, 'Agent not found'),
       h('p', {}, text),
-      h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, 'Back to the agents')),
+      h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, 'Back to the list')),
     );
   }
 
@@ -273,7 +273,7 @@ export function agentPage(main, [agentId], app) {
           ? `Delete this agent and its ${count(n)} sub-agents? This cannot be undone.`
           : 'Delete this agent? This cannot be undone.',
       ),
-      h('button', { type: 'button', class: 'danger', onclick: reallyDelete }, 'Yes, delete'),
+      h('button', { type: 'button', class: 'danger', onclick: reallyDelete }, 'Confirm deletion'),
       ' ',
       h('button', { type: 'button', class: 'secondary', onclick: () => (confirmBox.hidden = true) }, 'Cancel'),
     );

@@ -44,7 +44,7 @@ export function agentsPage(main, _params, app) {
     STATUSES.map((s) => h('option', { value: s }, s)),
   );
   const search = h('input', {
-    id: 'search-goals',
+    id: 'search-agents',
     type: 'search',
     autocomplete: 'off',
     oninput: () => {
@@ -70,7 +70,7 @@ export function agentsPage(main, _params, app) {
         { class: 'row filters' },
         h('label', { for: 'status-filter' }, 'Status'),
         statusFilter,
-        h('label', { for: 'search-goals' }, 'Search goals'),
+        h('label', { for: 'search-agents' }, 'Search agents'),
         search,
       ),
       listError,

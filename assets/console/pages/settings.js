@@ -12,7 +12,7 @@ export function settingsPage(main, _params, app) {
   const recent = h('div');
   const keysBody = h('tbody');
   const keysError = h('p', { role: 'alert', class: 'error' });
-  const created = h('div', { class: 'new-key', hidden: true, role: 'region', 'aria-label': 'New API key' });
+  const created = h('div', { class: 'new-key', hidden: true, role: 'region', 'aria-label': 'New key' });
   const name = h('input', { id: 'key-name', name: 'name', maxlength: 200, autocomplete: 'off' });
   const create = h('button', { type: 'submit' }, 'Create key');
 
@@ -144,7 +144,7 @@ export function settingsPage(main, _params, app) {
       h(
         'button',
         { type: 'button', class: 'danger', onclick: (e) => deleteKey(key, e.currentTarget, del) },
-        'Yes, delete',
+        'Confirm deletion',
       ),
       ' ',
       h('button', { type: 'button', class: 'secondary', onclick: () => cell.replaceChildren() }, 'Cancel'),
