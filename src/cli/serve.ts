@@ -90,7 +90,7 @@ export async function run(args: string[]): Promise<number> {
     throw error;
   }
   console.log(`agentry listening on ${server.url} (database: ${db})`);
-  if (handlerOptions.console) console.log(`Console: ${server.url}/console (sign in with an API key)`);
+  if (handlerOptions.console) console.log(`Console: ${server.url}/console (sign in with one of the account’s keys)`);
 
   return new Promise<number>((resolve) => {
     let stopping = false;
