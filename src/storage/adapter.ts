@@ -473,6 +473,10 @@ export interface StorageAdapter {
   findApiKeyByHash(hash: string): Promise<ApiKeyRow | null>;
   /** The account of the API key with this hash, in one lookup (every authenticated HTTP request makes it). */
   findAccountByKeyHash(hash: string): Promise<AccountRow | null>;
+  /** Records that the key with this hash was used at `at` (ISO); an earlier time than the one stored is ignored. */
+  touchApiKey(hash: string, at: string): Promise<void>;
+  /** When each of the account's keys was last used, by key id; keys never used are absent. */
+  apiKeysLastUsed(accountId: string): Promise<Record<string, string>>;
 
   // agents
   /** Inserts agents with their first messages and turns, all or nothing; bumps each parent's `sub_agent_count`. */

@@ -68,6 +68,8 @@ class MemoryStorage implements StorageAdapter {
   private readonly accounts = new Map<string, AccountRow>();
   private readonly ledger: LedgerRow[] = [];
   private readonly keys = new Map<string, ApiKeyRow>();
+  /** Last use of each key, by key id (gone with the key). */
+  private readonly keysLastUsed = new Map<string, string>();
   private readonly agents = new Map<string, StoredAgent>();
   private readonly reservations = new Map<string, ReservationRequest>();
   private readonly idempotency = new Map<string, IdempotencyRecord>();
@@ -208,12 +210,30 @@ class MemoryStorage implements StorageAdapter {
     const k = this.keys.get(keyId);
     if (!k || k.account_id !== accountId) return false;
     this.keys.delete(keyId);
+    this.keysLastUsed.delete(keyId);
     return true;
   }
 
   async findApiKeyByHash(hash: string): Promise<ApiKeyRow | null> {
     for (const k of this.keys.values()) if (k.hash === hash) return clone(k);
     return null;
+  }
+
+  async touchApiKey(hash: string, at: string): Promise<void> {
+    for (const k of this.keys.values()) {
+      if (k.hash !== hash) continue;
+      const last = this.keysLastUsed.get(k.id);
+      if (last === undefined || last < at) this.keysLastUsed.set(k.id, at);
+    }
+  }
+
+  async apiKeysLastUsed(accountId: string): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    for (const k of this.keys.values()) {
+      const at = this.keysLastUsed.get(k.id);
+      if (k.account_id === accountId && at !== undefined) out[k.id] = at;
+    }
+    return out;
   }
 
   async findAccountByKeyHash(hash: string): Promise<AccountRow | null> {

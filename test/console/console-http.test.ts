@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AgentRuntime, memoryStorage } from 'agentry';
 import { createFetchHandler } from 'agentry/http';
 import { scriptedModel } from 'agentry/testing';
-import { insertTree, openConsoleBed, signIn, type ConsoleBed } from './support.js';
+import { eventually, insertTree, openConsoleBed, signIn, type ConsoleBed } from './support.js';
 
 let bed: ConsoleBed;
 beforeAll(async () => {
@@ -174,8 +174,16 @@ describe('keys', () => {
     const list = await (await get('/api/keys', cookie)).text();
     expect(list).not.toContain(key.key);
     expect(list).toContain(`agk_…${key.key.slice(-4)}`);
+    const lastUsed = async () =>
+      (
+        (await (await get('/api/keys', cookie)).json()) as {
+          data: Array<{ key_id: string; last_used_at: string | null }>;
+        }
+      ).data.find((k) => k.key_id === key.key_id)!.last_used_at;
+    expect(await lastUsed()).toBeNull();
     const api = await fetch(`${bed.origin}/api/agents`, { headers: { 'x-api-key': key.key } });
     expect(api.status).toBe(200);
+    await eventually(async () => (await lastUsed()) !== null, 'the key marked as used');
     expect((await send('DELETE', `/api/keys/${key.key_id}`, cookie)).status).toBe(200);
     expect((await fetch(`${bed.origin}/api/agents`, { headers: { 'x-api-key': key.key } })).status).toBe(401);
     // Account B cannot delete A's keys.

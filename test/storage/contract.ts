@@ -566,6 +566,38 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
     });
 
+    describe('api key last use', () => {
+      const key = (id: string, account: string, hash: string): ApiKeyRow => ({
+        id,
+        account_id: account,
+        name: id,
+        hash,
+        last4: hash.slice(-4),
+        created_at: at(0),
+      });
+
+      it('keeps the latest use of each key, per account, and forgets it with the key', async () => {
+        await s.createAccount(account('acct-b', 0));
+        await s.insertApiKey(key('k1', ACCT, 'h1'));
+        await s.insertApiKey(key('k2', ACCT, 'h2'));
+        await s.insertApiKey(key('k3', 'acct-b', 'h3'));
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({});
+        await s.touchApiKey('h1', at(10));
+        await s.touchApiKey('h1', at(5)); // earlier: ignored
+        await s.touchApiKey('h3', at(7));
+        await s.touchApiKey('unknown', at(8));
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k1: at(10) });
+        await s.touchApiKey('h2', at(20));
+        await s.touchApiKey('h1', at(30));
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k1: at(30), k2: at(20) });
+        expect(await s.apiKeysLastUsed('acct-b')).toEqual({ k3: at(7) });
+        await s.deleteApiKey(ACCT, 'k1');
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k2: at(20) });
+        // The key rows themselves are as inserted.
+        expect(await s.listApiKeys(ACCT)).toEqual([key('k2', ACCT, 'h2')]);
+      });
+    });
+
     describe('agents', () => {
       beforeEach(async () => {
         await s.createAccount(account(ACCT, 1_000));

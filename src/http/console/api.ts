@@ -86,8 +86,14 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
   if (a === 'credits') return jsonResponse(200, await creditsOf(runtime, identity.accountId));
   if (a === 'keys') {
     if (b === undefined && method === 'GET') {
-      const keys = await runtime.accounts.listApiKeys(identity.accountId);
-      return jsonResponse(200, { data: keys, signed_in_with: identity.session?.key_id ?? null });
+      const [keys, lastUsed] = await Promise.all([
+        runtime.accounts.listApiKeys(identity.accountId),
+        runtime.accounts.keysLastUsed(identity.accountId),
+      ]);
+      return jsonResponse(200, {
+        data: keys.map((k) => ({ ...k, last_used_at: lastUsed[k.key_id] ?? null })),
+        signed_in_with: identity.session?.key_id ?? null,
+      });
     }
     if (b === undefined) {
       const body = parseArgs(CreateKeyBodySchema, (await call.body(false)) ?? {}, 'request body');

@@ -199,6 +199,8 @@ type AccountsStore = Pick<
   | 'deleteApiKey'
   | 'findApiKeyByHash'
   | 'findAccountByKeyHash'
+  | 'touchApiKey'
+  | 'apiKeysLastUsed'
   | 'getIdempotency'
   | 'putIdempotency'
 >;
@@ -281,6 +283,21 @@ export function accountsStore(db: Db): AccountsStore {
         accountId,
       ]);
       return deleted.length > 0;
+    },
+
+    async touchApiKey(hash, at) {
+      await db.q(
+        'UPDATE api_keys SET last_used_at = $1 WHERE hash = $2 AND (last_used_at IS NULL OR last_used_at < $1)',
+        [at, hash],
+      );
+    },
+
+    async apiKeysLastUsed(accountId) {
+      const rows = await db.q<{ id: string; last_used_at: string }>(
+        'SELECT id, last_used_at FROM api_keys WHERE account_id = $1 AND last_used_at IS NOT NULL',
+        [accountId],
+      );
+      return Object.fromEntries(rows.map((r) => [r.id, r.last_used_at]));
     },
 
     findApiKeyByHash: (hash) => one<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE hash = $1`, [hash]),

@@ -425,6 +425,14 @@ class SqliteStorage implements SqliteStorageAdapter {
     return this.write('deleteApiKey', accountId, keyId);
   }
 
+  async touchApiKey(hash: string, at: string): Promise<void> {
+    await this.write('touchApiKey', hash, at);
+  }
+
+  async apiKeysLastUsed(accountId: string): Promise<Record<string, string>> {
+    return Object.fromEntries(this.s.apiKeysLastUsed.all(accountId).map((r) => [r.id, r.last_used_at]));
+  }
+
   async findApiKeyByHash(hash: string): Promise<ApiKeyRow | null> {
     return this.s.apiKeyByHash.get(hash) ?? null;
   }

@@ -305,6 +305,12 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  // --- migration 6: when each API key was last used (the console's key list, issue 28).
+  {
+    version: 6,
+    name: 'api key last use',
+    up: `ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;`,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

@@ -225,6 +225,12 @@ export function prepareStatements(db: Database.Database) {
       'SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE account_id = ? ORDER BY rowid',
     ),
     deleteApiKey: p('DELETE FROM api_keys WHERE id = ? AND account_id = ?'),
+    touchApiKey: p(
+      'UPDATE api_keys SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)',
+    ),
+    apiKeysLastUsed: p<{ id: string; last_used_at: string }>(
+      'SELECT id, last_used_at FROM api_keys WHERE account_id = ? AND last_used_at IS NOT NULL',
+    ),
     apiKeyByHash: p<ApiKeyRow>('SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE hash = ?'),
     accountByKeyHash: p<AccountRecord>(
       'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',

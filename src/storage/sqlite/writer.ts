@@ -60,6 +60,7 @@ export interface WriteOps {
   settle: [settlements: Settlement[]];
   insertApiKey: [key: ApiKeyRow];
   deleteApiKey: [accountId: string, keyId: string];
+  touchApiKey: [hash: string, at: string];
   insertAgents: [agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]];
   changeStatus: [agentId: string, change: StatusChange, updatedAt: string];
   deleteAgentTree: [agentId: string];
@@ -93,6 +94,7 @@ export interface WriteResults {
   settle: number[];
   insertApiKey: void;
   deleteApiKey: boolean;
+  touchApiKey: void;
   insertAgents: void;
   changeStatus: AgentRow | null;
   deleteAgentTree: string[];
@@ -235,6 +237,9 @@ export class SqliteWriter {
       }
       case 'deleteApiKey':
         return s.deleteApiKey.run(w.args[1], w.args[0]).changes > 0;
+      case 'touchApiKey':
+        s.touchApiKey.run(w.args[1], w.args[0], w.args[1]);
+        return undefined;
       case 'insertAgents':
         return this.insertAgents(...w.args);
       case 'changeStatus':
