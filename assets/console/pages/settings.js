@@ -112,7 +112,7 @@ export function settingsPage(main, _params, app) {
     replace(
       keysBody,
       data.map((key) => {
-        const confirmCell = h('td', { class: 'confirm-cell' });
+        const confirmCell = h('div', { class: 'confirm-inline' });
         const del = h(
           'button',
           { type: 'button', class: 'danger', onclick: () => askDelete(key, confirmCell, del) },
