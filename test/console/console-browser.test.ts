@@ -161,6 +161,10 @@ describe.runIf(runBrowser)('the console in Chromium', () => {
     expect(posts.filter((p) => p.endsWith('/resume'))).toHaveLength(1);
     expect((await bed.runtime.get(one.agent_id)).agent.status).toBe('ACTIVE');
 
+    // One stream per open agent page: leaving the page closes it.
+    const firstStreamClosed = page.waitForEvent('requestfailed', (r) => r.url().endsWith(`${one.agent_id}/events`));
+    await page.getByRole('link', { name: '← Back to the list' }).click();
+    await firstStreamClosed;
     await page.goto(`/console/agents/${two.agent_id}`);
     await page.getByRole('heading', { name: 'Hold two [hold]' }).waitFor();
     await page.getByRole('button', { name: 'Delete', exact: true }).click();
@@ -169,6 +173,17 @@ describe.runIf(runBrowser)('the console in Chromium', () => {
     await page.waitForURL('**/console/agents');
     expect(posts.filter((p) => p.startsWith('DELETE'))).toEqual([`DELETE /console/api/agents/${two.agent_id}`]);
     await expect(bed.runtime.get(two.agent_id)).rejects.toMatchObject({ code: 'not_found' });
+    await context.close();
+  });
+
+  it('signs the page out when the subscription lapses, saying why', async () => {
+    const { account, apiKey } = await bed.runtime.accounts.create({ name: 'lapsing', credits: 10 });
+    const { context, page } = await signedIn({ id: account.account_id, key: apiKey!.key });
+    await bed.runtime.accounts.unsubscribe(account.account_id);
+    // The list asks again every 2 s; its next call is refused and the page says why.
+    await page.waitForURL('**/console/sign-in');
+    await page.getByRole('alert').filter({ hasText: 'The subscription of this account is not active' }).waitFor();
+    expect((await context.cookies()).filter((c) => c.value !== '')).toHaveLength(0);
     await context.close();
   });
 

@@ -203,6 +203,8 @@ describe('isolation between accounts', () => {
     const own = await get(`/api/agents/${xss.agent_id}/artifacts/${artifact.artifact_id}`, cookieB);
     expect(own.status).toBe(200);
     expect(own.headers.get('content-disposition')).toMatch(/^attachment/);
+    // The artifact keeps its own sandboxing policy: no script of this origin runs in it, even opened in a tab.
+    expect(own.headers.get('content-security-policy')).toBe("default-src 'none'; sandbox");
     const cookieA = await signIn(bed.origin, bed.a.key);
     for (const path of [
       `/api/agents/${xss.agent_id}`,

@@ -118,8 +118,15 @@ export function createConsole(
     return null;
   }
 
+  /**
+   * Adds the security headers to a console answer. One that brings a policy of its own keeps it: an artifact's
+   * (`default-src 'none'; sandbox`) is stricter, and the console's `script-src 'self'` would let an HTML artifact
+   * opened in a tab load another artifact of this origin as a script.
+   */
   function withHeaders(response: Response): Response {
-    for (const [name, value] of Object.entries(SECURITY_HEADERS)) response.headers.set(name, value);
+    for (const [name, value] of Object.entries(SECURITY_HEADERS)) {
+      if (!response.headers.has(name)) response.headers.set(name, value);
+    }
     return response;
   }
 
@@ -265,6 +272,10 @@ export function createConsole(
       if (AgentryError.isInstance(error) && error.code === 'method_not_allowed') {
         response.headers.set('allow', (error.details as { allow: string }).allow);
       }
+    }
+    // A refused session cookie is dead for good (ended, expired or made up): the browser may forget it.
+    if (response.status === 401 && !o.authenticate && cookieValue(request.headers.get('cookie'), SESSION_COOKIE)) {
+      response.headers.append('set-cookie', sessionCookie('', 0, url.protocol === 'https:'));
     }
     return withHeaders(response);
   }
