@@ -407,6 +407,23 @@ export interface SpawnPage {
   limit: number;
 }
 
+/**
+ * A sign-in of the console (issue 28), kept so that it survives a restart of the server. Only the SHA-256 of the
+ * session id is stored, never the id (the browser's cookie) or the API key it was traded for.
+ */
+export interface ConsoleSessionRow {
+  /** SHA-256 (hex) of the session id. */
+  id_hash: string;
+  account_id: string;
+  /** SHA-256 of the API key it signed in with: the session lives only as long as that key. */
+  key_hash: string;
+  key_id: string;
+  /** ISO time after which it is refused. */
+  expires_at: string;
+  /** Why it ended (JSON `{code, message}`), or null while it is live. */
+  ended: string | null;
+}
+
 export interface IdempotencyRecord {
   account_id: string;
   key: string;
@@ -598,6 +615,13 @@ export interface StorageAdapter {
   /** The oldest queued change of an agent (of one of its monitors, with `monitorId`), or null. */
   nextMonitorChange(agentId: string, monitorId?: string): Promise<MonitorChangeRow | null>;
   deleteMonitorChange(seq: number): Promise<void>;
+
+  // console sessions (issue 28)
+  /** Stores a console session (upsert by `id_hash`: ending one writes it again with `ended`). */
+  putConsoleSession(row: ConsoleSessionRow): Promise<void>;
+  getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null>;
+  /** Deletes the sessions that expired before `now` (ISO); returns how many. */
+  deleteExpiredConsoleSessions(now: string): Promise<number>;
 
   // idempotency keys of the HTTP create route
   getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;

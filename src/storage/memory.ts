@@ -14,6 +14,7 @@ import type {
   ArtifactLimits,
   ArtifactRow,
   IdempotencyRecord,
+  ConsoleSessionRow,
   LedgerRow,
   MessageRow,
   MonitorChangeRow,
@@ -73,6 +74,7 @@ class MemoryStorage implements StorageAdapter {
   private readonly agents = new Map<string, StoredAgent>();
   private readonly reservations = new Map<string, ReservationRequest>();
   private readonly idempotency = new Map<string, IdempotencyRecord>();
+  private readonly consoleSessions = new Map<string, ConsoleSessionRow>();
   /** Page texts by SHA-256; they outlive the agents that read them. */
   private readonly pages = new Map<string, string>();
   private seq = 0;
@@ -600,6 +602,26 @@ class MemoryStorage implements StorageAdapter {
     for (const [id, t] of this.timers) if (agentIds.has(t.agent_id)) this.timers.delete(id);
     for (const [id, m] of this.monitors) if (agentIds.has(m.agent_id)) this.monitors.delete(id);
     this.monitorChanges = this.monitorChanges.filter((c) => !agentIds.has(c.agent_id));
+  }
+
+  async putConsoleSession(row: ConsoleSessionRow): Promise<void> {
+    this.consoleSessions.set(row.id_hash, { ...row });
+  }
+
+  async getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null> {
+    const row = this.consoleSessions.get(idHash);
+    return row ? { ...row } : null;
+  }
+
+  async deleteExpiredConsoleSessions(now: string): Promise<number> {
+    let n = 0;
+    for (const [id, row] of this.consoleSessions) {
+      if (row.expires_at < now) {
+        this.consoleSessions.delete(id);
+        n += 1;
+      }
+    }
+    return n;
   }
 
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {

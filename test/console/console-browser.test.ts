@@ -3,6 +3,9 @@
  * on this machine, so only Chromium runs here). Without Chromium the suite is skipped, saying why — except under
  * AGENTRY_CI_STRICT=1, where it fails.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_FLAGS } from '../../src/browser/browser-pool.js';
@@ -274,29 +277,42 @@ describe.runIf(runBrowser)('the console in Chromium', () => {
   });
 
   it('says "disconnected" while the server restarts, then catches up with nothing shown twice', async () => {
-    const agent = await bed.runtime.create({ goal: 'Three steps [steps-r]', accountId: bed.a.id });
-    bed.release('[steps-r]#0');
-    const { context, page } = await signedIn();
-    const streams: Array<string | undefined> = [];
-    page.on('request', (r) => r.url().endsWith('/events') && streams.push(r.headers()['last-event-id']));
-    await page.goto(`/console/agents/${agent.agent_id}`);
-    await page.getByText('step 1', { exact: true }).waitFor();
-    await page.getByRole('status').filter({ hasText: 'live' }).waitFor();
+    // A whole restart: the server and the runtime close, and a new runtime opens the same SQLite file. The session
+    // is a row of that file, so the page stays signed in.
+    const dir = mkdtempSync(join(tmpdir(), 'agentry-console-restart-'));
+    const restarting = await openConsoleBed({ sqlitePath: join(dir, 'agentry.db') });
+    try {
+      const agent = await restarting.runtime.create({ goal: 'Three steps [steps-r]', accountId: restarting.a.id });
+      restarting.release('[steps-r]#0');
+      const context = await browser.newContext({ baseURL: restarting.origin });
+      const page = await context.newPage();
+      await page.goto('/console/sign-in');
+      await page.getByLabel('API key', { exact: true }).fill(restarting.a.key);
+      await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+      await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+      const streams: Array<string | undefined> = [];
+      page.on('request', (r) => r.url().endsWith('/events') && streams.push(r.headers()['last-event-id']));
+      await page.goto(`/console/agents/${agent.agent_id}`);
+      await page.getByText('step 1', { exact: true }).waitFor();
+      await page.getByRole('status').filter({ hasText: 'live' }).waitFor();
 
-    await bed.stopServer();
-    await page.getByRole('status').filter({ hasText: 'disconnected' }).waitFor();
-    bed.release('[steps-r]#1');
-    bed.release('[steps-r]#2');
-    await bed.runtime.waitFor(agent.agent_id);
-    await bed.startServer();
+      await restarting.restart(async () => {
+        await page.getByRole('status').filter({ hasText: 'disconnected' }).waitFor();
+        restarting.release('[steps-r]#1');
+        restarting.release('[steps-r]#2');
+      });
 
-    await page.getByRole('status').filter({ hasText: 'finished' }).waitFor({ timeout: 15_000 });
-    await expect.poll(() => statusOf(page).textContent()).toBe('COMPLETED');
-    const transcript = await page.locator('.transcript li .text').allTextContents();
-    expect(transcript).toEqual(['Three steps [steps-r]', 'step 1', 'step 2', 'step 3: all done']);
-    // The first stream started from the beginning; a reconnect asked only for what came after message 2.
-    expect(streams[0]).toBeUndefined();
-    expect(streams.slice(1)).toContain('2');
-    await context.close();
+      await page.getByRole('status').filter({ hasText: 'finished' }).waitFor({ timeout: 20_000 });
+      await expect.poll(() => statusOf(page).textContent()).toBe('COMPLETED');
+      const transcript = await page.locator('.transcript li .text').allTextContents();
+      expect(transcript).toEqual(['Three steps [steps-r]', 'step 1', 'step 2', 'step 3: all done']);
+      // The first stream started from the beginning; a reconnect asked only for what came after message 2.
+      expect(streams[0]).toBeUndefined();
+      expect(streams.slice(1)).toContain('2');
+      await context.close();
+    } finally {
+      await restarting.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

@@ -1,7 +1,7 @@
 /**
- * The console's test bed: a runtime on memory storage with a scripted model whose behaviour the goal picks, two
- * accounts, and the HTTP server (console on) on an ephemeral port that can be stopped and started again on the same
- * port while the runtime keeps running. Goals:
+ * The console's test bed: a runtime (memory storage, or a SQLite file that {@link ConsoleBed.restart} reopens) with a
+ * scripted model whose behaviour the goal picks, two accounts, and the HTTP server (console on) on an ephemeral port.
+ * Goals:
  * - `[hold]`: the model turn never ends on its own (pause aborts it; resume starts it again), for pause/resume/delete;
  * - `[gate]`: one turn that waits for `release('<goal marker>')`, then answers;
  * - `[steps]`: three turns, each waiting for `release`, each saying "step N" (the restart test);
@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, type Tool } from 'agentry';
+import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type ModelProvider, type Tool } from 'agentry';
 import { startServer, type RunningServer } from 'agentry/http';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import type { AgentRow } from '../../src/storage/adapter.js';
@@ -27,6 +27,7 @@ export interface Account {
 }
 
 export interface ConsoleBed {
+  /** The runtime now (a new one after {@link ConsoleBed.restart}). */
   runtime: AgentRuntime;
   /** http://127.0.0.1:<port> */
   origin: string;
@@ -34,10 +35,11 @@ export interface ConsoleBed {
   b: Account;
   /** Lets the waiting turn of agents whose goal contains `marker` answer. */
   release(marker: string): void;
-  /** Stops the HTTP server (open connections dropped); the runtime keeps running. */
-  stopServer(): Promise<void>;
-  /** Starts it again on the same port. */
-  startServer(): Promise<void>;
+  /**
+   * Stops the server and the runtime, then `whileDown()`, then opens a new runtime on the same SQLite file and serves
+   * it on the same port: a restart of the whole server process, as far as the browser can tell. SQLite beds only.
+   */
+  restart(whileDown: () => void | Promise<void>): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -62,7 +64,27 @@ const noteTool: Tool = defineTool({
   run: async ({ step }) => ({ noted: step }),
 });
 
-export async function openConsoleBed(): Promise<ConsoleBed> {
+/**
+ * A model whose turns end at once when their request is aborted, even while the script waits on a gate (the script
+ * never sees the signal): a paused agent or a closing runtime is not held up by a gate opened later.
+ */
+function abortable(model: ModelProvider): ModelProvider {
+  return {
+    models: model.models,
+    generate(request, options) {
+      const answer = model.generate(request, options);
+      answer.catch(() => {}); // an answer nobody waits for any more
+      const aborted = new Promise<never>((_, reject) => {
+        const fail = () => reject(Object.assign(new Error('The model request was aborted'), { name: 'AbortError' }));
+        if (options.signal.aborted) fail();
+        else options.signal.addEventListener('abort', fail, { once: true });
+      });
+      return Promise.race([answer, aborted]);
+    },
+  };
+}
+
+export async function openConsoleBed(options: { sqlitePath?: string } = {}): Promise<ConsoleBed> {
   const gates = new Map<string, { promise: Promise<void>; resolve: () => void; released: boolean }>();
   const gate = (key: string) => {
     let g = gates.get(key);
@@ -74,36 +96,41 @@ export async function openConsoleBed(): Promise<ConsoleBed> {
     }
     return g;
   };
-  const model = scriptedModel({
-    record: false,
-    turns: async (request, { turnIndex }): Promise<ScriptedTurn> => {
-      const goal = JSON.stringify(request.messages[0] ?? '');
-      const marker = /\[(?:gate|steps)[^\]]*\]/.exec(goal)?.[0];
-      if (goal.includes('[hold]')) return { text: 'holding', delayMs: 3_600_000 };
-      if (goal.includes('[gate') && marker) {
-        await gate(marker).promise;
-        return { text: 'Finished: the answer is 42.' };
-      }
-      if (goal.includes('[steps') && marker) {
-        await gate(`${marker}#${turnIndex}`).promise;
-        return turnIndex < 2
-          ? { text: `step ${turnIndex + 1}`, toolCalls: [{ name: 'note', input: { step: turnIndex + 1 } }] }
-          : { text: 'step 3: all done' };
-      }
-      if (goal.includes('[xss]')) {
-        return turnIndex === 0
-          ? { text: XSS, toolCalls: [{ name: 'show_payload', input: { payload: XSS } }] }
-          : { text: `${XSS}\n\n# Heading\n[another](javascript:alert('md2'))` };
-      }
-      return { text: 'Done.' };
-    },
-  });
-  const runtime = await AgentRuntime.open({
-    storage: memoryStorage(),
-    model,
-    tools: [xssTool, noteTool],
-    builtinTools: false,
-  });
+  const newModel = () =>
+    scriptedModel({
+      record: false,
+      turns: async (request, { turnIndex }): Promise<ScriptedTurn> => {
+        const goal = JSON.stringify(request.messages[0] ?? '');
+        const marker = /\[(?:gate|steps)[^\]]*\]/.exec(goal)?.[0];
+        if (goal.includes('[hold]')) return { text: 'holding', delayMs: 3_600_000 };
+        if (goal.includes('[gate') && marker) {
+          await gate(marker).promise;
+          return { text: 'Finished: the answer is 42.' };
+        }
+        if (goal.includes('[steps') && marker) {
+          await gate(`${marker}#${turnIndex}`).promise;
+          return turnIndex < 2
+            ? { text: `step ${turnIndex + 1}`, toolCalls: [{ name: 'note', input: { step: turnIndex + 1 } }] }
+            : { text: 'step 3: all done' };
+        }
+        if (goal.includes('[xss]')) {
+          return turnIndex === 0
+            ? { text: XSS, toolCalls: [{ name: 'show_payload', input: { payload: XSS } }] }
+            : { text: `${XSS}\n\n# Heading\n[another](javascript:alert('md2'))` };
+        }
+        return { text: 'Done.' };
+      },
+    });
+  const openRuntime = () =>
+    AgentRuntime.open({
+      storage: options.sqlitePath === undefined ? memoryStorage() : sqliteStorage({ path: options.sqlitePath }),
+      model: abortable(newModel()),
+      tools: [xssTool, noteTool],
+      builtinTools: false,
+      // Held turns wait on gates the runtime cannot see; a close aborts them at once.
+      closeTimeoutMs: 50,
+    });
+  let runtime = await openRuntime();
   const created = await Promise.all(
     ['alpha', 'beta'].map(async (name) => {
       const { account, apiKey } = await runtime.accounts.create({ name, credits: 1_000 });
@@ -112,7 +139,7 @@ export async function openConsoleBed(): Promise<ConsoleBed> {
   );
   let server: RunningServer | null = await startServer(runtime, { port: 0, console: true });
   const port = server.port;
-  return {
+  const bed: ConsoleBed = {
     runtime,
     origin: server.url,
     a: created[0]!,
@@ -122,11 +149,13 @@ export async function openConsoleBed(): Promise<ConsoleBed> {
       g.released = true;
       g.resolve();
     },
-    async stopServer() {
+    async restart(whileDown) {
       await server?.close();
       server = null;
-    },
-    async startServer() {
+      await runtime.close();
+      await whileDown();
+      runtime = await openRuntime();
+      bed.runtime = runtime;
       server = await startServer(runtime, { port, console: true });
     },
     async close() {
@@ -138,6 +167,7 @@ export async function openConsoleBed(): Promise<ConsoleBed> {
       await runtime.close();
     },
   };
+  return bed;
 }
 
 /** A parent (PAUSED) with `n` children (finished or paused), written straight to storage: nothing runs. */

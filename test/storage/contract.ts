@@ -12,6 +12,7 @@ import type {
   ArtifactLimits,
   ArtifactRow,
   ChildSpec,
+  ConsoleSessionRow,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
@@ -595,6 +596,32 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k2: at(20) });
         // The key rows themselves are as inserted.
         expect(await s.listApiKeys(ACCT)).toEqual([key('k2', ACCT, 'h2')]);
+      });
+    });
+
+    describe('console sessions', () => {
+      const session = (id: string, expires: number, extra: Partial<ConsoleSessionRow> = {}): ConsoleSessionRow => ({
+        id_hash: id,
+        account_id: ACCT,
+        key_hash: 'h1',
+        key_id: 'k1',
+        expires_at: at(expires),
+        ended: null,
+        ...extra,
+      });
+
+      it('stores, ends (upsert) and reads sessions, and deletes the expired ones', async () => {
+        expect(await s.getConsoleSession('s1')).toBeNull();
+        await s.putConsoleSession(session('s1', 100));
+        await s.putConsoleSession(session('s2', 10));
+        expect(await s.getConsoleSession('s1')).toEqual(session('s1', 100));
+        const ended = session('s1', 100, { ended: '{"code":"unauthorized","message":"You signed out."}' });
+        await s.putConsoleSession(ended);
+        expect(await s.getConsoleSession('s1')).toEqual(ended);
+        expect(await s.deleteExpiredConsoleSessions(at(50))).toBe(1);
+        expect(await s.getConsoleSession('s2')).toBeNull();
+        expect(await s.getConsoleSession('s1')).toEqual(ended);
+        expect(await s.deleteExpiredConsoleSessions(at(50))).toBe(0);
       });
     });
 

@@ -69,7 +69,7 @@ describe('sqliteStorage', () => {
       { version: 3, name: 'child specs, tool state, artifacts, pages read', applied_at: expect.any(String) },
       { version: 4, name: 'durable timers, monitors', applied_at: expect.any(String) },
       { version: 5, name: 'message outbox and opt-outs', applied_at: expect.any(String) },
-      { version: 6, name: 'api key last use', applied_at: expect.any(String) },
+      { version: 6, name: 'console: api key last use, sessions', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });

@@ -49,7 +49,7 @@ export interface ConsoleCall {
   /** Checks again that the identity may still read (for long streams). */
   recheck(): Promise<void>;
   /** The key deleted by this call: sessions from it end. */
-  onKeyDeleted(keyId: string): void;
+  onKeyDeleted(keyId: string): Promise<void>;
 }
 
 /** The methods each console API path takes, or null when the path is none of them. */
@@ -92,7 +92,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ]);
       return jsonResponse(200, {
         data: keys.map((k) => ({ ...k, last_used_at: lastUsed[k.key_id] ?? null })),
-        signed_in_with: identity.session?.key_id ?? null,
+        signed_in_with: identity.session?.row.key_id ?? null,
       });
     }
     if (b === undefined) {
@@ -103,7 +103,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     }
     const keyId = parseArgs(KeyIdSchema, decodeURIComponent(b), 'key id');
     await runtime.accounts.deleteApiKey(identity.accountId, keyId);
-    call.onKeyDeleted(keyId);
+    await call.onKeyDeleted(keyId);
     return jsonResponse(200, { key_id: keyId, deleted: true });
   }
 

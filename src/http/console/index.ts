@@ -150,7 +150,7 @@ export function createConsole(
       return { accountId, session: null, signal: new AbortController().signal };
     }
     const session = await sessions.check(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
-    return { accountId: session.account_id, session, signal: session.ended.signal };
+    return { accountId: session.row.account_id, session, signal: session.ended.signal };
   }
 
   /** CSRF: an unsafe request must say it comes from this origin (or one configured). */
@@ -202,9 +202,9 @@ export function createConsole(
       if (o.authenticate)
         throw new AgentryError('invalid_request', 'This console signs in through its host application');
       const { api_key } = parseArgs(SignInBodySchema, await body(request, true), 'request body');
-      sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
+      await sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
       const { id, session: s } = await sessions.signIn(api_key, o.sessionTtlSeconds * 1000);
-      const account = await runtime.accounts.get(s.account_id);
+      const account = await runtime.accounts.get(s.row.account_id);
       return jsonResponse(
         200,
         { account, sign_out: true },
@@ -212,7 +212,7 @@ export function createConsole(
       );
     }
     if (request.method === 'DELETE') {
-      sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
+      await sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
       return jsonResponse(200, { signed_out: true }, { 'set-cookie': sessionCookie('', 0, secure) });
     }
     const identity = await identify(request);

@@ -1,27 +1,27 @@
 /**
  * @module http/console/sessions
- * The console's sign-in sessions: server-side, in memory, one store per runtime (so a restarted HTTP server over the
- * same runtime keeps them; a restarted process signs everyone out). The browser holds only a random session id in an
- * `HttpOnly; SameSite=Strict` cookie; the API key it signed in with is never stored, only which key it was (its hash
- * and id), and every request checks again that this key still exists and its account is still subscribed, so deleting
- * the key or a lapsed subscription ends the session at its next request.
+ * The console's sign-in sessions: server-side rows in the runtime's storage (so a restarted server keeps them), of
+ * which the browser holds only a random id in an `HttpOnly; SameSite=Strict` cookie and storage only that id's
+ * SHA-256. The API key a session was traded for is never stored, only which key it was (its hash and id); every
+ * request checks again that this key still exists and its account is still subscribed, so deleting the key or a lapsed
+ * subscription ends the session at its next request, and the session remembers why, to say so.
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
-import { AgentryError } from '../../errors.js';
+import { isoTime } from '../../core/clock.js';
+import { AgentryError, type ErrorCode } from '../../errors.js';
+import type { ConsoleSessionRow } from '../../storage/adapter.js';
 
 /** The name of the session cookie. */
 export const SESSION_COOKIE = 'agentry_console';
 
+/** Expired sessions are deleted at most this often (on a sign-in). */
+const SWEEP_EVERY_MS = 3600_000;
+
 /** A signed-in browser. */
 export interface ConsoleSession {
-  account_id: string;
-  /** SHA-256 of the API key it signed in with: checked on every request. */
-  key_hash: string;
-  key_id: string;
-  /** Milliseconds since the epoch. */
-  expires_at: number;
-  /** Aborted when the session ends: its event streams close with it. */
+  row: ConsoleSessionRow;
+  /** Aborted when the session ends in this process: its event streams close with it. */
   ended: AbortController;
 }
 
@@ -35,16 +35,15 @@ export interface ConsoleIdentity {
 }
 
 const hashOf = (sessionId: string) => createHash('sha256').update(sessionId).digest('hex');
+const signIn = () => new AgentryError('unauthorized', 'Sign in to use the console');
+const keyDeleted = () =>
+  new AgentryError('unauthorized', 'The API key this session signed in with was deleted: sign in again');
 
-/** The sessions of one runtime. */
+/** The sessions of one runtime, as one process sees them. */
 export class SessionStore {
-  /** By the SHA-256 of the cookie's value. */
-  private readonly sessions = new Map<string, ConsoleSession>();
-  /**
-   * Why sessions ended (by the same key), until they would have expired anyway: a browser whose session ended
-   * because its key was deleted or the subscription lapsed is told so at every request, not just the first.
-   */
-  private readonly endings = new Map<string, { error: AgentryError; until: number }>();
+  /** Sessions this process has served, by id hash: their streams end when they do. */
+  private readonly live = new Map<string, ConsoleSession>();
+  private lastSweep = 0;
 
   constructor(
     private readonly runtime: AgentRuntime,
@@ -57,91 +56,112 @@ export class SessionStore {
    */
   async signIn(apiKey: string, ttlMs: number): Promise<{ id: string; session: ConsoleSession }> {
     const { account, keyHash } = await this.runtime.accounts.authenticateKey(apiKey);
-    const row = (await this.runtime.storage.listApiKeys(account.account_id)).find((k) => k.hash === keyHash);
-    if (!row) throw new AgentryError('unauthorized', 'Unknown API key');
-    this.sweep();
+    const key = (await this.runtime.storage.listApiKeys(account.account_id)).find((k) => k.hash === keyHash);
+    if (!key) throw new AgentryError('unauthorized', 'Unknown API key');
+    await this.sweep();
     const id = randomBytes(32).toString('base64url');
-    const session: ConsoleSession = {
+    const row: ConsoleSessionRow = {
+      id_hash: hashOf(id),
       account_id: account.account_id,
       key_hash: keyHash,
-      key_id: row.id,
-      expires_at: this.now() + ttlMs,
-      ended: new AbortController(),
+      key_id: key.id,
+      expires_at: isoTime(this.now() + ttlMs),
+      ended: null,
     };
-    this.sessions.set(hashOf(id), session);
-    return { id, session };
+    await this.runtime.storage.putConsoleSession(row);
+    return { id, session: this.track(row) };
   }
 
   /**
-   * The live session of a cookie value. Throws `unauthorized` (no session, expired, or its key deleted) or
-   * `subscription_inactive`; a session found dead is ended, so the next request is told the same.
+   * The live session of a cookie value. Throws `unauthorized` (no session, expired, signed out, its key deleted) or
+   * `subscription_inactive`, saying which; a session found dead is ended, so later requests are told the same.
    */
   async check(sessionId: string | null): Promise<ConsoleSession> {
-    if (sessionId === null || sessionId.length > 100)
-      throw new AgentryError('unauthorized', 'Sign in to use the console');
-    const key = hashOf(sessionId);
-    const session = this.sessions.get(key);
-    if (!session) throw this.endings.get(key)?.error ?? new AgentryError('unauthorized', 'Sign in to use the console');
-    if (session.expires_at <= this.now()) {
-      this.end(key, session);
+    if (sessionId === null || sessionId.length > 100) throw signIn();
+    const row = await this.runtime.storage.getConsoleSession(hashOf(sessionId));
+    if (!row) throw signIn();
+    if (row.ended !== null) {
+      this.live.get(row.id_hash)?.ended.abort();
+      throw errorOf(row.ended);
+    }
+    if (row.expires_at <= isoTime(this.now())) {
+      this.untrack(row.id_hash);
       throw new AgentryError('unauthorized', 'Your session expired: sign in again');
     }
-    await this.checkStillAllowed(session, (error) => this.end(key, session, error));
+    const session = this.track(row);
+    await this.checkStillAllowed(session);
     return session;
   }
 
-  /** Checks again that a session's key exists and its account is subscribed; `onDead` runs before the throw. */
-  async checkStillAllowed(
-    session: ConsoleSession,
-    onDead: (error: AgentryError) => void = (error) => this.endSession(session, error),
-  ): Promise<void> {
-    const account = await this.runtime.storage.findAccountByKeyHash(session.key_hash);
+  /** Checks again that a session's key exists and its account is subscribed; ends the session when not. */
+  async checkStillAllowed(session: ConsoleSession): Promise<void> {
+    const account = await this.runtime.storage.findAccountByKeyHash(session.row.key_hash);
     const error = !account
       ? keyDeleted()
       : !account.subscription_active
         ? new AgentryError('subscription_inactive', 'The subscription of this account is not active')
         : null;
     if (error) {
-      onDead(error);
+      await this.end(session.row, error);
       throw error;
     }
   }
 
   /** Signs out the session of this cookie value (nothing when there is none). */
-  signOut(sessionId: string | null): void {
-    if (sessionId === null) return;
-    const key = hashOf(sessionId);
-    const session = this.sessions.get(key);
-    if (session) this.end(key, session);
+  async signOut(sessionId: string | null): Promise<void> {
+    if (sessionId === null || sessionId.length > 100) return;
+    const row = await this.runtime.storage.getConsoleSession(hashOf(sessionId));
+    if (row && row.ended === null) await this.end(row, new AgentryError('unauthorized', 'You signed out.'));
   }
 
-  /** Ends every session signed in with this key (the key was deleted). */
-  endSessionsOfKey(accountId: string, keyId: string): void {
-    for (const [key, s] of this.sessions) {
-      if (s.account_id === accountId && s.key_id === keyId) this.end(key, s, keyDeleted());
+  /** Ends the sessions this process serves that signed in with this key (just deleted); others end at their next request. */
+  async endSessionsOfKey(accountId: string, keyId: string): Promise<void> {
+    for (const s of [...this.live.values()]) {
+      if (s.row.account_id === accountId && s.row.key_id === keyId) await this.end(s.row, keyDeleted());
     }
   }
 
-  private endSession(session: ConsoleSession, error: AgentryError): void {
-    for (const [key, s] of this.sessions) if (s === session) this.end(key, s, error);
+  private async end(row: ConsoleSessionRow, why: AgentryError): Promise<void> {
+    await this.runtime.storage.putConsoleSession({
+      ...row,
+      ended: JSON.stringify({ code: why.code, message: why.message }),
+    });
+    this.untrack(row.id_hash);
   }
 
-  private end(key: string, session: ConsoleSession, why?: AgentryError): void {
-    this.sessions.delete(key);
-    if (why) this.endings.set(key, { error: why, until: session.expires_at });
-    session.ended.abort(why ?? new Error('signed out'));
+  private track(row: ConsoleSessionRow): ConsoleSession {
+    let session = this.live.get(row.id_hash);
+    if (!session) this.live.set(row.id_hash, (session = { row, ended: new AbortController() }));
+    return session;
+  }
+
+  private untrack(idHash: string): void {
+    const session = this.live.get(idHash);
+    this.live.delete(idHash);
+    session?.ended.abort(new Error('session ended'));
   }
 
   /** Drops expired sessions, so abandoned ones do not pile up. */
-  private sweep(): void {
+  private async sweep(): Promise<void> {
     const now = this.now();
-    for (const [key, s] of this.sessions) if (s.expires_at <= now) this.end(key, s);
-    for (const [key, e] of this.endings) if (e.until <= now) this.endings.delete(key);
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    const at = isoTime(now);
+    for (const [idHash, s] of this.live) if (s.row.expires_at <= at) this.untrack(idHash);
+    await this.runtime.storage.deleteExpiredConsoleSessions(at);
   }
 }
 
-const keyDeleted = () =>
-  new AgentryError('unauthorized', 'The API key this session signed in with was deleted: sign in again');
+/** The error a session ended with, from its stored `{code, message}`. */
+function errorOf(ended: string): AgentryError {
+  try {
+    const { code, message } = JSON.parse(ended) as { code: ErrorCode; message: string };
+    if (code === 'unauthorized' || code === 'subscription_inactive') return new AgentryError(code, message);
+  } catch {
+    // an unreadable reason is still an ended session
+  }
+  return signIn();
+}
 
 const stores = new WeakMap<AgentRuntime, SessionStore>();
 

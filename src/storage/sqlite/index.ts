@@ -15,6 +15,7 @@ import type {
   AgentQuery,
   AgentSearch,
   AgentSearchPage,
+  ConsoleSessionRow,
   AgentRow,
   ApiKeyRow,
   ArtifactLimits,
@@ -717,6 +718,18 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async deleteMonitorChange(seq: number): Promise<void> {
     await this.write('deleteMonitorChange', seq);
+  }
+
+  async putConsoleSession(row: ConsoleSessionRow): Promise<void> {
+    await this.write('putConsoleSession', row);
+  }
+
+  async getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null> {
+    return this.s.getConsoleSession.get(idHash) ?? null;
+  }
+
+  async deleteExpiredConsoleSessions(now: string): Promise<number> {
+    return this.write('deleteExpiredConsoleSessions', now);
   }
 
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {

@@ -9,6 +9,7 @@ import type {
   AccountRow,
   AgentRow,
   ApiKeyRow,
+  ConsoleSessionRow,
   ArtifactRow,
   IdempotencyRecord,
   LedgerRow,
@@ -228,6 +229,15 @@ export function prepareStatements(db: Database.Database) {
     touchApiKey: p(
       'UPDATE api_keys SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)',
     ),
+    putConsoleSession: p(
+      'INSERT INTO console_sessions (id_hash, account_id, key_hash, key_id, expires_at, ended) VALUES (?, ?, ?, ?, ?, ?) ' +
+        'ON CONFLICT (id_hash) DO UPDATE SET account_id = excluded.account_id, key_hash = excluded.key_hash, ' +
+        'key_id = excluded.key_id, expires_at = excluded.expires_at, ended = excluded.ended',
+    ),
+    getConsoleSession: p<ConsoleSessionRow>(
+      'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions WHERE id_hash = ?',
+    ),
+    deleteExpiredConsoleSessions: p('DELETE FROM console_sessions WHERE expires_at < ?'),
     apiKeysLastUsed: p<{ id: string; last_used_at: string }>(
       'SELECT id, last_used_at FROM api_keys WHERE account_id = ? AND last_used_at IS NOT NULL',
     ),
