@@ -19,6 +19,33 @@ export default tseslint.config(
     },
   },
   {
+    // The console's browser modules: plain ES modules in the page, with the browser's globals.
+    files: ['assets/console/**/*.js'],
+    languageOptions: {
+      globals: Object.fromEntries(
+        [
+          'document',
+          'window',
+          'location',
+          'history',
+          'navigator',
+          'fetch',
+          'setTimeout',
+          'clearTimeout',
+          'setInterval',
+          'clearInterval',
+          'URLSearchParams',
+          'AbortController',
+          'TextDecoderStream',
+          'Intl',
+          'Node',
+          'Element',
+          'console',
+        ].map((name) => [name, 'readonly']),
+      ),
+    },
+  },
+  {
     files: ['test/**', 'bench/**'],
     rules: { '@typescript-eslint/no-explicit-any': 'off', '@typescript-eslint/no-non-null-assertion': 'off' },
   },

@@ -9,6 +9,8 @@ export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,
   subscription_inactive: 401,
+  /** A console request from another origin (the console's CSRF check). */
+  forbidden: 403,
   insufficient_credits: 402,
   not_found: 404,
   method_not_allowed: 405,

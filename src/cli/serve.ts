@@ -22,10 +22,11 @@ import {
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
 
-export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>]
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console]
 
 Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth,
-and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key).
+and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key), and the console (settings
+and a live dashboard, signed in with an API key) at /console.
 On the first start against a database it creates an account with ${INITIAL_CREDITS} credits and prints its API key once.
 
 Options:
@@ -35,6 +36,7 @@ Options:
   --rate-limit <c:r>    token bucket per API key: burst c, r per second; "off" disables (default 120:20)
   --cors <origins>      comma-separated origins allowed to call from a browser, or "*" (default: no CORS)
   --mcp-config <file>   MCP servers whose tools agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
+  --no-console          do not serve the console at /console
 
 The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
 
@@ -46,12 +48,13 @@ export async function run(args: string[]): Promise<number> {
     'rate-limit': { type: 'string' },
     cors: { type: 'string' },
     'mcp-config': { type: 'string' },
+    'no-console': { type: 'boolean', default: false },
   });
   positionals(rest, [], usage);
   const port = Number(values.port);
   if (!/^\d{1,5}$/.test(values.port) || port > 65535)
     throw new UsageError(`--port must be 0..65535, got ${values.port}`);
-  const handlerOptions: FetchHandlerOptions = { mcp: true };
+  const handlerOptions: FetchHandlerOptions = { mcp: true, console: !values['no-console'] };
   if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);
   if (values.cors !== undefined) {
     handlerOptions.cors = {
@@ -87,6 +90,7 @@ export async function run(args: string[]): Promise<number> {
     throw error;
   }
   console.log(`agentry listening on ${server.url} (database: ${db})`);
+  if (handlerOptions.console) console.log(`Console: ${server.url}/console (sign in with one of the account’s keys)`);
 
   return new Promise<number>((resolve) => {
     let stopping = false;

@@ -65,6 +65,12 @@ const CreateAccountSchema = z
   })
   .strict();
 
+/**
+ * A key's last use is written at most this often per process: every request authenticates, and a write each time
+ * would cost more than the request. The time shown is therefore accurate to about a minute.
+ */
+const KEY_USE_WRITE_EVERY_MS = 60_000;
+
 export function hashApiKey(key: string): string {
   return createHash('sha256').update(key).digest('hex');
 }
@@ -79,6 +85,9 @@ export class Accounts {
     /** Told of every (de)activation, so the runtime's subscription check reads the account again. */
     private readonly onSubscriptionChange: (accountId: string) => void = () => {},
   ) {}
+
+  /** When this process last wrote each key's use, by key hash. */
+  private readonly keyUseWritten = new Map<string, number>();
 
   /**
    * Creates an account. With `subscribe` (the default) it is active at once and its first API key is created and
@@ -206,7 +215,28 @@ export class Accounts {
     if (!account.subscription_active) {
       throw new AgentryError('subscription_inactive', 'The subscription of this account is not active');
     }
+    this.noteKeyUse(keyHash);
     return { account: toInfo(account), keyHash };
+  }
+
+  /**
+   * When each of the account's keys was last used to authenticate (accurate to about a minute; polls answered by
+   * `startServer`'s own thread are not counted), by key id. Keys never used are absent.
+   */
+  async keysLastUsed(accountId: string): Promise<Record<string, string>> {
+    await this.row(accountId);
+    return this.storage.apiKeysLastUsed(accountId);
+  }
+
+  /** Records a key's use, in the background and at most once a minute per key. */
+  private noteKeyUse(keyHash: string): void {
+    const now = this.clock.now();
+    const last = this.keyUseWritten.get(keyHash);
+    if (last !== undefined && now - last < KEY_USE_WRITE_EVERY_MS) return;
+    if (this.keyUseWritten.size >= 10_000) this.keyUseWritten.clear(); // bounded: a flood of keys only costs writes
+    this.keyUseWritten.set(keyHash, now);
+    // A lost write only makes "last used" a little older; it must never fail the request that used the key.
+    this.storage.touchApiKey(keyHash, isoTime(now)).catch(() => {});
   }
 
   /** Every debit and credit of the account, oldest first. */

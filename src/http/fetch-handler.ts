@@ -21,6 +21,7 @@ import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body
 import { DEFAULT_EVENT_STREAM_LIMITS, EventStreamRegistry, type EventStreamLimits } from './event-streams.js';
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
+import { createConsole, type ConsoleOptions } from './console/index.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
@@ -102,6 +103,12 @@ const FetchHandlerOptionsSchema = z
       .optional(),
     now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
     mcp: z.boolean().default(false),
+    console: z
+      .custom<boolean | ConsoleOptions>(
+        (v) => typeof v === 'boolean' || (typeof v === 'object' && v !== null),
+        'must be true, false or the console options',
+      )
+      .default(false),
   })
   .strict();
 
@@ -163,6 +170,13 @@ export interface FetchHandlerOptions {
    * @example createFetchHandler(runtime, { mcp: true }) // MCP clients connect to http://host:8787/mcp
    */
   mcp?: boolean;
+  /**
+   * Serves the console (a settings area and a live dashboard in the browser) at `{basePath}/console`: sign in with an
+   * API key, or pass `authenticate` to sign in through your own app. See {@link ConsoleOptions}.
+   * @default false
+   * @example createFetchHandler(runtime, { console: true }) // open http://host:8787/console
+   */
+  console?: boolean | ConsoleOptions;
 }
 
 /** The router as a function: `Request -> Response`. */
@@ -288,6 +302,10 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   const idempotent = new IdempotentCreates(runtime.storage, () => isoTime(now()));
   const prefix = `${o.basePath}/api/`;
   let openApiText: string | undefined;
+  const consoleRoutes =
+    o.console === false
+      ? null
+      : createConsole(runtime, o.console, { basePath: o.basePath, bodyLimitBytes: o.bodyLimitBytes, now, onError });
 
   function match(pathname: string): RouteMatch | null {
     // Stateless Streamable HTTP: POST only (no server-initiated stream to GET, no session to DELETE).
@@ -491,6 +509,11 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     let response: Response;
     try {
       const url = new URL(request.url);
+      if (consoleRoutes?.owns(url.pathname)) {
+        response = await consoleRoutes.handle(request, url, requestId);
+        response.headers.set('x-request-id', requestId);
+        return response;
+      }
       found = match(url.pathname);
       if (found === null) {
         response = errorResponse(
@@ -520,6 +543,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
 
   return Object.assign(handler, {
     allowedMethods(pathname: string): readonly string[] | null {
+      if (consoleRoutes?.owns(pathname)) return consoleRoutes.allowedMethods(pathname);
       const found = match(pathname);
       return found === null ? null : Object.keys(found.methods);
     },

@@ -20,6 +20,7 @@ export {
   DEFAULT_RATE_LIMIT,
 } from './fetch-handler.js';
 export type { FetchHandler, FetchHandlerOptions } from './fetch-handler.js';
+export type { ConsoleOptions } from './console/index.js';
 export { createNodeHandler, nodeHandlerFor } from './node-handler.js';
 export type { NodeHandler } from './node-handler.js';
 export { buildOpenApiDocument } from './openapi.js';

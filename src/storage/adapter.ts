@@ -379,9 +379,49 @@ export interface AgentPage {
   last: string | null;
 }
 
+/**
+ * A page of agents by position, with how many match in all: the console's agents list and a parent's children (a
+ * virtualised list jumps to any position, and searching 10,000 children by goal happens in the database).
+ */
+export interface AgentSearch {
+  account_id: string;
+  /** `null`: root agents only; an id: that agent's children only. */
+  parent_id: string | null;
+  status?: AgentStatus;
+  /** Keeps agents whose goal contains this text; ASCII letters match either case, other characters exactly. */
+  goal_contains?: string;
+  /** `newest` first (by creation), or `oldest` first (a parent's children in spawn order). */
+  order: 'newest' | 'oldest';
+  offset: number;
+  limit: number;
+}
+
+export interface AgentSearchPage {
+  rows: AgentRow[];
+  /** How many agents match, on every page. */
+  total: number;
+}
+
 export interface SpawnPage {
   offset: number;
   limit: number;
+}
+
+/**
+ * A sign-in of the console (issue 28), kept so that it survives a restart of the server. Only the SHA-256 of the
+ * session id is stored, never the id (the browser's cookie) or the API key it was traded for.
+ */
+export interface ConsoleSessionRow {
+  /** SHA-256 (hex) of the session id. */
+  id_hash: string;
+  account_id: string;
+  /** SHA-256 of the API key it signed in with: the session lives only as long as that key. */
+  key_hash: string;
+  key_id: string;
+  /** ISO time after which it is refused. */
+  expires_at: string;
+  /** Why it ended (JSON `{code, message}`), or null while it is live. */
+  ended: string | null;
 }
 
 export interface IdempotencyRecord {
@@ -450,6 +490,10 @@ export interface StorageAdapter {
   findApiKeyByHash(hash: string): Promise<ApiKeyRow | null>;
   /** The account of the API key with this hash, in one lookup (every authenticated HTTP request makes it). */
   findAccountByKeyHash(hash: string): Promise<AccountRow | null>;
+  /** Records that the key with this hash was used at `at` (ISO); an earlier time than the one stored is ignored. */
+  touchApiKey(hash: string, at: string): Promise<void>;
+  /** When each of the account's keys was last used, by key id; keys never used are absent. */
+  apiKeysLastUsed(accountId: string): Promise<Record<string, string>>;
 
   // agents
   /** Inserts agents with their first messages and turns, all or nothing; bumps each parent's `sub_agent_count`. */
@@ -458,6 +502,8 @@ export interface StorageAdapter {
   /** Children of `parentId` whose spawn key starts with the prefix, in spawn order; a page of them if `page` is given. */
   findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]>;
   listAgents(query: AgentQuery): Promise<AgentPage>;
+  /** A page of the account's agents by position, filtered by parent, status and goal text, with the total. */
+  searchAgents(query: AgentSearch): Promise<AgentSearchPage>;
   /** Agents in any of these statuses, oldest first (recovery, scheduling). */
   listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]>;
   /** Compare-and-set status change. Returns the updated row, or null if the agent is missing or not in `from`. */
@@ -569,6 +615,13 @@ export interface StorageAdapter {
   /** The oldest queued change of an agent (of one of its monitors, with `monitorId`), or null. */
   nextMonitorChange(agentId: string, monitorId?: string): Promise<MonitorChangeRow | null>;
   deleteMonitorChange(seq: number): Promise<void>;
+
+  // console sessions (issue 28)
+  /** Stores a console session (upsert by `id_hash`: ending one writes it again with `ended`). */
+  putConsoleSession(row: ConsoleSessionRow): Promise<void>;
+  getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null>;
+  /** Deletes the sessions that expired before `now` (ISO); returns how many. */
+  deleteExpiredConsoleSessions(now: string): Promise<number>;
 
   // idempotency keys of the HTTP create route
   getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;

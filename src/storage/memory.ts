@@ -7,11 +7,14 @@ import type {
   AccountRow,
   AgentPage,
   AgentQuery,
+  AgentSearch,
+  AgentSearchPage,
   AgentRow,
   ApiKeyRow,
   ArtifactLimits,
   ArtifactRow,
   IdempotencyRecord,
+  ConsoleSessionRow,
   LedgerRow,
   MessageRow,
   MonitorChangeRow,
@@ -38,6 +41,7 @@ import type {
 } from './adapter.js';
 import type { AgentStatus } from '../core/status.js';
 import { notFound } from '../errors.js';
+import { asciiLower } from './search.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from './validate.js';
 
 interface StoredAgent {
@@ -65,9 +69,12 @@ class MemoryStorage implements StorageAdapter {
   private readonly accounts = new Map<string, AccountRow>();
   private readonly ledger: LedgerRow[] = [];
   private readonly keys = new Map<string, ApiKeyRow>();
+  /** Last use of each key, by key id (gone with the key). */
+  private readonly keysLastUsed = new Map<string, string>();
   private readonly agents = new Map<string, StoredAgent>();
   private readonly reservations = new Map<string, ReservationRequest>();
   private readonly idempotency = new Map<string, IdempotencyRecord>();
+  private readonly consoleSessions = new Map<string, ConsoleSessionRow>();
   /** Page texts by SHA-256; they outlive the agents that read them. */
   private readonly pages = new Map<string, string>();
   private seq = 0;
@@ -205,12 +212,30 @@ class MemoryStorage implements StorageAdapter {
     const k = this.keys.get(keyId);
     if (!k || k.account_id !== accountId) return false;
     this.keys.delete(keyId);
+    this.keysLastUsed.delete(keyId);
     return true;
   }
 
   async findApiKeyByHash(hash: string): Promise<ApiKeyRow | null> {
     for (const k of this.keys.values()) if (k.hash === hash) return clone(k);
     return null;
+  }
+
+  async touchApiKey(hash: string, at: string): Promise<void> {
+    for (const k of this.keys.values()) {
+      if (k.hash !== hash) continue;
+      const last = this.keysLastUsed.get(k.id);
+      if (last === undefined || last < at) this.keysLastUsed.set(k.id, at);
+    }
+  }
+
+  async apiKeysLastUsed(accountId: string): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    for (const k of this.keys.values()) {
+      const at = this.keysLastUsed.get(k.id);
+      if (k.account_id === accountId && at !== undefined) out[k.id] = at;
+    }
+    return out;
   }
 
   async findAccountByKeyHash(hash: string): Promise<AccountRow | null> {
@@ -278,6 +303,20 @@ class MemoryStorage implements StorageAdapter {
     const page = matches.slice(0, query.limit);
     const last = page.at(-1);
     return { rows: page.map((a) => clone(a.row)), last: last ? String(last.seq) : null };
+  }
+
+  async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
+    const needle = query.goal_contains === undefined ? null : asciiLower(query.goal_contains);
+    const matches: StoredAgent[] = [];
+    for (const a of this.agents.values()) {
+      if (a.row.account_id !== query.account_id || a.row.parent_id !== query.parent_id) continue;
+      if (query.status !== undefined && a.row.status !== query.status) continue;
+      if (needle !== null && !asciiLower(a.row.goal).includes(needle)) continue;
+      matches.push(a);
+    }
+    matches.sort((a, b) => (query.order === 'newest' ? b.seq - a.seq : a.seq - b.seq));
+    const page = matches.slice(query.offset, query.offset + query.limit);
+    return { rows: page.map((a) => clone(a.row)), total: matches.length };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
@@ -563,6 +602,26 @@ class MemoryStorage implements StorageAdapter {
     for (const [id, t] of this.timers) if (agentIds.has(t.agent_id)) this.timers.delete(id);
     for (const [id, m] of this.monitors) if (agentIds.has(m.agent_id)) this.monitors.delete(id);
     this.monitorChanges = this.monitorChanges.filter((c) => !agentIds.has(c.agent_id));
+  }
+
+  async putConsoleSession(row: ConsoleSessionRow): Promise<void> {
+    this.consoleSessions.set(row.id_hash, { ...row });
+  }
+
+  async getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null> {
+    const row = this.consoleSessions.get(idHash);
+    return row ? { ...row } : null;
+  }
+
+  async deleteExpiredConsoleSessions(now: string): Promise<number> {
+    let n = 0;
+    for (const [id, row] of this.consoleSessions) {
+      if (row.expires_at < now) {
+        this.consoleSessions.delete(id);
+        n += 1;
+      }
+    }
+    return n;
   }
 
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {

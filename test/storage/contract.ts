@@ -12,6 +12,7 @@ import type {
   ArtifactLimits,
   ArtifactRow,
   ChildSpec,
+  ConsoleSessionRow,
   IdempotencyRecord,
   LedgerRow,
   MessageRow,
@@ -566,6 +567,64 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
     });
 
+    describe('api key last use', () => {
+      const key = (id: string, account: string, hash: string): ApiKeyRow => ({
+        id,
+        account_id: account,
+        name: id,
+        hash,
+        last4: hash.slice(-4),
+        created_at: at(0),
+      });
+
+      it('keeps the latest use of each key, per account, and forgets it with the key', async () => {
+        await s.createAccount(account('acct-b', 0));
+        await s.insertApiKey(key('k1', ACCT, 'h1'));
+        await s.insertApiKey(key('k2', ACCT, 'h2'));
+        await s.insertApiKey(key('k3', 'acct-b', 'h3'));
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({});
+        await s.touchApiKey('h1', at(10));
+        await s.touchApiKey('h1', at(5)); // earlier: ignored
+        await s.touchApiKey('h3', at(7));
+        await s.touchApiKey('unknown', at(8));
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k1: at(10) });
+        await s.touchApiKey('h2', at(20));
+        await s.touchApiKey('h1', at(30));
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k1: at(30), k2: at(20) });
+        expect(await s.apiKeysLastUsed('acct-b')).toEqual({ k3: at(7) });
+        await s.deleteApiKey(ACCT, 'k1');
+        expect(await s.apiKeysLastUsed(ACCT)).toEqual({ k2: at(20) });
+        // The key rows themselves are as inserted.
+        expect(await s.listApiKeys(ACCT)).toEqual([key('k2', ACCT, 'h2')]);
+      });
+    });
+
+    describe('console sessions', () => {
+      const session = (id: string, expires: number, extra: Partial<ConsoleSessionRow> = {}): ConsoleSessionRow => ({
+        id_hash: id,
+        account_id: ACCT,
+        key_hash: 'h1',
+        key_id: 'k1',
+        expires_at: at(expires),
+        ended: null,
+        ...extra,
+      });
+
+      it('stores, ends (upsert) and reads sessions, and deletes the expired ones', async () => {
+        expect(await s.getConsoleSession('s1')).toBeNull();
+        await s.putConsoleSession(session('s1', 100));
+        await s.putConsoleSession(session('s2', 10));
+        expect(await s.getConsoleSession('s1')).toEqual(session('s1', 100));
+        const ended = session('s1', 100, { ended: '{"code":"unauthorized","message":"You signed out."}' });
+        await s.putConsoleSession(ended);
+        expect(await s.getConsoleSession('s1')).toEqual(ended);
+        expect(await s.deleteExpiredConsoleSessions(at(50))).toBe(1);
+        expect(await s.getConsoleSession('s2')).toBeNull();
+        expect(await s.getConsoleSession('s1')).toEqual(ended);
+        expect(await s.deleteExpiredConsoleSessions(at(50))).toBe(0);
+      });
+    });
+
     describe('agents', () => {
       beforeEach(async () => {
         await s.createAccount(account(ACCT, 1_000));
@@ -837,6 +896,64 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect(ids(second.rows)).toEqual(['r2', 'r1']);
           const third = await s.listAgents({ limit: 2, account_id: ACCT, parent_id: null, after: second.last! });
           expect(third).toEqual({ rows: [], last: null });
+        });
+      });
+
+      describe('searchAgents', () => {
+        // Roots of acct-a: r1 "Find 50% of Cats", r2 "find dogs" (PAUSED), r3 "Ünïcode CATS"; r1's children c0..c4;
+        // acct-b: b1 "find cats".
+        beforeEach(async () => {
+          await s.createAccount(account('acct-b', 1_000));
+          const r1 = agent('r1', { goal: 'Find 50% of Cats' });
+          await s.insertAgents([r1, agent('r2', { goal: 'find dogs', status: 'PAUSED' })], [], []);
+          await s.insertAgents(
+            [0, 1, 2, 3, 4].map((i) => child(`c${i}`, r1, { goal: `child ${i}: cat number ${i}` })),
+            [],
+            [],
+          );
+          await s.insertAgents(
+            [agent('b1', { account_id: 'acct-b', goal: 'find cats' }), agent('r3', { goal: 'Ünïcode CATS' })],
+            [],
+            [],
+          );
+        });
+        const ids = (rows: AgentRow[]) => rows.map((a) => a.agent_id);
+        const base = { account_id: ACCT, parent_id: null, order: 'newest', offset: 0, limit: 100 } as const;
+
+        it("lists one account's roots newest first, or a parent's children oldest first, with the total", async () => {
+          const roots = await s.searchAgents(base);
+          expect(ids(roots.rows)).toEqual(['r3', 'r2', 'r1']);
+          expect(roots.total).toBe(3);
+          expect(roots.rows[0]).toEqual(await s.getAgent('r3'));
+          const kids = await s.searchAgents({ ...base, parent_id: 'r1', order: 'oldest' });
+          expect(ids(kids.rows)).toEqual(['c0', 'c1', 'c2', 'c3', 'c4']);
+          expect((await s.searchAgents({ ...base, account_id: 'acct-b' })).total).toBe(1);
+          expect(await s.searchAgents({ ...base, parent_id: 'b1' })).toEqual({ rows: [], total: 0 });
+        });
+
+        it('pages by offset, the total on every page', async () => {
+          const q = { ...base, parent_id: 'r1', order: 'oldest', limit: 2 } as const;
+          expect(await s.searchAgents({ ...q, offset: 0 })).toMatchObject({ total: 5 });
+          expect(ids((await s.searchAgents({ ...q, offset: 2 })).rows)).toEqual(['c2', 'c3']);
+          expect(ids((await s.searchAgents({ ...q, offset: 4 })).rows)).toEqual(['c4']);
+          expect(await s.searchAgents({ ...q, offset: 10 })).toEqual({ rows: [], total: 5 });
+        });
+
+        it('finds goal text, ASCII letters in either case, other characters and LIKE wildcards literally', async () => {
+          expect(ids((await s.searchAgents({ ...base, goal_contains: 'CAT' })).rows)).toEqual(['r3', 'r1']);
+          expect(ids((await s.searchAgents({ ...base, goal_contains: '50%' })).rows)).toEqual(['r1']);
+          expect((await s.searchAgents({ ...base, goal_contains: '5_%' })).total).toBe(0);
+          expect((await s.searchAgents({ ...base, goal_contains: '%' })).total).toBe(1);
+          expect(ids((await s.searchAgents({ ...base, goal_contains: 'ünï' })).rows)).toEqual([]);
+          expect(ids((await s.searchAgents({ ...base, goal_contains: 'Ünï' })).rows)).toEqual(['r3']);
+          const kid = await s.searchAgents({ ...base, parent_id: 'r1', goal_contains: 'number 3' });
+          expect(kid).toMatchObject({ total: 1, rows: [{ agent_id: 'c3' }] });
+        });
+
+        it('filters by status too', async () => {
+          expect(ids((await s.searchAgents({ ...base, status: 'PAUSED' })).rows)).toEqual(['r2']);
+          expect(ids((await s.searchAgents({ ...base, status: 'PAUSED', goal_contains: 'cat' })).rows)).toEqual([]);
+          expect((await s.searchAgents({ ...base, parent_id: 'r1', status: 'STARTING_UP' })).total).toBe(5);
         });
       });
 

@@ -11,6 +11,7 @@
 import type {
   AccountRow,
   ApiKeyRow,
+  ConsoleSessionRow,
   IdempotencyRecord,
   LedgerRow,
   ReservationRefusal,
@@ -199,6 +200,11 @@ type AccountsStore = Pick<
   | 'deleteApiKey'
   | 'findApiKeyByHash'
   | 'findAccountByKeyHash'
+  | 'touchApiKey'
+  | 'putConsoleSession'
+  | 'getConsoleSession'
+  | 'deleteExpiredConsoleSessions'
+  | 'apiKeysLastUsed'
   | 'getIdempotency'
   | 'putIdempotency'
 >;
@@ -283,6 +289,21 @@ export function accountsStore(db: Db): AccountsStore {
       return deleted.length > 0;
     },
 
+    async touchApiKey(hash, at) {
+      await db.q(
+        'UPDATE api_keys SET last_used_at = $1 WHERE hash = $2 AND (last_used_at IS NULL OR last_used_at < $1)',
+        [at, hash],
+      );
+    },
+
+    async apiKeysLastUsed(accountId) {
+      const rows = await db.q<{ id: string; last_used_at: string }>(
+        'SELECT id, last_used_at FROM api_keys WHERE account_id = $1 AND last_used_at IS NOT NULL',
+        [accountId],
+      );
+      return Object.fromEntries(rows.map((r) => [r.id, r.last_used_at]));
+    },
+
     findApiKeyByHash: (hash) => one<ApiKeyRow>(`SELECT ${API_KEY_COLUMNS} FROM api_keys WHERE hash = $1`, [hash]),
 
     findAccountByKeyHash: (hash) =>
@@ -291,6 +312,26 @@ export function accountsStore(db: Db): AccountsStore {
          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
         [hash],
       ),
+
+    async putConsoleSession(r) {
+      await db.q(
+        `INSERT INTO console_sessions (id_hash, account_id, key_hash, key_id, expires_at, ended)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (id_hash) DO UPDATE SET account_id = excluded.account_id, key_hash = excluded.key_hash,
+           key_id = excluded.key_id, expires_at = excluded.expires_at, ended = excluded.ended`,
+        [r.id_hash, r.account_id, r.key_hash, r.key_id, r.expires_at, r.ended],
+      );
+    },
+
+    getConsoleSession: (idHash) =>
+      one<ConsoleSessionRow>(
+        'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions WHERE id_hash = $1',
+        [idHash],
+      ),
+
+    async deleteExpiredConsoleSessions(now) {
+      return (await db.q('DELETE FROM console_sessions WHERE expires_at < $1 RETURNING id_hash', [now])).length;
+    },
 
     getIdempotency: (accountId, key) =>
       one<IdempotencyRecord>(

@@ -11,6 +11,8 @@ import type { AgentStatus } from '../../core/status.js';
 import type {
   AgentPage,
   AgentQuery,
+  AgentSearch,
+  AgentSearchPage,
   AgentRow,
   MessageRow,
   StatusChange,
@@ -21,6 +23,7 @@ import type {
   TurnRow,
   SpawnPage,
 } from '../adapter.js';
+import { asciiLower } from '../search.js';
 import { releaseAgentReservationsIn, settleIn } from './accounts.js';
 import type { Db, Query } from './db.js';
 import { deleteAgentExtrasIn } from './extras.js';
@@ -128,6 +131,8 @@ const AGENT_FIELDS = [
   'updated_at',
 ] as const satisfies ReadonlyArray<keyof AgentRow>;
 const AGENT_COLUMNS = AGENT_FIELDS.join(', ');
+const ASCII_UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
+const ASCII_LOWER = 'abcdefghijklmnopqrstuvwxyz';
 const MESSAGE_COLUMNS = 'message_id, agent_id, role, text, timestamp';
 const TURN_COLUMNS = 'agent_id, idx, role, content, created_at';
 const TOOL_CALL_FIELDS = [
@@ -153,6 +158,7 @@ type AgentsStore = Pick<
   | 'getAgent'
   | 'findAgentsBySpawnKey'
   | 'listAgents'
+  | 'searchAgents'
   | 'listAgentIdsByStatus'
   | 'changeStatus'
   | 'deleteAgentTree'
@@ -369,6 +375,33 @@ export function agentsStore(db: Db): AgentsStore {
         rows: rows.map(({ seq: _seq, ...row }) => row as AgentRow),
         last: last ? String(last.seq) : null,
       };
+    },
+
+    async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
+      const params: unknown[] = [query.account_id];
+      const where = ['account_id = $1'];
+      const add = (sql: (n: string) => string, value: unknown): void => {
+        params.push(value);
+        where.push(sql(`$${params.length}`));
+      };
+      if (query.parent_id === null) where.push('parent_id IS NULL');
+      else add((n) => `parent_id = ${n}`, query.parent_id);
+      if (query.status !== undefined) add((n) => `status = ${n}`, query.status);
+      // ASCII letters only are folded, as SQLite's lower() does (storage/search.ts).
+      if (query.goal_contains !== undefined) {
+        add(
+          (n) => `strpos(translate(goal, '${ASCII_UPPER}', '${ASCII_LOWER}'), ${n}) > 0`,
+          asciiLower(query.goal_contains),
+        );
+      }
+      const filter = `WHERE ${where.join(' AND ')}`;
+      const [counted] = await db.q<{ n: number }>(`SELECT count(*)::bigint AS n FROM agents ${filter}`, params);
+      const rows = await db.q<Rows<AgentRow>>(
+        `SELECT ${AGENT_COLUMNS} FROM agents ${filter}
+         ORDER BY seq ${query.order === 'newest' ? 'DESC' : 'ASC'} LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+        [...params, query.limit, query.offset],
+      );
+      return { rows, total: Number(counted?.n ?? 0) };
     },
 
     async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {

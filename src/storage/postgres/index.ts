@@ -38,6 +38,23 @@ export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 /** Schema versions, applied in order; version 1 is the whole schema of this first stage. */
 const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }> = [
   { version: 1, name: 'initial schema', up: [...ACCOUNTS_SCHEMA, ...AGENTS_SCHEMA, ...EXTRAS_SCHEMA] },
+  // When each API key was last used (the console's key list, issue 28).
+  {
+    version: 2,
+    name: 'console: api key last use, sessions',
+    up: [
+      'ALTER TABLE api_keys ADD COLUMN last_used_at TEXT',
+      `CREATE TABLE console_sessions (
+        id_hash TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        ended TEXT
+      )`,
+      'CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)',
+    ],
+  },
 ];
 
 /** Any fixed number: the advisory lock that serialises migrations and marks the process that drives the agents. */

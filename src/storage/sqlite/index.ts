@@ -13,6 +13,9 @@ import type {
   AccountRow,
   AgentPage,
   AgentQuery,
+  AgentSearch,
+  AgentSearchPage,
+  ConsoleSessionRow,
   AgentRow,
   ApiKeyRow,
   ArtifactLimits,
@@ -43,6 +46,7 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
+import { asciiLower } from '../search.js';
 import { migrate } from './migrations.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
 import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
@@ -422,6 +426,14 @@ class SqliteStorage implements SqliteStorageAdapter {
     return this.write('deleteApiKey', accountId, keyId);
   }
 
+  async touchApiKey(hash: string, at: string): Promise<void> {
+    await this.write('touchApiKey', hash, at);
+  }
+
+  async apiKeysLastUsed(accountId: string): Promise<Record<string, string>> {
+    return Object.fromEntries(this.s.apiKeysLastUsed.all(accountId).map((r) => [r.id, r.last_used_at]));
+  }
+
   async findApiKeyByHash(hash: string): Promise<ApiKeyRow | null> {
     return this.s.apiKeyByHash.get(hash) ?? null;
   }
@@ -509,6 +521,33 @@ class SqliteStorage implements SqliteStorageAdapter {
     const rows = stmt.all(...params);
     const last = rows.at(-1);
     return { rows: rows.map(this.agent), last: last ? String(last[0]) : null };
+  }
+
+  async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
+    const where = ['account_id = ?', query.parent_id === null ? 'parent_id IS NULL' : 'parent_id = ?'];
+    const params: Bind[] = [query.account_id];
+    if (query.parent_id !== null) params.push(query.parent_id);
+    if (query.status !== undefined) {
+      where.push('status = ?');
+      params.push(query.status);
+    }
+    if (query.goal_contains !== undefined) {
+      // lower() folds ASCII only: the same match as the other adapters (storage/search.ts).
+      where.push('instr(lower(goal), ?) > 0');
+      params.push(asciiLower(query.goal_contains));
+    }
+    const filter = `WHERE ${where.join(' AND ')}`;
+    const { db } = this.c;
+    // A read of its own: two statements on one connection see the same committed state (writes are this thread's).
+    const total =
+      db.prepare<Bind[], { n: number }>(`SELECT count(*) AS n FROM agents ${filter}`).get(...params)?.n ?? 0;
+    const rows = db
+      .prepare<Bind[], AgentTuple>(
+        `${SELECT_AGENTS} ${filter} ORDER BY seq ${query.order === 'newest' ? 'DESC' : 'ASC'} LIMIT ? OFFSET ?`,
+      )
+      .raw()
+      .all(...params, query.limit, query.offset);
+    return { rows: rows.map(this.agent), total };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
@@ -679,6 +718,18 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async deleteMonitorChange(seq: number): Promise<void> {
     await this.write('deleteMonitorChange', seq);
+  }
+
+  async putConsoleSession(row: ConsoleSessionRow): Promise<void> {
+    await this.write('putConsoleSession', row);
+  }
+
+  async getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null> {
+    return this.s.getConsoleSession.get(idHash) ?? null;
+  }
+
+  async deleteExpiredConsoleSessions(now: string): Promise<number> {
+    return this.write('deleteExpiredConsoleSessions', now);
   }
 
   async getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null> {

@@ -305,6 +305,23 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  // --- migration 6: the console (issue 28): when each API key was last used, and sign-in sessions.
+  {
+    version: 6,
+    name: 'console: api key last use, sessions',
+    up: `
+      ALTER TABLE api_keys ADD COLUMN last_used_at TEXT;
+      CREATE TABLE console_sessions (
+        id_hash TEXT PRIMARY KEY,
+        account_id TEXT NOT NULL,
+        key_hash TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        expires_at TEXT NOT NULL,
+        ended TEXT
+      ) WITHOUT ROWID;
+      CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

@@ -10,6 +10,7 @@ import type {
   AccountRow,
   AgentRow,
   ApiKeyRow,
+  ConsoleSessionRow,
   ArtifactRow,
   IdempotencyRecord,
   LedgerRow,
@@ -250,6 +251,21 @@ export function prepareStatements(db: Database.Database) {
       'SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE account_id = ? ORDER BY rowid',
     ),
     deleteApiKey: p('DELETE FROM api_keys WHERE id = ? AND account_id = ?'),
+    touchApiKey: p(
+      'UPDATE api_keys SET last_used_at = ? WHERE hash = ? AND (last_used_at IS NULL OR last_used_at < ?)',
+    ),
+    putConsoleSession: p(
+      'INSERT INTO console_sessions (id_hash, account_id, key_hash, key_id, expires_at, ended) VALUES (?, ?, ?, ?, ?, ?) ' +
+        'ON CONFLICT (id_hash) DO UPDATE SET account_id = excluded.account_id, key_hash = excluded.key_hash, ' +
+        'key_id = excluded.key_id, expires_at = excluded.expires_at, ended = excluded.ended',
+    ),
+    getConsoleSession: p<ConsoleSessionRow>(
+      'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions WHERE id_hash = ?',
+    ),
+    deleteExpiredConsoleSessions: p('DELETE FROM console_sessions WHERE expires_at < ?'),
+    apiKeysLastUsed: p<{ id: string; last_used_at: string }>(
+      'SELECT id, last_used_at FROM api_keys WHERE account_id = ? AND last_used_at IS NOT NULL',
+    ),
     apiKeyByHash: p<ApiKeyRow>('SELECT id, account_id, name, hash, last4, created_at FROM api_keys WHERE hash = ?'),
     accountByKeyHash: p<AccountRecord>(
       'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',

@@ -7,6 +7,7 @@
  */
 import type Database from 'better-sqlite3';
 import type {
+  ConsoleSessionRow,
   AccountRow,
   AgentRow,
   ApiKeyRow,
@@ -60,6 +61,9 @@ export interface WriteOps {
   settle: [settlements: Settlement[]];
   insertApiKey: [key: ApiKeyRow];
   deleteApiKey: [accountId: string, keyId: string];
+  touchApiKey: [hash: string, at: string];
+  putConsoleSession: [row: ConsoleSessionRow];
+  deleteExpiredConsoleSessions: [now: string];
   insertAgents: [agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]];
   changeStatus: [agentId: string, change: StatusChange, updatedAt: string];
   deleteAgentTree: [agentId: string];
@@ -93,6 +97,9 @@ export interface WriteResults {
   settle: number[];
   insertApiKey: void;
   deleteApiKey: boolean;
+  touchApiKey: void;
+  putConsoleSession: void;
+  deleteExpiredConsoleSessions: number;
   insertAgents: void;
   changeStatus: AgentRow | null;
   deleteAgentTree: string[];
@@ -235,6 +242,16 @@ export class SqliteWriter {
       }
       case 'deleteApiKey':
         return s.deleteApiKey.run(w.args[1], w.args[0]).changes > 0;
+      case 'touchApiKey':
+        s.touchApiKey.run(w.args[1], w.args[0], w.args[1]);
+        return undefined;
+      case 'putConsoleSession': {
+        const [r] = w.args;
+        s.putConsoleSession.run(r.id_hash, r.account_id, r.key_hash, r.key_id, r.expires_at, r.ended);
+        return undefined;
+      }
+      case 'deleteExpiredConsoleSessions':
+        return s.deleteExpiredConsoleSessions.run(w.args[0]).changes;
       case 'insertAgents':
         return this.insertAgents(...w.args);
       case 'changeStatus':

@@ -1,0 +1,256 @@
+/**
+ * @module http/console/api
+ * The console's JSON calls, under `{basePath}/console/api/`, for the account the session (or the embedding app's
+ * `authenticate`) names. Each is a thin use of the runtime's public API — the same checks, the same 404 for another
+ * account's agent — plus the few reads the page needs that the agent API has no route for: a page of agents by
+ * position with goal search (`storage.searchAgents`), an agent's tool calls with their cost, and the account's credits
+ * summed by model and by tool.
+ */
+import { z } from 'zod';
+import type { AgentRuntime } from '../../core/agent-runtime.js';
+import { toStatusForm } from '../../core/records.js';
+import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
+import { parseArgs } from '../../core/validate.js';
+import { AgentryError } from '../../errors.js';
+import type { AgentRow } from '../../storage/adapter.js';
+import { artifactIdOf, artifactResponse } from '../artifacts.js';
+import { agentEventStream } from '../events.js';
+import { agentIdOf } from '../poll.js';
+import { jsonResponse } from '../responses.js';
+import type { ConsoleIdentity } from './sessions.js';
+
+/** Rows of the ledger the credits page shows. */
+const RECENT_LEDGER_ROWS = 20;
+/** How often an open event stream checks again that its session may still read (key deleted elsewhere, lapse). */
+const STREAM_RECHECK_MS = 10_000;
+
+const PageQuerySchema = z
+  .object({
+    status: AgentStatusSchema.optional(),
+    q: z.string().max(500).optional(),
+    offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+  })
+  .strip();
+
+const CreateKeyBodySchema = z.object({ name: z.string().trim().max(200).optional() }).strict();
+const KeyIdSchema = z.string().regex(/^key_[A-Za-z0-9_-]{1,100}$/, 'must be a key id like key_…');
+
+/** What one call needs. */
+export interface ConsoleCall {
+  runtime: AgentRuntime;
+  identity: ConsoleIdentity;
+  request: Request;
+  url: URL;
+  /** The path after `console/api/`, split on `/`. */
+  parts: string[];
+  /** Reads the JSON body (`required: false`: an absent body is `undefined`). */
+  body(required: boolean): Promise<unknown>;
+  /** Checks again that the identity may still read (for long streams). */
+  recheck(): Promise<void>;
+  /** The key deleted by this call: sessions from it end. */
+  onKeyDeleted(keyId: string): Promise<void>;
+}
+
+/** The methods each console API path takes, or null when the path is none of them. */
+export function apiMethods(parts: string[]): readonly string[] | null {
+  const [a, b, c, d, ...rest] = parts;
+  if (rest.length > 0) return null;
+  if (a === 'session') return b === undefined ? ['GET', 'POST', 'DELETE'] : null;
+  if (a === 'credits' || a === 'models') return b === undefined ? ['GET'] : null;
+  if (a === 'keys') return b === undefined ? ['GET', 'POST'] : c === undefined ? ['DELETE'] : null;
+  if (a !== 'agents') return null;
+  if (b === undefined) return ['GET', 'POST'];
+  if (c === undefined) return d === undefined ? ['GET', 'DELETE'] : null;
+  if (c === 'pause' || c === 'resume') return d === undefined ? ['POST'] : null;
+  if (c === 'children' || c === 'events') return d === undefined ? ['GET'] : null;
+  if (c === 'artifacts') return d !== undefined && d !== '' ? ['GET', 'HEAD'] : null;
+  return null;
+}
+
+function queryOf(url: URL): Record<string, string> {
+  return Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.get(k) ?? '']));
+}
+
+/** A row as lists show it: the status form, no extras. */
+const listed = (row: AgentRow) => toStatusForm(row);
+
+/** Answers one console API call (everything but the session routes, which need the cookie). */
+export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
+  const { runtime, identity, request, url, parts } = call;
+  const scope = { accountId: identity.accountId };
+  const [a, b, c, d] = parts;
+  const method = request.method;
+
+  if (a === 'models') return jsonResponse(200, { models: runtime.models });
+  if (a === 'credits') return jsonResponse(200, await creditsOf(runtime, identity.accountId));
+  if (a === 'keys') {
+    if (b === undefined && method === 'GET') {
+      const [keys, lastUsed] = await Promise.all([
+        runtime.accounts.listApiKeys(identity.accountId),
+        runtime.accounts.keysLastUsed(identity.accountId),
+      ]);
+      return jsonResponse(200, {
+        data: keys.map((k) => ({ ...k, last_used_at: lastUsed[k.key_id] ?? null })),
+        signed_in_with: identity.session?.row.key_id ?? null,
+      });
+    }
+    if (b === undefined) {
+      const body = parseArgs(CreateKeyBodySchema, (await call.body(false)) ?? {}, 'request body');
+      const name = body.name === undefined || body.name === '' ? undefined : body.name;
+      const created = await runtime.accounts.createApiKey(identity.accountId, name === undefined ? {} : { name });
+      return jsonResponse(201, created);
+    }
+    const keyId = parseArgs(KeyIdSchema, decodeURIComponent(b), 'key id');
+    await runtime.accounts.deleteApiKey(identity.accountId, keyId);
+    await call.onKeyDeleted(keyId);
+    return jsonResponse(200, { key_id: keyId, deleted: true });
+  }
+
+  // agents
+  if (b === undefined) {
+    if (method === 'POST') {
+      const body = parseArgs(CreateAgentBodySchema, await call.body(true), 'request body');
+      const created = await runtime.create({
+        goal: body.goal,
+        accountId: identity.accountId,
+        ...(body.model === undefined ? {} : { model: body.model }),
+        ...(body.max_credits === undefined ? {} : { maxCredits: body.max_credits }),
+      });
+      return jsonResponse(201, created);
+    }
+    const q = parseArgs(PageQuerySchema, queryOf(url), 'query');
+    const page = await runtime.storage.searchAgents({
+      account_id: identity.accountId,
+      parent_id: null,
+      order: 'newest',
+      offset: q.offset,
+      limit: q.limit,
+      ...(q.status === undefined ? {} : { status: q.status }),
+      ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
+    });
+    return jsonResponse(200, { data: page.rows.map(listed), total: page.total, offset: q.offset, limit: q.limit });
+  }
+
+  const agentId = agentIdOf(b);
+  if (c === undefined && method === 'DELETE') return jsonResponse(200, await runtime.delete(agentId, scope));
+  if (c === undefined) {
+    const { agent, messages } = await runtime.get(agentId, scope);
+    const [outbox, toolCalls] = await Promise.all([
+      runtime.outbox(agentId, scope),
+      toolCallsOf(runtime, agent.agent_id),
+    ]);
+    return jsonResponse(200, { agent, messages, outbox, tool_calls: toolCalls });
+  }
+  if (c === 'pause' || c === 'resume') {
+    const agent = c === 'pause' ? await runtime.pause(agentId, scope) : await runtime.resume(agentId, scope);
+    return jsonResponse(200, { agent });
+  }
+  if (c === 'children') {
+    const parent = await runtime.get(agentId, scope); // 404 for another account's agent
+    const q = parseArgs(PageQuerySchema, queryOf(url), 'query');
+    const page = await runtime.storage.searchAgents({
+      account_id: identity.accountId,
+      parent_id: parent.agent.agent_id,
+      order: 'oldest',
+      offset: q.offset,
+      limit: q.limit,
+      ...(q.status === undefined ? {} : { status: q.status }),
+      ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
+    });
+    return jsonResponse(200, { data: page.rows.map(listed), total: page.total, offset: q.offset, limit: q.limit });
+  }
+  if (c === 'artifacts') {
+    const { artifact, data } = await runtime.getArtifact(agentId, artifactIdOf(d!), scope);
+    return artifactResponse(artifact, data, { method, ifNoneMatch: request.headers.get('if-none-match') });
+  }
+  // events: the API's stream, ended also when the session ends or loses its right to read.
+  const ended = new AbortController();
+  const signal = AbortSignal.any([request.signal, identity.signal, ended.signal]);
+  const recheck = setInterval(() => {
+    call.recheck().catch((error: unknown) => ended.abort(error));
+  }, STREAM_RECHECK_MS);
+  recheck.unref?.();
+  signal.addEventListener('abort', () => clearInterval(recheck), { once: true });
+  try {
+    return await agentEventStream(runtime, agentId, identity.accountId, request.headers.get('last-event-id'), signal);
+  } catch (error) {
+    clearInterval(recheck);
+    throw error;
+  }
+}
+
+/** An agent's tool calls, oldest first, each with its input, result and what it cost. */
+async function toolCallsOf(runtime: AgentRuntime, agentId: string) {
+  const storage = runtime.storage;
+  const turns = await storage.listTurns(agentId);
+  const calls = (
+    await Promise.all(turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(agentId, t.idx)))
+  ).flat();
+  const row = await storage.getAgent(agentId);
+  // Tool charges are ledger rows by tool name, in the order the calls settled: the n-th charge of a tool is its n-th
+  // finished call.
+  const charges = new Map<string, number[]>();
+  if (row) {
+    for (const entry of await storage.listLedger(row.account_id)) {
+      if (entry.agent_id !== agentId || entry.kind !== 'tool' || entry.item === null) continue;
+      const list = charges.get(entry.item) ?? [];
+      list.push(microsToCredits(-entry.amount));
+      charges.set(entry.item, list);
+    }
+  }
+  return calls.map((call) => ({
+    tool_use_id: call.tool_use_id,
+    name: call.name,
+    input: call.input,
+    status: call.status,
+    result: call.result,
+    is_error: call.is_error,
+    credits: call.status === 'finished' ? (charges.get(call.name)?.shift() ?? 0) : null,
+    updated_at: call.updated_at,
+  }));
+}
+
+interface Spend {
+  item: string;
+  credits: number;
+  tokens_in: number;
+  tokens_out: number;
+  count: number;
+}
+
+/** The account's balance, its spend summed by model and by tool, and the last ledger rows. */
+async function creditsOf(runtime: AgentRuntime, accountId: string) {
+  const [account, ledger] = await Promise.all([runtime.accounts.get(accountId), runtime.accounts.ledger(accountId)]);
+  const byModel = new Map<string, Spend>();
+  const byTool = new Map<string, Spend>();
+  for (const entry of ledger) {
+    const table = entry.kind === 'model' ? byModel : entry.kind === 'tool' ? byTool : null;
+    if (!table || entry.item === null) continue;
+    const s = table.get(entry.item) ?? { item: entry.item, credits: 0, tokens_in: 0, tokens_out: 0, count: 0 };
+    s.credits += -entry.credits;
+    s.tokens_in += entry.tokens_in;
+    s.tokens_out += entry.tokens_out;
+    s.count += 1;
+    table.set(entry.item, s);
+  }
+  const sorted = (m: Map<string, Spend>) =>
+    [...m.values()].map((s) => ({ ...s, credits: round(s.credits) })).sort((x, y) => y.credits - x.credits);
+  return {
+    subscription_active: account.subscription_active,
+    balance: account.balance,
+    reserved: account.reserved,
+    available: account.available,
+    by_model: sorted(byModel),
+    by_tool: sorted(byTool),
+    recent: ledger.slice(-RECENT_LEDGER_ROWS).reverse(),
+  };
+}
+
+/** Sums of credits to a millionth, without the float noise of adding many. */
+const round = (credits: number) => Math.round(credits * 1e6) / 1e6;
+
+/** Thrown for an unknown console path (404, like the API's unknown routes). */
+export function noSuchCall(path: string): AgentryError {
+  return new AgentryError('not_found', `No console call ${JSON.stringify(path.slice(0, 200))}`);
+}

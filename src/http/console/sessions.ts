@@ -1,0 +1,183 @@
+/**
+ * @module http/console/sessions
+ * The console's sign-in sessions: server-side rows in the runtime's storage (so a restarted server keeps them), of
+ * which the browser holds only a random id in an `HttpOnly; SameSite=Strict` cookie and storage only that id's
+ * SHA-256. The API key a session was traded for is never stored, only which key it was (its hash and id); every
+ * request checks again that this key still exists and its account is still subscribed, so deleting the key or a lapsed
+ * subscription ends the session at its next request, and the session remembers why, to say so.
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import type { AgentRuntime } from '../../core/agent-runtime.js';
+import { isoTime } from '../../core/clock.js';
+import { AgentryError, type ErrorCode } from '../../errors.js';
+import type { ConsoleSessionRow } from '../../storage/adapter.js';
+
+/** The name of the session cookie. */
+export const SESSION_COOKIE = 'agentry_console';
+
+/** Expired sessions are deleted at most this often (on a sign-in). */
+const SWEEP_EVERY_MS = 3600_000;
+
+/** A signed-in browser. */
+export interface ConsoleSession {
+  row: ConsoleSessionRow;
+  /** Aborted when the session ends in this process: its event streams close with it. */
+  ended: AbortController;
+}
+
+/** Who a console request acts for. */
+export interface ConsoleIdentity {
+  accountId: string;
+  /** The session, or null when the embedding app's `authenticate` answered. */
+  session: ConsoleSession | null;
+  /** The signal that ends this identity's event streams. */
+  signal: AbortSignal;
+}
+
+const hashOf = (sessionId: string) => createHash('sha256').update(sessionId).digest('hex');
+const signIn = () => new AgentryError('unauthorized', 'Sign in to use the console');
+const keyDeleted = () =>
+  new AgentryError('unauthorized', 'The API key this session signed in with was deleted: sign in again');
+
+/** The sessions of one runtime, as one process sees them. */
+export class SessionStore {
+  /** Sessions this process has served, by id hash: their streams end when they do. */
+  private readonly live = new Map<string, ConsoleSession>();
+  private lastSweep = 0;
+
+  constructor(
+    private readonly runtime: AgentRuntime,
+    private readonly now: () => number,
+  ) {}
+
+  /**
+   * Signs in with an API key: `unauthorized` or `subscription_inactive` as the API would answer it. Returns the new
+   * session id (the cookie's value, never kept) and the session.
+   */
+  async signIn(apiKey: string, ttlMs: number): Promise<{ id: string; session: ConsoleSession }> {
+    const { account, keyHash } = await this.runtime.accounts.authenticateKey(apiKey);
+    const key = (await this.runtime.storage.listApiKeys(account.account_id)).find((k) => k.hash === keyHash);
+    if (!key) throw new AgentryError('unauthorized', 'Unknown API key');
+    await this.sweep();
+    const id = randomBytes(32).toString('base64url');
+    const row: ConsoleSessionRow = {
+      id_hash: hashOf(id),
+      account_id: account.account_id,
+      key_hash: keyHash,
+      key_id: key.id,
+      expires_at: isoTime(this.now() + ttlMs),
+      ended: null,
+    };
+    await this.runtime.storage.putConsoleSession(row);
+    return { id, session: this.track(row) };
+  }
+
+  /**
+   * The live session of a cookie value. Throws `unauthorized` (no session, expired, signed out, its key deleted) or
+   * `subscription_inactive`, saying which; a session found dead is ended, so later requests are told the same.
+   */
+  async check(sessionId: string | null): Promise<ConsoleSession> {
+    if (sessionId === null || sessionId.length > 100) throw signIn();
+    const row = await this.runtime.storage.getConsoleSession(hashOf(sessionId));
+    if (!row) throw signIn();
+    if (row.ended !== null) {
+      this.live.get(row.id_hash)?.ended.abort();
+      throw errorOf(row.ended);
+    }
+    if (row.expires_at <= isoTime(this.now())) {
+      this.untrack(row.id_hash);
+      throw new AgentryError('unauthorized', 'Your session expired: sign in again');
+    }
+    const session = this.track(row);
+    await this.checkStillAllowed(session);
+    return session;
+  }
+
+  /** Checks again that a session's key exists and its account is subscribed; ends the session when not. */
+  async checkStillAllowed(session: ConsoleSession): Promise<void> {
+    const account = await this.runtime.storage.findAccountByKeyHash(session.row.key_hash);
+    const error = !account
+      ? keyDeleted()
+      : !account.subscription_active
+        ? new AgentryError('subscription_inactive', 'The subscription of this account is not active')
+        : null;
+    if (error) {
+      await this.end(session.row, error);
+      throw error;
+    }
+  }
+
+  /** Signs out the session of this cookie value (nothing when there is none). */
+  async signOut(sessionId: string | null): Promise<void> {
+    if (sessionId === null || sessionId.length > 100) return;
+    const row = await this.runtime.storage.getConsoleSession(hashOf(sessionId));
+    if (row && row.ended === null) await this.end(row, new AgentryError('unauthorized', 'You signed out.'));
+  }
+
+  /** Ends the sessions this process serves that signed in with this key (just deleted); others end at their next request. */
+  async endSessionsOfKey(accountId: string, keyId: string): Promise<void> {
+    for (const s of [...this.live.values()]) {
+      if (s.row.account_id === accountId && s.row.key_id === keyId) await this.end(s.row, keyDeleted());
+    }
+  }
+
+  private async end(row: ConsoleSessionRow, why: AgentryError): Promise<void> {
+    await this.runtime.storage.putConsoleSession({
+      ...row,
+      ended: JSON.stringify({ code: why.code, message: why.message }),
+    });
+    this.untrack(row.id_hash);
+  }
+
+  private track(row: ConsoleSessionRow): ConsoleSession {
+    let session = this.live.get(row.id_hash);
+    if (!session) this.live.set(row.id_hash, (session = { row, ended: new AbortController() }));
+    return session;
+  }
+
+  private untrack(idHash: string): void {
+    const session = this.live.get(idHash);
+    this.live.delete(idHash);
+    session?.ended.abort(new Error('session ended'));
+  }
+
+  /** Drops expired sessions, so abandoned ones do not pile up. */
+  private async sweep(): Promise<void> {
+    const now = this.now();
+    if (now - this.lastSweep < SWEEP_EVERY_MS) return;
+    this.lastSweep = now;
+    const at = isoTime(now);
+    for (const [idHash, s] of this.live) if (s.row.expires_at <= at) this.untrack(idHash);
+    await this.runtime.storage.deleteExpiredConsoleSessions(at);
+  }
+}
+
+/** The error a session ended with, from its stored `{code, message}`. */
+function errorOf(ended: string): AgentryError {
+  try {
+    const { code, message } = JSON.parse(ended) as { code: ErrorCode; message: string };
+    if (code === 'unauthorized' || code === 'subscription_inactive') return new AgentryError(code, message);
+  } catch {
+    // an unreadable reason is still an ended session
+  }
+  return signIn();
+}
+
+const stores = new WeakMap<AgentRuntime, SessionStore>();
+
+/** The session store of a runtime: one per runtime, shared by every handler built on it. */
+export function sessionStoreOf(runtime: AgentRuntime, now: () => number): SessionStore {
+  let store = stores.get(runtime);
+  if (!store) stores.set(runtime, (store = new SessionStore(runtime, now)));
+  return store;
+}
+
+/** The value of one cookie in a `Cookie` header, or null. */
+export function cookieValue(header: string | null, name: string): string | null {
+  if (header === null) return null;
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return null;
+}
