@@ -26,8 +26,9 @@ interface LockEntry {
 export function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [key, value] of Object.entries(process.env)) {
-    if (/^npm_|^ANTHROPIC_|^AGENTRY_|^NODE_OPTIONS$|^VITEST/i.test(key)) continue;
-    env[key] = value;
+    // npm's cache location is kept: the offline install reads from it
+    if (/^npm_config_(cache|userconfig)$/i.test(key)) env[key] = value;
+    else if (!/^npm_|^ANTHROPIC_|^AGENTRY_|^NODE_OPTIONS$|^VITEST/i.test(key)) env[key] = value;
   }
   return { ...env, ...extra };
 }
