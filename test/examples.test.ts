@@ -10,10 +10,15 @@ import { describe, expect, it } from 'vitest';
 import { findChromium } from '../src/browser/chromium-path.js';
 import { bubblewrapSandbox } from '../src/sandbox/bubblewrap.js';
 import { postgresUnreachable } from './support/postgres.js';
+import { skippable } from './support/skip.js';
 
 const run = promisify(execFile);
-const sandboxReady = (await bubblewrapSandbox().probe()).ok;
-const postgresReady = (await postgresUnreachable(process.env.AGENTRY_EXAMPLE_POSTGRES_URL)) === null;
+const strict = process.env.AGENTRY_CI_STRICT === '1';
+const sandboxProbe = await bubblewrapSandbox().probe();
+const sandboxReady = sandboxProbe.ok;
+const postgresUnreachableReason = await postgresUnreachable(process.env.AGENTRY_EXAMPLE_POSTGRES_URL);
+const postgresReady = postgresUnreachableReason === null;
+const chromium = findChromium();
 const root = join(import.meta.dirname, '..');
 const tsx = (file: string) =>
   run(process.execPath, ['--import', 'tsx', file], { cwd: root, env: { ...process.env, ANTHROPIC_API_KEY: '' } });
@@ -65,8 +70,11 @@ describe('examples', () => {
   });
 
   // Needs Chromium; under AGENTRY_CI_STRICT=1 it runs (and fails) without one.
-  it.skipIf(!findChromium().found && process.env.AGENTRY_CI_STRICT !== '1')(
-    'examples/browser-agent.ts drives headless Chromium through a local shop and prints the replay script, offline',
+  it.skipIf(!chromium.found && !strict)(
+    skippable(
+      'examples/browser-agent.ts drives headless Chromium through a local shop and prints the replay script, offline',
+      !strict && !chromium.found && chromium.reason,
+    ),
     async () => {
       const { stdout } = await tsx('examples/browser-agent.ts');
       expect(stdout).toMatch(/spawn_browser_agent: ready — Chromium at /);
@@ -79,8 +87,11 @@ describe('examples', () => {
   );
 
   // Needs bubblewrap (and for its second half the SDK's Claude Code); under AGENTRY_CI_STRICT=1 it runs without them.
-  it.skipIf(!sandboxReady && process.env.AGENTRY_CI_STRICT !== '1')(
-    'examples/code-agent.ts codes in the sandbox with both backends, and the runtime verifies the result, offline',
+  it.skipIf(!sandboxReady && !strict)(
+    skippable(
+      'examples/code-agent.ts codes in the sandbox with both backends, and the runtime verifies the result, offline',
+      !strict && !sandboxProbe.ok && sandboxProbe.reason,
+    ),
     async () => {
       const { stdout } = await tsx('examples/code-agent.ts');
       for (const backend of ['runtime', 'claude-agent-sdk']) {
@@ -96,8 +107,11 @@ describe('examples', () => {
   );
 
   // Needs PostgreSQL (AGENTRY_EXAMPLE_POSTGRES_URL, default the local server); under AGENTRY_CI_STRICT=1 it runs anyway.
-  it.skipIf(!postgresReady && process.env.AGENTRY_CI_STRICT !== '1')(
-    'examples/postgres.ts runs a tree on PostgreSQL and finds it again from a second runtime',
+  it.skipIf(!postgresReady && !strict)(
+    skippable(
+      'examples/postgres.ts runs a tree on PostgreSQL and finds it again from a second runtime',
+      !strict && postgresUnreachableReason,
+    ),
     async () => {
       const { stdout } = await tsx('examples/postgres.ts');
       expect(stdout).toMatch(/^first runtime: COMPLETED · 3 sub-agents · [\d.]+ credits$/m);

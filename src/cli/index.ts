@@ -3,6 +3,7 @@
  * The `agentry` command. A small dispatcher: each command group lives in its own file (`serve.ts`, `keys.ts`, …),
  * loaded only when it runs. To add a command, add one line to {@link COMMANDS} and one file.
  */
+import { readFileSync } from 'node:fs';
 import { AgentryError } from '../index.js';
 import { UsageError, type CommandModule } from './common.js';
 
@@ -27,6 +28,14 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
   },
 };
 
+/** The package's version, from its package.json (two levels up from both src/cli and dist/cli). */
+export function version(): string {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return manifest.version;
+}
+
 function usage(): string {
   const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
   const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
@@ -37,7 +46,7 @@ function usage(): string {
     ...lines,
     '',
     'Every command takes --db <path or postgres:// URL> (default: $AGENTRY_DB, else ./agentry.db).',
-    'Run `agentry <command> --help` for its options.',
+    'Run `agentry <command> --help` for its options, `agentry --version` for the version.',
   ].join('\n');
 }
 
@@ -47,6 +56,10 @@ export async function main(argv: string[]): Promise<number> {
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     console.log(usage());
     return name === undefined ? 2 : 0;
+  }
+  if (name === '--version' || name === '-v' || name === 'version') {
+    console.log(version());
+    return 0;
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {

@@ -3,10 +3,12 @@
  * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite. On its first start against a database it
  * creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of its own:
  * `API key: agk_…`. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
- * and continue on the next start), then exits 0.
+ * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
+ * place (see `demo-model.ts`), so the API can be tried offline.
  */
 import { AgentRuntime, anthropicProvider, hasAnthropicCredentials } from '../index.js';
 import { startServer, type FetchHandlerOptions, type RunningServer } from '../http/index.js';
+import { demoModel } from './demo-model.js';
 import {
   COMMON_OPTIONS,
   formatCredits,
@@ -22,7 +24,7 @@ import {
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
 
-export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console]
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo]
 
 Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth,
 and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key), and the console (settings
@@ -37,6 +39,8 @@ Options:
   --cors <origins>      comma-separated origins allowed to call from a browser, or "*" (default: no CORS)
   --mcp-config <file>   MCP servers whose tools agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
   --no-console          do not serve the console at /console
+  --demo                a scripted stand-in plays the model (as in \`npm run demo\`): offline, no key; every agent
+                        plans, takes a few seconds, and completes with an answer that says it is a stand-in's
 
 The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
 
@@ -49,6 +53,7 @@ export async function run(args: string[]): Promise<number> {
     cors: { type: 'string' },
     'mcp-config': { type: 'string' },
     'no-console': { type: 'boolean', default: false },
+    demo: { type: 'boolean', default: false },
   });
   positionals(rest, [], usage);
   const port = Number(values.port);
@@ -69,7 +74,12 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const db = resolveDb(values.db);
-  if (!hasAnthropicCredentials()) {
+  if (values.demo) {
+    console.log(
+      'Demo mode: a scripted stand-in plays the model (no key, no network). Agents complete with a canned answer ' +
+        'after a few seconds; run without --demo, with ANTHROPIC_API_KEY set, for real work.',
+    );
+  } else if (!hasAnthropicCredentials()) {
     console.error(
       'warning: ANTHROPIC_API_KEY is not set, so agents will fail at their first step. Set it (or ANTHROPIC_BASE_URL ' +
         'for a server that speaks the Messages API) and restart.',
@@ -77,7 +87,7 @@ export async function run(args: string[]): Promise<number> {
   }
   const runtime = await AgentRuntime.open({
     storage: await openStorage(db),
-    model: anthropicProvider(),
+    model: values.demo ? demoModel() : anthropicProvider(),
     ...mcpServersOption(values['mcp-config']),
   });
   let server: RunningServer;

@@ -868,7 +868,20 @@ async function defaultStorage(): Promise<StorageAdapter> {
   return sqliteStorage({ path: target });
 }
 
+/** Whether this process has already been told that no model is configured: once is enough. */
+let warnedNoModel = false;
+
 async function defaultModel(): Promise<ModelProvider> {
-  const { anthropicProvider } = await import('../models/anthropic.js');
+  const { anthropicProvider, hasAnthropicCredentials } = await import('../models/anthropic.js');
+  if (!hasAnthropicCredentials() && !warnedNoModel) {
+    // The runtime still opens (reads, admin and a later key all work), but every agent would fail at its first step.
+    warnedNoModel = true;
+    process.emitWarning(
+      'agentry: no model is configured. ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) is not set and AgentRuntime.open() ' +
+        'got no `model`, so every agent will fail at its first step. Set the key, or pass `model` ' +
+        '(`scriptedModel` from agentry/testing runs offline).',
+      { code: 'AGENTRY_NO_MODEL' },
+    );
+  }
   return anthropicProvider();
 }

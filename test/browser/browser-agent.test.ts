@@ -16,7 +16,16 @@ import type { BrowserPool } from '../../src/browser/browser-pool.js';
 import { BROWSER_AGENT_TOOL_NAME, type BrowserAgentTool } from '../../src/tools/builtin/browser-agent/index.js';
 import { BROWSER_INSTRUCTIONS } from '../../src/tools/builtin/browser-agent/prompts.js';
 import { eventually, openTestRuntime, type TestRuntime } from '../support/runtime.js';
-import { browserMarkers, browserProcesses, chromium, runBrowser, startSite, type Site } from './support.js';
+import {
+  browserMarkers,
+  browserProcesses,
+  browserSkipReason,
+  chromium,
+  runBrowser,
+  startSite,
+  type Site,
+} from './support.js';
+import { skippable } from '../support/skip.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const isBrowserChild = (req: ModelRequest) => req.system === BROWSER_INSTRUCTIONS;
@@ -78,7 +87,7 @@ function runNode(script: string): Promise<{ code: number | null; stdout: string;
   });
 }
 
-describe.skipIf(!runBrowser)('spawn_browser_agent in headless Chromium', () => {
+describe.skipIf(!runBrowser)(skippable('spawn_browser_agent in headless Chromium', browserSkipReason), () => {
   let site: Site;
   beforeAll(async () => {
     site = await startSite();

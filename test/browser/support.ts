@@ -14,6 +14,8 @@ export const chromium = findChromium();
 export const strict = process.env.AGENTRY_CI_STRICT === '1';
 /** Run the browser suites: Chromium found, or strict mode (where they must fail without it). */
 export const runBrowser = chromium.found || strict;
+/** Why the browser suites are skipped, for their names (see test/support/skip.ts); null when they run. */
+export const browserSkipReason: string | null = !runBrowser && !chromium.found ? chromium.reason : null;
 
 export interface Site {
   /** http://127.0.0.1:<port> */

@@ -20,7 +20,8 @@ import { scriptedModel, startFakeAnthropic, type FakeAnthropic } from 'agentry/t
 import { ROOT } from './support.js';
 
 const run = promisify(execFile);
-const INSPECTOR = join(ROOT, 'node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js');
+// 0.15.0, the last release that runs on Node 20 by its engines field (package.json pins it; see docs/decisions.md)
+const INSPECTOR = join(ROOT, 'node_modules/@modelcontextprotocol/inspector/cli/build/cli.js');
 const CLI = join(ROOT, 'src/cli/index.ts');
 
 describe('agentry mcp under the official Inspector CLI', () => {
@@ -48,9 +49,10 @@ describe('agentry mcp under the official Inspector CLI', () => {
         `ANTHROPIC_BASE_URL=${fake.url}`,
         '-e',
         'ANTHROPIC_API_KEY=sk-test',
+        // `--method` after the tool options: 0.15's `--tool-arg` is variadic and would take the command as an argument
+        ...extra,
         '--method',
         method,
-        ...extra,
         '--',
         process.execPath,
         '--import',

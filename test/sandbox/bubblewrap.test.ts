@@ -13,9 +13,12 @@ import { AgentryError } from '../../src/errors.js';
 import { bubblewrapSandbox } from '../../src/sandbox/bubblewrap.js';
 import type { SandboxCommand } from '../../src/sandbox/sandbox.js';
 import { createWorkspace } from '../../src/sandbox/workspace.js';
+import { skippable } from '../support/skip.js';
 
 const sandbox = bubblewrapSandbox();
 const probe = await sandbox.probe();
+/** Why the sandbox suites are skipped, for their names; null when they run. */
+const skipReason = probe.ok ? null : probe.reason;
 const strict = process.env.AGENTRY_CI_STRICT === '1';
 const isRoot = process.getuid?.() === 0;
 
@@ -77,7 +80,7 @@ function hostHealthy(): void {
   expect(Date.now() - started).toBeLessThan(2000);
 }
 
-describe.skipIf(!probe.ok)('bubblewrap sandbox: real runs', () => {
+describe.skipIf(!probe.ok)(skippable('bubblewrap sandbox: real runs', skipReason), () => {
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'agentry-sandbox-'));
     await chmod(dataDir, 0o711); // the sandbox's uid must traverse it to reach the workspace
@@ -162,7 +165,7 @@ describe.skipIf(!probe.ok)('bubblewrap sandbox: real runs', () => {
   });
 });
 
-describe.skipIf(!probe.ok)('bubblewrap sandbox: spawn() and mounts', () => {
+describe.skipIf(!probe.ok)(skippable('bubblewrap sandbox: spawn() and mounts', skipReason), () => {
   let hostDir: string;
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), 'agentry-sandbox-spawn-'));
@@ -229,7 +232,7 @@ describe.skipIf(!probe.ok)('bubblewrap sandbox: spawn() and mounts', () => {
   });
 });
 
-describe.skipIf(!probe.ok)('bubblewrap sandbox: escape suite', () => {
+describe.skipIf(!probe.ok)(skippable('bubblewrap sandbox: escape suite', skipReason), () => {
   let server: Server;
   let port = 0;
   let connections = 0;

@@ -1765,7 +1765,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
 
       it('keeps timers and monitors across close and reopen', async (ctx) => {
-        if (!sut.reopen) ctx.skip();
+        if (!sut.reopen) ctx.skip('this storage keeps nothing across a reopen (in memory)');
         await s.insertMonitor(monitor('m1', 'root'), timer('c:m1', 'root', 61_000));
         await s.updateMonitor(monitor('m1', 'root', { changes: 1 }), {
           change: { agent_id: 'root', monitor_id: 'm1', change: '{"a":1}', created_at: at(3) },
@@ -1802,7 +1802,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
 
     describe('durability', () => {
       it('keeps every account, key, agent, message, turn, tool call and ledger row across close and reopen', async (ctx) => {
-        if (!sut.reopen) ctx.skip();
+        if (!sut.reopen) ctx.skip('this storage keeps nothing across a reopen (in memory)');
         await s.createAccount(account(ACCT, 10_000));
         await s.createAccount(account('acct-b', 0, { subscription_active: false }));
         await s.insertApiKey(apiKey('key-1111', ACCT));
@@ -1904,7 +1904,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
 
       it('keeps specs, tool states, artifacts, page reads and page texts across close and reopen', async (ctx) => {
-        if (!sut.reopen) ctx.skip();
+        if (!sut.reopen) ctx.skip('this storage keeps nothing across a reopen (in memory)');
         await s.createAccount(account(ACCT, 1_000));
         const root = agent('root');
         const kid = child('kid', root, { spawn_key: 'call_1:0', spec: JSON.stringify(SPEC) });

@@ -10,10 +10,12 @@ import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { postgresStorage } from 'agentry/storage/postgres';
 import { dropSchemas, newSchemaName, POSTGRES_TEST_URL, postgresUnreachable } from '../support/postgres.js';
 import { deferred } from '../support/runtime.js';
+import { skippable } from '../support/skip.js';
 
 const url = POSTGRES_TEST_URL;
 const strict = process.env.AGENTRY_CI_STRICT === '1';
-const reachable = (await postgresUnreachable()) === null;
+const unreachable = await postgresUnreachable();
+const reachable = unreachable === null;
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
 const schemas: string[] = [];
@@ -30,7 +32,7 @@ afterEach(async () => {
   await dropSchemas(schemas.splice(0));
 });
 
-describe.skipIf(!reachable && !strict)('AgentRuntime on PostgreSQL', () => {
+describe.skipIf(!reachable && !strict)(skippable('AgentRuntime on PostgreSQL', !strict && unreachable), () => {
   it('runs a lead and 200 sub-agents to COMPLETED with an exact ledger', async () => {
     const model = scriptedModel({
       record: false,

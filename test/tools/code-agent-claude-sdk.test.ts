@@ -20,6 +20,7 @@ import { CODE_AGENT_TOOL_NAME, codeAgentTool } from '../../src/tools/builtin/cod
 import { CLAUDE_CODE_INSTRUCTIONS } from '../../src/tools/builtin/code-agent/prompts.js';
 import type { PlatformServices } from '../../src/tools/platform.js';
 import { eventually, openTestRuntime } from '../support/runtime.js';
+import { skippable } from '../support/skip.js';
 
 const probe = await bubblewrapSandbox().probe();
 const sdkInstalled = await import('@anthropic-ai/claude-agent-sdk').then(
@@ -28,6 +29,8 @@ const sdkInstalled = await import('@anthropic-ai/claude-agent-sdk').then(
 );
 const strict = process.env.AGENTRY_CI_STRICT === '1';
 const ready = probe.ok && sdkInstalled;
+const skipReason =
+  ready || strict ? null : !probe.ok ? probe.reason : '@anthropic-ai/claude-agent-sdk is not installed';
 
 const isClaudeCode = (req: ModelRequest) => req.system.includes(CLAUDE_CODE_INSTRUCTIONS);
 const lastResults = (req: ModelRequest) =>
@@ -92,178 +95,181 @@ describe('spawn_claude_code_agent, claude-agent-sdk backend, without the SDK', (
   });
 });
 
-describe.skipIf(!ready && !strict)('spawn_claude_code_agent, claude-agent-sdk backend, in the sandbox', () => {
-  it('has a sandbox and the SDK (AGENTRY_CI_STRICT=1 fails here instead of skipping)', () => {
-    expect(probe).toEqual({ ok: true });
-    expect(sdkInstalled).toBe(true);
-  });
-
-  it('Claude Code writes Python and Node, runs both, fixes one with Edit, submits; the acceptance command decides', async () => {
-    const t = await open(
-      {
-        task: 'Write add.py and add.js that print 2+3, run both, write the sum to sum.txt',
-        files: [{ path: 'README.md', content: 'Adders\n' }],
-        acceptance_command: 'test "$(cat sum.txt)" = 6',
-      },
-      [
-        call('Write', { file_path: '/workspace/add.py', content: 'print(2 + 3)\n' }),
-        call('Write', { file_path: '/workspace/add.js', content: 'console.log(2 + three)\n' }),
-        call('Bash', { command: 'python3 add.py && node add.js', description: 'run both' }),
-        call('Edit', { file_path: '/workspace/add.js', old_string: 'three', new_string: '3' }),
-        call('Bash', { command: 'python3 add.py > sum.txt && node add.js', description: 'run again' }),
-        call('mcp__agentry__submit_result', {
-          summary: 'Both print 5; sum.txt holds 5',
-          files: ['sum.txt', 'add.py', 'add.js'],
-        }),
-      ],
-    );
-    const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
-    const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
-    expect(agent.status).toBe('COMPLETED');
-    const out = JSON.parse(t.seen.result!.content) as {
-      summary: string;
-      files: Array<{ path: string; size: number; artifact_id: string }>;
-      commands: Array<{ command: string; exit_code: number | null }>;
-      verified: boolean;
-      verification: { exit_code: number };
-    };
-    expect(t.seen.result!.is_error).toBeFalsy();
-    expect(out.summary).toBe('Both print 5; sum.txt holds 5');
-    // Claude Code really ran them: node failed (ReferenceError), then passed after the Edit
-    expect(out.commands.map((c) => c.exit_code)).toEqual([1, 0]);
-    const sawFailure = t.seen.claude[3]!.messages.at(-1)!.content as ToolResultBlock[];
-    expect(sawFailure[0]!.content).toMatch(/ReferenceError: three is not defined/);
-    expect(out.files.map((f) => f.path)).toEqual(['sum.txt', 'add.py', 'add.js']);
-    // the child claimed success; the runtime's own run of the acceptance command says otherwise (5, not 6)
-    expect(out.verified).toBe(false);
-    expect(out.verification.exit_code).toBe(1);
-    // Claude Code's model turns were the runtime's, billed to the caller, one ledger row each
-    const ledger = (await t.storage.listLedger('local')).filter((l) => l.agent_id === agent_id);
-    expect(ledger.filter((l) => l.kind === 'model').length).toBe(2 + t.seen.claude.length);
-    expect(ledger.some((l) => l.kind === 'tool' && l.item === 'Bash')).toBe(true);
-    // Claude Code saw only its six tools and submit_result, and the caller's file was in its workspace
-    expect(t.seen.claude[0]!.tools.map((x) => x.name)).toEqual(
-      expect.arrayContaining(['Bash', 'Read', 'Write', 'Edit', 'Glob', 'Grep', 'mcp__agentry__submit_result']),
-    );
-    expect(t.seen.claude[0]!.tools.map((x) => x.name)).not.toContain('WebFetch');
-    // done: the workspace and Claude Code's home are removed
-    expect(await readdir(join(dataDir, 'workspaces')).catch(() => [])).toEqual([]);
-    expect(await readdir(join(dataDir, 'code-agents')).catch(() => [])).toEqual([]);
-    expect(t.runtime.toolStatus().find((x) => x.name === CODE_AGENT_TOOL_NAME)).toMatchObject({
-      ready: true,
-      detail: 'Claude Code (claude-agent-sdk) thinking with the runtime’s model, in a bubblewrap sandbox',
+describe.skipIf(!ready && !strict)(
+  skippable('spawn_claude_code_agent, claude-agent-sdk backend, in the sandbox', skipReason),
+  () => {
+    it('has a sandbox and the SDK (AGENTRY_CI_STRICT=1 fails here instead of skipping)', () => {
+      expect(probe).toEqual({ ok: true });
+      expect(sdkInstalled).toBe(true);
     });
-    await t.runtime.close();
-  });
 
-  it('a pause kills the sandbox within 2 s (no process left); the resume continues Claude Code’s session', async () => {
-    const marker = `wait-${process.pid}`;
-    // (Claude Code refuses a plain long `sleep`; a Python one it runs.)
-    const command = `python3 -c 'import time; time.sleep(60)' ${marker}`;
-    const t = await open({ task: 'Wait, then write done.txt' }, [
-      call('Bash', { command, description: 'wait' }),
-      // after the resume: Claude Code was told it was interrupted, in the same conversation
-      (req) => {
-        const text = JSON.stringify(req.messages);
-        expect(text).toContain('Your work was interrupted');
-        expect(text).toContain(marker);
-        return { toolCalls: [{ name: 'Write', input: { file_path: '/workspace/done.txt', content: 'ok\n' } }] };
-      },
-      call('mcp__agentry__submit_result', { summary: 'done.txt written', files: ['done.txt'] }),
-    ]);
-    const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
-    const waiting = async () => {
-      for (const pid of await sandboxProcesses(dataDir)) {
-        if (safeRead(`/proc/${pid}/cmdline`).includes(marker)) return true;
-      }
-      return false;
-    };
-    await eventually(waiting, 30_000, 'the wait in the sandbox');
-    const running = await sandboxProcesses(dataDir);
-    const started = Date.now();
-    await t.runtime.pause(agent_id);
-    await eventually(async () => running.every((pid) => !alive(pid)), 2_000, 'the sandbox processes to be gone');
-    expect(Date.now() - started).toBeLessThan(2_000);
-    expect(await sandboxProcesses(dataDir)).toEqual([]);
-    await t.runtime.whenIdle();
-    expect((await t.runtime.get(agent_id)).agent).toMatchObject({
-      status: 'PAUSED',
-      status_message: 'Paused while coding: Wait, then write done.txt',
-    });
-    await t.runtime.resume(agent_id);
-    const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
-    expect(agent.status).toBe('COMPLETED');
-    const out = JSON.parse(t.seen.result!.content) as {
-      summary: string;
-      commands: Array<{ exit_code: number | null }>;
-    };
-    expect(out.summary).toBe('done.txt written');
-    expect(out.commands).toEqual([expect.objectContaining({ command, exit_code: null })]);
-    await t.runtime.close();
-  });
-
-  it('a delete kills the sandbox within 2 s and removes the workspace and Claude Code’s home', async () => {
-    const marker = `gone-${process.pid}`;
-    const t = await open({ task: 'Wait' }, [
-      call('Bash', { command: `python3 -c 'import time; time.sleep(60)' ${marker}`, description: 'wait' }),
-    ]);
-    const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
-    await eventually(
-      async () => (await sandboxProcesses(dataDir)).some((pid) => safeRead(`/proc/${pid}/cmdline`).includes(marker)),
-      30_000,
-      'the wait in the sandbox',
-    );
-    expect((await readdir(join(dataDir, 'workspaces'))).length).toBe(1);
-    const running = await sandboxProcesses(dataDir);
-    const started = Date.now();
-    await t.runtime.delete(agent_id);
-    await eventually(async () => running.every((pid) => !alive(pid)), 2_000, 'the sandbox processes to be gone');
-    expect(Date.now() - started).toBeLessThan(2_000);
-    expect(await readdir(join(dataDir, 'workspaces'))).toEqual([]);
-    expect(await readdir(join(dataDir, 'code-agents'))).toEqual([]);
-    await t.runtime.close();
-  });
-
-  it('Claude Code’s commands see none of the host’s environment, no network, and a bridge that wants the run’s key', async () => {
-    process.env.AGENTRY_TEST_CANARY = 'canary-7f3a';
-    const probeBridge =
-      "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/agentry/model.sock'); " +
-      "s.sendall(b'POST /v1/messages HTTP/1.0\\r\\ncontent-length: 2\\r\\n\\r\\n{}'); print(s.recv(200).split(b' ')[1].decode())\"";
-    const t = await open({ task: 'Look around' }, [
-      call('Bash', { command: 'env | sort', description: 'env' }),
-      call('Bash', { command: 'python3 -c "import socket; socket.create_connection((\'1.1.1.1\', 80), 3)"' }),
-      call('Bash', { command: probeBridge, description: 'bridge without the key' }),
-      call('mcp__agentry__submit_result', { summary: 'looked' }),
-    ]);
-    try {
+    it('Claude Code writes Python and Node, runs both, fixes one with Edit, submits; the acceptance command decides', async () => {
+      const t = await open(
+        {
+          task: 'Write add.py and add.js that print 2+3, run both, write the sum to sum.txt',
+          files: [{ path: 'README.md', content: 'Adders\n' }],
+          acceptance_command: 'test "$(cat sum.txt)" = 6',
+        },
+        [
+          call('Write', { file_path: '/workspace/add.py', content: 'print(2 + 3)\n' }),
+          call('Write', { file_path: '/workspace/add.js', content: 'console.log(2 + three)\n' }),
+          call('Bash', { command: 'python3 add.py && node add.js', description: 'run both' }),
+          call('Edit', { file_path: '/workspace/add.js', old_string: 'three', new_string: '3' }),
+          call('Bash', { command: 'python3 add.py > sum.txt && node add.js', description: 'run again' }),
+          call('mcp__agentry__submit_result', {
+            summary: 'Both print 5; sum.txt holds 5',
+            files: ['sum.txt', 'add.py', 'add.js'],
+          }),
+        ],
+      );
       const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
-      expect((await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) })).status).toBe('COMPLETED');
-      const shown = (i: number) => (t.seen.claude[i]!.messages.at(-1)!.content as ToolResultBlock[])[0]!.content;
-      expect(shown(1)).toContain('HOME=/home/claude');
-      expect(shown(1)).not.toContain('canary-7f3a');
-      expect(shown(1)).not.toMatch(/^(VITEST|NODE_OPTIONS|npm_)/m);
-      expect(shown(2)).toMatch(/Network is unreachable|OSError/);
-      expect(shown(3).trim()).toBe('401');
-    } finally {
-      delete process.env.AGENTRY_TEST_CANARY;
+      const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
+      expect(agent.status).toBe('COMPLETED');
+      const out = JSON.parse(t.seen.result!.content) as {
+        summary: string;
+        files: Array<{ path: string; size: number; artifact_id: string }>;
+        commands: Array<{ command: string; exit_code: number | null }>;
+        verified: boolean;
+        verification: { exit_code: number };
+      };
+      expect(t.seen.result!.is_error).toBeFalsy();
+      expect(out.summary).toBe('Both print 5; sum.txt holds 5');
+      // Claude Code really ran them: node failed (ReferenceError), then passed after the Edit
+      expect(out.commands.map((c) => c.exit_code)).toEqual([1, 0]);
+      const sawFailure = t.seen.claude[3]!.messages.at(-1)!.content as ToolResultBlock[];
+      expect(sawFailure[0]!.content).toMatch(/ReferenceError: three is not defined/);
+      expect(out.files.map((f) => f.path)).toEqual(['sum.txt', 'add.py', 'add.js']);
+      // the child claimed success; the runtime's own run of the acceptance command says otherwise (5, not 6)
+      expect(out.verified).toBe(false);
+      expect(out.verification.exit_code).toBe(1);
+      // Claude Code's model turns were the runtime's, billed to the caller, one ledger row each
+      const ledger = (await t.storage.listLedger('local')).filter((l) => l.agent_id === agent_id);
+      expect(ledger.filter((l) => l.kind === 'model').length).toBe(2 + t.seen.claude.length);
+      expect(ledger.some((l) => l.kind === 'tool' && l.item === 'Bash')).toBe(true);
+      // Claude Code saw only its six tools and submit_result, and the caller's file was in its workspace
+      expect(t.seen.claude[0]!.tools.map((x) => x.name)).toEqual(
+        expect.arrayContaining(['Bash', 'Read', 'Write', 'Edit', 'Glob', 'Grep', 'mcp__agentry__submit_result']),
+      );
+      expect(t.seen.claude[0]!.tools.map((x) => x.name)).not.toContain('WebFetch');
+      // done: the workspace and Claude Code's home are removed
+      expect(await readdir(join(dataDir, 'workspaces')).catch(() => [])).toEqual([]);
+      expect(await readdir(join(dataDir, 'code-agents')).catch(() => [])).toEqual([]);
+      expect(t.runtime.toolStatus().find((x) => x.name === CODE_AGENT_TOOL_NAME)).toMatchObject({
+        ready: true,
+        detail: 'Claude Code (claude-agent-sdk) thinking with the runtime’s model, in a bubblewrap sandbox',
+      });
       await t.runtime.close();
-    }
-  });
+    });
 
-  it('a budget that cannot pay Claude Code’s next turn ends the call with insufficient_credits; no overshoot', async () => {
-    // Claude Code's request is ~50 KB: the strict input bound alone reserves far more than 3 credits.
-    const t = await open({ task: 'Print 1' }, [call('Bash', { command: 'echo 1' })], 3);
-    const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
-    const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
-    expect(t.seen.claude).toHaveLength(0);
-    expect(t.seen.result).toMatchObject({ is_error: true });
-    expect(t.seen.result!.content).toMatch(/out of credits/i);
-    expect(['COMPLETED', 'OUT_OF_CREDITS']).toContain(agent.status);
-    const account = await t.storage.getAccount('local');
-    expect(account!.balance).toBeGreaterThanOrEqual(0);
-    await t.runtime.close();
-  });
-});
+    it('a pause kills the sandbox within 2 s (no process left); the resume continues Claude Code’s session', async () => {
+      const marker = `wait-${process.pid}`;
+      // (Claude Code refuses a plain long `sleep`; a Python one it runs.)
+      const command = `python3 -c 'import time; time.sleep(60)' ${marker}`;
+      const t = await open({ task: 'Wait, then write done.txt' }, [
+        call('Bash', { command, description: 'wait' }),
+        // after the resume: Claude Code was told it was interrupted, in the same conversation
+        (req) => {
+          const text = JSON.stringify(req.messages);
+          expect(text).toContain('Your work was interrupted');
+          expect(text).toContain(marker);
+          return { toolCalls: [{ name: 'Write', input: { file_path: '/workspace/done.txt', content: 'ok\n' } }] };
+        },
+        call('mcp__agentry__submit_result', { summary: 'done.txt written', files: ['done.txt'] }),
+      ]);
+      const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
+      const waiting = async () => {
+        for (const pid of await sandboxProcesses(dataDir)) {
+          if (safeRead(`/proc/${pid}/cmdline`).includes(marker)) return true;
+        }
+        return false;
+      };
+      await eventually(waiting, 30_000, 'the wait in the sandbox');
+      const running = await sandboxProcesses(dataDir);
+      const started = Date.now();
+      await t.runtime.pause(agent_id);
+      await eventually(async () => running.every((pid) => !alive(pid)), 2_000, 'the sandbox processes to be gone');
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(await sandboxProcesses(dataDir)).toEqual([]);
+      await t.runtime.whenIdle();
+      expect((await t.runtime.get(agent_id)).agent).toMatchObject({
+        status: 'PAUSED',
+        status_message: 'Paused while coding: Wait, then write done.txt',
+      });
+      await t.runtime.resume(agent_id);
+      const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
+      expect(agent.status).toBe('COMPLETED');
+      const out = JSON.parse(t.seen.result!.content) as {
+        summary: string;
+        commands: Array<{ exit_code: number | null }>;
+      };
+      expect(out.summary).toBe('done.txt written');
+      expect(out.commands).toEqual([expect.objectContaining({ command, exit_code: null })]);
+      await t.runtime.close();
+    });
+
+    it('a delete kills the sandbox within 2 s and removes the workspace and Claude Code’s home', async () => {
+      const marker = `gone-${process.pid}`;
+      const t = await open({ task: 'Wait' }, [
+        call('Bash', { command: `python3 -c 'import time; time.sleep(60)' ${marker}`, description: 'wait' }),
+      ]);
+      const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
+      await eventually(
+        async () => (await sandboxProcesses(dataDir)).some((pid) => safeRead(`/proc/${pid}/cmdline`).includes(marker)),
+        30_000,
+        'the wait in the sandbox',
+      );
+      expect((await readdir(join(dataDir, 'workspaces'))).length).toBe(1);
+      const running = await sandboxProcesses(dataDir);
+      const started = Date.now();
+      await t.runtime.delete(agent_id);
+      await eventually(async () => running.every((pid) => !alive(pid)), 2_000, 'the sandbox processes to be gone');
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(await readdir(join(dataDir, 'workspaces'))).toEqual([]);
+      expect(await readdir(join(dataDir, 'code-agents'))).toEqual([]);
+      await t.runtime.close();
+    });
+
+    it('Claude Code’s commands see none of the host’s environment, no network, and a bridge that wants the run’s key', async () => {
+      process.env.AGENTRY_TEST_CANARY = 'canary-7f3a';
+      const probeBridge =
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/agentry/model.sock'); " +
+        "s.sendall(b'POST /v1/messages HTTP/1.0\\r\\ncontent-length: 2\\r\\n\\r\\n{}'); print(s.recv(200).split(b' ')[1].decode())\"";
+      const t = await open({ task: 'Look around' }, [
+        call('Bash', { command: 'env | sort', description: 'env' }),
+        call('Bash', { command: 'python3 -c "import socket; socket.create_connection((\'1.1.1.1\', 80), 3)"' }),
+        call('Bash', { command: probeBridge, description: 'bridge without the key' }),
+        call('mcp__agentry__submit_result', { summary: 'looked' }),
+      ]);
+      try {
+        const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
+        expect((await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) })).status).toBe('COMPLETED');
+        const shown = (i: number) => (t.seen.claude[i]!.messages.at(-1)!.content as ToolResultBlock[])[0]!.content;
+        expect(shown(1)).toContain('HOME=/home/claude');
+        expect(shown(1)).not.toContain('canary-7f3a');
+        expect(shown(1)).not.toMatch(/^(VITEST|NODE_OPTIONS|npm_)/m);
+        expect(shown(2)).toMatch(/Network is unreachable|OSError/);
+        expect(shown(3).trim()).toBe('401');
+      } finally {
+        delete process.env.AGENTRY_TEST_CANARY;
+        await t.runtime.close();
+      }
+    });
+
+    it('a budget that cannot pay Claude Code’s next turn ends the call with insufficient_credits; no overshoot', async () => {
+      // Claude Code's request is ~50 KB: the strict input bound alone reserves far more than 3 credits.
+      const t = await open({ task: 'Print 1' }, [call('Bash', { command: 'echo 1' })], 3);
+      const { agent_id } = await t.runtime.create({ goal: 'Get some code written' });
+      const agent = await t.runtime.waitFor(agent_id, { signal: AbortSignal.timeout(120_000) });
+      expect(t.seen.claude).toHaveLength(0);
+      expect(t.seen.result).toMatchObject({ is_error: true });
+      expect(t.seen.result!.content).toMatch(/out of credits/i);
+      expect(['COMPLETED', 'OUT_OF_CREDITS']).toContain(agent.status);
+      const account = await t.storage.getAccount('local');
+      expect(account!.balance).toBeGreaterThanOrEqual(0);
+      await t.runtime.close();
+    });
+  },
+);
 
 /** Pids of the bubblewrap sandboxes started for workspaces under `dir`, and of everything running inside them. */
 async function sandboxProcesses(dir: string): Promise<number[]> {

@@ -20,9 +20,12 @@ import { ToolSuspension, type ToolContext } from '../../src/tools/define-tool.js
 import { globToRegExp, matchesGlob } from '../../src/tools/builtin/code-agent/file-helper.mjs';
 import { CODER_INSTRUCTIONS } from '../../src/tools/builtin/code-agent/prompts.js';
 import { eventually, openTestRuntime } from '../support/runtime.js';
+import { skippable } from '../support/skip.js';
 
 const sandbox = bubblewrapSandbox();
 const probe = await sandbox.probe();
+/** Why the sandbox suites are skipped, for their names; null when they run. */
+const skipReason = probe.ok ? null : probe.reason;
 const strict = process.env.AGENTRY_CI_STRICT === '1';
 
 const isCoder = (req: ModelRequest) => req.system === CODER_INSTRUCTIONS;
@@ -302,7 +305,7 @@ const coder: Turn[] = [
   }),
 ];
 
-describe.skipIf(!probe.ok)('spawn_claude_code_agent in the bubblewrap sandbox', () => {
+describe.skipIf(!probe.ok)(skippable('spawn_claude_code_agent in the bubblewrap sandbox', skipReason), () => {
   it('the child writes Python and Node, runs both, fixes the failing one with Edit; files come back as artifacts', async () => {
     const { seen, agent, runtime } = await runCodeAgent(
       {

@@ -6,9 +6,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chromium, runBrowser, strict } from '../browser/support.js';
+import { browserSkipReason, chromium, runBrowser, strict } from '../browser/support.js';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 import { MONITOR_ENV, monitorTools, watcherScript } from './monitor-support.js';
+import { skippable } from '../support/skip.js';
 
 let price = 59;
 let server: http.Server;
@@ -35,7 +36,7 @@ describe('monitor render: true', () => {
   });
 
   it.runIf(runBrowser)(
-    'sees a price that only the page script writes; the served HTML shows no change',
+    skippable('sees a price that only the page script writes; the served HTML shows no change', browserSkipReason),
     async () => {
       // The browser is looked up on this PATH (or AGENTRY_CHROMIUM_PATH), read from the tools' environment.
       const t = await openTestRuntime(watcherScript(), {

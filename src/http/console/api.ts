@@ -14,6 +14,7 @@ import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AgentRow } from '../../storage/adapter.js';
 import { artifactIdOf, artifactResponse } from '../artifacts.js';
+import { DEFAULT_EVENT_STREAM_LIMITS, type StreamTicket } from '../event-streams.js';
 import { agentEventStream } from '../events.js';
 import { agentIdOf } from '../poll.js';
 import { jsonResponse } from '../responses.js';
@@ -172,10 +173,27 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
   }, STREAM_RECHECK_MS);
   recheck.unref?.();
   signal.addEventListener('abort', () => clearInterval(recheck), { once: true });
+  // The API's limits on streams (event-streams.ts) count API keys; a console stream belongs to a session, whose
+  // access the recheck above follows. It still ends after the API's lifetime cap, and the page reconnects.
+  const lifetime = setTimeout(() => ticket.onEnd('lifetime'), DEFAULT_EVENT_STREAM_LIMITS.maxLifetimeMs);
+  lifetime.unref?.();
+  const ticket: StreamTicket = {
+    onEnd: () => ended.abort(),
+    release: () => clearTimeout(lifetime),
+  };
   try {
-    return await agentEventStream(runtime, agentId, identity.accountId, request.headers.get('last-event-id'), signal);
+    return await agentEventStream(
+      runtime,
+      agentId,
+      identity.accountId,
+      request.headers.get('last-event-id'),
+      signal,
+      ticket,
+      DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes,
+    );
   } catch (error) {
     clearInterval(recheck);
+    clearTimeout(lifetime);
     throw error;
   }
 }

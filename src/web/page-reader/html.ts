@@ -1,11 +1,15 @@
 /**
  * @module web/page-reader/html
  * The main content of an HTML page: parsed with linkedom, picked by Readability (Firefox's reader view), or, when
- * Readability finds nothing worth keeping, the whole `<body>` without its navigation, header, footer and sidebars.
- * Links are made absolute before Readability runs, so the Markdown, the `links` list and the text all agree.
+ * Readability's pick cannot be trusted, the page's whole `<main>` (else `<body>`) without its navigation, header,
+ * footer and sidebars. Readability is a news-article heuristic: on reference manuals it often picks one sub-block
+ * (a table, a list of parameters) and silently drops the rest, so its pick is checked against the page (see
+ * {@link choosePick}). Links are made absolute before Readability runs, so the Markdown, the `links` list and the
+ * text all agree.
  */
 import { Readability } from '@mozilla/readability';
 import { parseHTML } from 'linkedom';
+import { labelCodeBlocks, mainRegion, removePermalinks } from './cleanup.js';
 import { documentShape, keepLeading, markupDepth, plainText } from './dom.js';
 import { PageReadError } from './errors.js';
 import { MARKER_CHARS, toMarkdown } from './markdown.js';
@@ -33,7 +37,7 @@ export interface HtmlLimits {
 
 /**
  * Below this many characters of text, Readability's pick is taken to have missed the page (a landing page, a list of
- * short items, a page of link cards): the body without its chrome is read instead, if it has any text.
+ * short items, a page of link cards): the main region is read instead.
  */
 const MIN_ARTICLE_CHARS = 200;
 
@@ -57,27 +61,6 @@ const MAX_MARKDOWN_DEPTH = 200;
 
 /** Markup nested deeper than this is refused before parsing: no real page comes near it, and parsing it is slow. */
 const MAX_MARKUP_DEPTH = 10_000;
-
-/** Page chrome the body fallback drops: what a reader's eye skips. */
-const CHROME_SELECTOR = [
-  'script',
-  'style',
-  'noscript',
-  'template',
-  'iframe',
-  'svg',
-  'nav',
-  'header',
-  'footer',
-  'aside',
-  'form',
-  '[role="navigation"]',
-  '[role="banner"]',
-  '[role="contentinfo"]',
-  '[role="complementary"]',
-  '[hidden]',
-  '[aria-hidden="true"]',
-].join(', ');
 
 const collapse = (s: string) => s.replace(/\s+/g, ' ').trim();
 
@@ -151,7 +134,7 @@ function collectLinks(root: Element, finalUrl: string, max: number): HtmlContent
 }
 
 /** Readability's pick, or null when it finds nothing or gives up. */
-function readabilityArticle(document: Document): { title: string; root: Element; textLength: number } | null {
+function readabilityArticle(document: Document): { title: string; root: Element } | null {
   try {
     const article = new Readability(document, {
       // Keeps `language-js` and the like on code blocks, for the fence's info string.
@@ -161,16 +144,76 @@ function readabilityArticle(document: Document): { title: string; root: Element;
     }).parse();
     const root = article?.content as Element | null | undefined;
     if (!article || !root) return null;
-    return { title: collapse(article.title ?? ''), root, textLength: collapse(article.textContent ?? '').length };
+    return { title: collapse(article.title ?? ''), root };
   } catch {
     return null;
   }
 }
 
-/** The `<body>` of `document` without page chrome. */
-function bodyWithoutChrome(document: Document): Element {
-  for (const el of Array.from(document.body.querySelectorAll(CHROME_SELECTOR))) el.remove();
-  return document.body;
+/** A parsed page with absolute links, without permalink anchors, its code blocks labelled with their language. */
+function prepareDocument(html: string, finalUrl: string): Document {
+  const document = parseDocument(html);
+  // Before the links are made absolute: a permalink is recognised by its `#fragment` href.
+  removePermalinks(document, finalUrl);
+  absolutize(document, finalUrl);
+  labelCodeBlocks(document);
+  return document;
+}
+
+/**
+ * Readability's pick is replaced by the page's main region when it holds less than this share of the region's text.
+ * Found on the corpus in test/fixtures/manuals: picks that were right held over 0.9, and the wrong ones 0.34–0.72
+ * (a single table of PostgreSQL's `functions-json`, the parameter list of `CREATE TABLE`).
+ */
+const MIN_PICK_SHARE = 0.85;
+
+/**
+ * Text before the pick's start, the page's first heading aside, past which the pick is taken to have begun
+ * mid-page (the Synopsis and Description of a `sql-*.html` page lost before its Parameters).
+ */
+const MAX_SKIPPED_LEAD_CHARS = 300;
+
+/** The first heading of `region`: what the page says it is about. */
+function leadingHeading(region: Element): Element | null {
+  return region.querySelector('h1') ?? region.querySelector('h2, h3');
+}
+
+/** Where the pick's text starts within the region's, or -1 when it cannot be found (Readability rewrote it). */
+function startWithin(pickText: string, regionText: string): number {
+  for (const offset of [0, 200, 1000]) {
+    const probe = pickText.slice(offset, offset + 80);
+    if (probe.length < 40) break;
+    const at = regionText.indexOf(probe);
+    if (at >= 0) return Math.max(0, at - offset);
+  }
+  return -1;
+}
+
+/**
+ * The content to read: Readability's pick when it holds most of the page's main region and starts where the region
+ * does (give or take its heading, which Readability drops when it repeats the title and which is put back), else
+ * the whole region.
+ */
+function choosePick(article: { root: Element } | null, region: Element, maxChars: number): Element {
+  if (!article) return region;
+  const regionText = plainText(region, maxChars);
+  if (!/\S/.test(regionText)) return article.root;
+  const pickText = plainText(article.root, maxChars);
+  if (pickText.length < MIN_ARTICLE_CHARS || pickText.length < MIN_PICK_SHARE * regionText.length) return region;
+  const heading = leadingHeading(region);
+  const headingText = collapse(heading?.textContent ?? '');
+  const start = startWithin(pickText, regionText);
+  if (start > 0) {
+    const skipped = regionText.slice(0, start).replace(headingText, '').trim();
+    if (skipped.length > MAX_SKIPPED_LEAD_CHARS) return region;
+  }
+  const pickHeadings = Array.from(article.root.querySelectorAll('h1, h2, h3, h4, h5, h6'));
+  if (heading && headingText && !pickHeadings.some((h) => collapse(h.textContent ?? '') === headingText)) {
+    const restored = article.root.ownerDocument.createElement(heading.localName);
+    restored.textContent = headingText;
+    article.root.insertBefore(restored, article.root.firstChild);
+  }
+  return article.root;
 }
 
 /** Markdown, or the plain text where the markup is too deep to convert. */
@@ -199,22 +242,16 @@ export function extractHtml(source: string, finalUrl: string, limits: HtmlLimits
       url: finalUrl,
     });
   }
-  const document = parseDocument(html);
-  absolutize(document, finalUrl);
+  const document = prepareDocument(html, finalUrl);
   // Read before Readability runs: it moves and rewrites elements, and the fallbacks need the page as served.
   const pageTitle = collapse(document.querySelector('title')?.textContent ?? '');
   const firstHeading = collapse(document.querySelector('h1')?.textContent ?? '');
   const shape = documentShape(document.documentElement);
   const readable = shape.elements <= MAX_READABILITY_ELEMENTS && shape.depth <= MAX_READABILITY_DEPTH;
   const article = readable ? readabilityArticle(document) : null;
-  let root = article?.root;
-  if (!article || article.textLength < MIN_ARTICLE_CHARS) {
-    // Readability rewrites the document it reads: the fallback needs a fresh parse if it ran.
-    const fresh = readable ? parseDocument(html) : document;
-    if (readable) absolutize(fresh, finalUrl);
-    const body = bodyWithoutChrome(fresh);
-    if (!root || /\S/.test(body.textContent ?? '')) root = body;
-  }
+  // Readability rewrites the document it reads: the region needs a fresh parse if it ran.
+  const region = mainRegion(readable ? prepareDocument(html, finalUrl) : document);
+  const root = choosePick(article, region, limits.maxTextChars);
   const content = root as HTMLElement;
   const text = plainText(content, limits.maxTextChars);
   const links = collectLinks(content, finalUrl, limits.maxLinks);

@@ -9,9 +9,71 @@ import TurndownService from 'turndown';
 /** Marks a cell and a row in the Markdown of a table's children, so the table rule can split them back. */
 const CELL = '\u001f';
 const ROW = '\u001e';
+/** Marks text that does not start a Markdown line (see {@link markMidLineText}). */
+const MID_LINE = '\u001d';
 
-/** Control characters the table rule uses as markers; removed from page text so a page cannot forge them. */
-export const MARKER_CHARS = new RegExp(`[${ROW}${CELL}]`, 'g');
+/** Control characters used as markers here; removed from page text so a page cannot forge them. */
+export const MARKER_CHARS = new RegExp(`[${ROW}${CELL}${MID_LINE}]`, 'g');
+
+/** Characters turndown escapes only at the start of a text, lest they start a list, heading, quote or rule. */
+const LINE_START_SYNTAX = /^[-+=#>~\d]/;
+
+/** Elements whose content starts a Markdown line (what `plainText` treats as blocks, less inline-only ones). */
+const LINE_BLOCKS = new Set(
+  (
+    'address article aside blockquote body dd details dialog div dl dt fieldset figcaption figure footer form h1 h2 ' +
+    'h3 h4 h5 h6 header li main nav ol p section summary table td th ul caption'
+  ).split(' '),
+);
+
+/** Does `node` come after other visible text in its block, on the same line? */
+function followsText(node: Node): boolean {
+  for (let at: Node | null = node; at; at = at.parentNode) {
+    if (at.nodeType === 1 && LINE_BLOCKS.has(at.nodeName.toLowerCase())) return false;
+    for (let prev = at.previousSibling; prev; prev = prev.previousSibling) {
+      if (prev.nodeName.toLowerCase() === 'br') return false;
+      if (/\S/.test(prev.textContent ?? '')) return true;
+    }
+  }
+  return false;
+}
+
+/** The block a text belongs to never puts it at the start of a line: a heading (after `#`) or a table cell. */
+function neverLineStart(node: Node): boolean {
+  const block = node.parentElement?.closest('h1, h2, h3, h4, h5, h6, td, th, p, li, dd, dt, div, blockquote');
+  if (!block) return false;
+  const name = block.localName;
+  if (/^h[1-6]$/.test(name)) return true;
+  // A cell of a multi-column row is written inside `| … |`; a one-column table is given back as paragraphs.
+  return (name === 'td' || name === 'th') && (block.parentElement?.children.length ?? 0) > 1;
+}
+
+/**
+ * turndown escapes `-`, `+`, `=`, `#`, `>`, `~~~` and `1.` at the start of every text node, as if each began a
+ * line: `indent=4` in a Sphinx signature became `indent\=4`, `-32768` in a table cell `\-32768`. This marks the
+ * text nodes that do not start a line (after other text in their block, in a heading, in a table cell) so the
+ * escape leaves them alone; the mark is removed from the Markdown. Mutates the text nodes under `root`.
+ */
+function markMidLineText(root: Node): void {
+  let node: Node | null = root.firstChild;
+  while (node) {
+    if (node.nodeType === 3) {
+      const value = node.nodeValue ?? '';
+      const lead = /^\s*/.exec(value)![0];
+      if (LINE_START_SYNTAX.test(value.slice(lead.length)) && (neverLineStart(node) || followsText(node))) {
+        node.nodeValue = `${lead}${MID_LINE}${value.slice(lead.length)}`;
+      }
+    }
+    const name = node.nodeName.toLowerCase();
+    // code is never escaped, and its text is taken as it is
+    if (node.nodeType === 1 && name !== 'pre' && name !== 'code' && node.firstChild) {
+      node = node.firstChild;
+      continue;
+    }
+    while (node && node !== root && !node.nextSibling) node = node.parentNode;
+    node = node && node !== root ? node.nextSibling : null;
+  }
+}
 
 /** A cell's Markdown on one line: a pipe table has no multi-line cells. */
 function cellText(content: string): string {
@@ -60,6 +122,31 @@ export const INVISIBLE_ELEMENTS = new Set([
   'svg',
 ]);
 
+/**
+ * turndown's escapes, with the line-start ones made as narrow as Markdown is: `-` starts a list only before a space
+ * (or a rule or setext underline when the line is all dashes), `=` matters only as a whole line of them. turndown
+ * escaped `--sort-keys` and `-32768` too.
+ */
+const ESCAPES: Array<[RegExp, string]> = [
+  [/\\/g, '\\\\'],
+  [/\*/g, '\\*'],
+  [/^-(?=-*(?:\s|$))/, '\\-'],
+  [/^\+ /, '\\+ '],
+  [/^(=+)(?=\s*$)/, '\\$1'],
+  [/^(#{1,6}) /, '\\$1 '],
+  [/`/g, '\\`'],
+  [/^~~~/, '\\~~~'],
+  [/\[/g, '\\['],
+  [/\]/g, '\\]'],
+  [/^>/, '\\>'],
+  [/_/g, '\\_'],
+  [/^(\d+)\. /, '$1\\. '],
+];
+
+function escapeMarkdown(text: string): string {
+  return ESCAPES.reduce((escaped, [pattern, replacement]) => escaped.replace(pattern, replacement), text);
+}
+
 function createTurndown(): TurndownService {
   const service = new TurndownService({
     headingStyle: 'atx',
@@ -69,6 +156,7 @@ function createTurndown(): TurndownService {
     strongDelimiter: '**',
     hr: '---',
   });
+  service.escape = escapeMarkdown;
   service.remove((node) => INVISIBLE_ELEMENTS.has(node.nodeName.toLowerCase()));
   service.addRule('preAsFence', {
     filter: 'pre',
@@ -130,9 +218,13 @@ function createTurndown(): TurndownService {
 
 let shared: TurndownService | undefined;
 
-/** The Markdown of an element's content. One turndown instance serves every call: its rules hold no state. */
+/**
+ * The Markdown of an element's content. One turndown instance serves every call: its rules hold no state. Marks
+ * the text nodes under `root` on the way (see {@link markMidLineText}): read the text before.
+ */
 export function toMarkdown(root: HTMLElement): string {
   shared ??= createTurndown();
+  markMidLineText(root);
   return shared
     .turndown(root)
     .replace(MARKER_CHARS, '')
