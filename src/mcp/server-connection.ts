@@ -460,6 +460,7 @@ export class McpServerConnection {
   private async disconnect(client = this.client): Promise<void> {
     const child = this.child;
     if (this.client === client) this.client = undefined;
+    if (client && this.config.transport === 'http' && this.state === 'closed') await endSession(client);
     // Closing the SDK's stdio transport ends stdin and waits up to 2 s, then SIGTERM, then SIGKILL without waiting.
     const closing = client?.close().catch(() => undefined);
     if (child && child.exitCode === null && child.signalCode === null && this.state !== 'closed') {
@@ -514,6 +515,24 @@ export class McpServerError extends Error {
   ) {
     super(message);
   }
+}
+
+/** How long closing waits for a Streamable HTTP server to acknowledge the end of the session. */
+const END_SESSION_MS = 1_000;
+
+/**
+ * Tells a Streamable HTTP server the session is over (`DELETE`, which the spec asks clients to send), so it frees what
+ * it keeps for it; a server that does not answer within a second is not waited for.
+ */
+async function endSession(client: Client): Promise<void> {
+  const transport = client.transport as { terminateSession?: () => Promise<void>; sessionId?: string } | undefined;
+  if (!transport?.terminateSession || transport.sessionId === undefined) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    transport.terminateSession().catch(() => undefined),
+    new Promise<void>((resolve) => (timer = setTimeout(resolve, END_SESSION_MS))),
+  ]);
+  clearTimeout(timer);
 }
 
 /** The SDK refused to send on a connection that had closed meanwhile: nothing reached the server. */

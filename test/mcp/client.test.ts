@@ -215,7 +215,8 @@ describe('MCP tools through an agent', () => {
   });
 
   it('a Streamable HTTP server that forgot the session (404): read-only calls are sent again, others are not', async () => {
-    const { url, child } = await startHttpFixture({}, ['--sessions']);
+    const events = join(dir, 'session-events.txt');
+    const { url, child } = await startHttpFixture({ MCP_EVENTS: events }, ['--sessions']);
     const [server] = parseMcpServers({ remote: { type: 'http', url } });
     const connection = new McpServerConnection(server!, () => {});
     try {
@@ -233,6 +234,10 @@ describe('MCP tools through an agent', () => {
       expect(connection.failure).toMatch(/ended the session \(the server restarted\)/);
       // The next call opens a new session.
       expect((await connection.callTool('echo', { text: 'c' })).content).toEqual([{ type: 'text', text: 'echo: c' }]);
+      // Closing ends the session (DELETE): the server is told.
+      expect(readEvents(events).filter((e) => e[0] === 'session-closed')).toHaveLength(0);
+      await connection.close();
+      expect(readEvents(events).filter((e) => e[0] === 'session-closed')).toHaveLength(1);
     } finally {
       await connection.close();
       await stopChild(child);
