@@ -420,3 +420,58 @@ describe('connections without a working key are bounded', () => {
     }
   });
 });
+
+describe('request bodies in flight share a budget', () => {
+  it('a body that would pass it is refused with 429 and Retry-After; the budget frees as bodies end', async () => {
+    const dir = tempDir('agentry-bodies-');
+    const runtime = await AgentRuntime.open({
+      storage: sqliteStorage({ path: `${dir.dir}/a.db` }),
+      scheduler: 'manual',
+    });
+    const { apiKey } = await runtime.accounts.create({ credits: 1 });
+    const server = await startServer(runtime, { port: 0, bodyBytesInFlight: 100_000 });
+    const port = Number(new URL(server.url).port);
+    const post = (declared: number) =>
+      `POST /api/agents HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n` +
+      `x-api-key: ${apiKey!.key}\r\ncontent-length: ${declared}\r\n\r\n`;
+    const slow = connect({ port, host: '127.0.0.1' });
+    slow.on('error', () => {});
+    try {
+      // A slow upload holds 50,000 bytes so far.
+      slow.write(post(60_000));
+      slow.write(Buffer.alloc(50_000, 0x20));
+      // Until the server holds them, a body of 60,000 still fits; then it does not.
+      const deadline = Date.now() + 10_000;
+      let refused: Response | undefined;
+      while (!refused && Date.now() < deadline) {
+        const r = await fetch(`${server.url}/api/agents`, {
+          method: 'POST',
+          headers: { 'x-api-key': apiKey!.key, 'content-type': 'application/json' },
+          body: JSON.stringify({ goal: 'x'.repeat(59_988) }),
+        });
+        if (r.status === 429) refused = r;
+        else await r.arrayBuffer();
+      }
+      expect(refused?.headers.get('retry-after')).toBe('1');
+      expect(((await refused!.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+      // The slow upload leaves: its bytes are given back.
+      slow.destroy();
+      let after = 429;
+      while (after === 429 && Date.now() < deadline + 10_000) {
+        const r = await fetch(`${server.url}/api/agents`, {
+          method: 'POST',
+          headers: { 'x-api-key': apiKey!.key, 'content-type': 'application/json' },
+          body: JSON.stringify({ goal: 'x'.repeat(59_988) }),
+        });
+        after = r.status;
+        await r.arrayBuffer();
+      }
+      expect(after).toBe(201);
+    } finally {
+      slow.destroy();
+      await server.close();
+      await runtime.close();
+      dir.remove();
+    }
+  });
+});
