@@ -28,5 +28,7 @@ export type { OpenApiOptions } from './openapi.js';
 export type { RateLimitOptions } from './rate-limit.js';
 export { withClientAddress } from './client-address.js';
 export { DEFAULT_FAILED_AUTH_LIMIT } from './auth-guard.js';
+export { DEFAULT_EVENT_STREAM_LIMITS } from './event-streams.js';
+export type { EventStreamLimits } from './event-streams.js';
 export { startServer } from './server.js';
 export type { RunningServer, ServerOptions } from './server.js';

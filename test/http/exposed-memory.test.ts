@@ -100,10 +100,18 @@ function open(port: number): Promise<Socket> {
 }
 
 async function settle(s: Served): Promise<number> {
-  // A few requests of every kind first, so that lazy allocations (the router, the MCP SDK, JIT) are in the baseline.
+  // A few requests of every kind first (a refused one too), so that lazy allocations (the router, the MCP SDK, JIT) are in the baseline.
   for (let i = 0; i < 20; i++) {
     await fetch(`${s.url}/api/agents`, { headers: { 'x-api-key': s.key } }).then((r) => r.arrayBuffer());
     await fetch(`${s.url}/api/agents/${s.agentId}`, { headers: { 'x-api-key': s.key } }).then((r) => r.arrayBuffer());
+  }
+  for (let i = 0; i < 3; i++) {
+    const refused = await fetch(`${s.url}/api/agents`, {
+      method: 'POST',
+      headers: { 'x-api-key': `agk_warmup${i}`, 'content-type': 'application/json' },
+      body: '{"goal":"x"}',
+    });
+    await refused.arrayBuffer();
   }
   return s.rss();
 }

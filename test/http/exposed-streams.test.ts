@@ -3,6 +3,8 @@
  * key and drop a reader too slow (which resumes with Last-Event-ID); MCP refuses JSON-RPC batches so that the rate
  * limit counts every operation; failed authentication is rate limited per client address.
  */
+import { Agent, get as httpGet } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type Tool } from 'agentry';
@@ -367,6 +369,106 @@ describe('failed authentication is rate limited per client address', () => {
         401, 401, 429,
       ]);
     } finally {
+      await server.close();
+      await runtime.close();
+      dir.remove();
+    }
+  });
+});
+
+describe('connections without a working key are bounded', () => {
+  it('one past the limit closes the oldest stranger; clients with a key are not counted', async () => {
+    const dir = tempDir('agentry-strangers-');
+    const runtime = await AgentRuntime.open({
+      storage: sqliteStorage({ path: `${dir.dir}/a.db` }),
+      scheduler: 'manual',
+    });
+    const { apiKey } = await runtime.accounts.create({ credits: 1 });
+    const server = await startServer(runtime, { port: 0, maxUnauthenticatedConnections: 5 });
+    const port = Number(new URL(server.url).port);
+    const sockets: Socket[] = [];
+    try {
+      // A keep-alive client with a key, then 8 strangers that connect and send nothing.
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const withKey = () =>
+        new Promise<number>((resolve, reject) => {
+          httpGet(`${server.url}/api/agents`, { agent, headers: { 'x-api-key': apiKey!.key } }, (res) => {
+            res.resume();
+            res.on('end', () => resolve(res.statusCode!));
+          }).on('error', reject);
+        });
+      expect(await withKey()).toBe(200);
+      const closed: number[] = [];
+      for (let i = 0; i < 8; i++) {
+        const socket = connect({ port, host: '127.0.0.1' });
+        socket.on('error', () => {});
+        socket.on('close', () => closed.push(i));
+        sockets.push(socket);
+        await new Promise((resolve) => socket.once('connect', resolve));
+      }
+      const deadline = Date.now() + 10_000;
+      while (closed.length < 3 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(closed.sort((a, b) => a - b)).toEqual([0, 1, 2]); // the three oldest strangers
+      // The client with a key kept its connection and still answers on it.
+      expect(await withKey()).toBe(200);
+      agent.destroy();
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await server.close();
+      await runtime.close();
+      dir.remove();
+    }
+  });
+});
+
+describe('request bodies in flight share a budget', () => {
+  it('a body that would pass it is refused with 429 and Retry-After; the budget frees as bodies end', async () => {
+    const dir = tempDir('agentry-bodies-');
+    const runtime = await AgentRuntime.open({
+      storage: sqliteStorage({ path: `${dir.dir}/a.db` }),
+      scheduler: 'manual',
+    });
+    const { apiKey } = await runtime.accounts.create({ credits: 1 });
+    const server = await startServer(runtime, { port: 0, bodyBytesInFlight: 100_000 });
+    const port = Number(new URL(server.url).port);
+    const post = (declared: number) =>
+      `POST /api/agents HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n` +
+      `x-api-key: ${apiKey!.key}\r\ncontent-length: ${declared}\r\n\r\n`;
+    const slow = connect({ port, host: '127.0.0.1' });
+    slow.on('error', () => {});
+    try {
+      // A slow upload holds 50,000 bytes so far.
+      slow.write(post(60_000));
+      slow.write(Buffer.alloc(50_000, 0x20));
+      // Until the server holds them, a body of 60,000 still fits; then it does not.
+      const deadline = Date.now() + 10_000;
+      let refused: Response | undefined;
+      while (!refused && Date.now() < deadline) {
+        const r = await fetch(`${server.url}/api/agents`, {
+          method: 'POST',
+          headers: { 'x-api-key': apiKey!.key, 'content-type': 'application/json' },
+          body: JSON.stringify({ goal: 'x'.repeat(59_988) }),
+        });
+        if (r.status === 429) refused = r;
+        else await r.arrayBuffer();
+      }
+      expect(refused?.headers.get('retry-after')).toBe('1');
+      expect(((await refused!.json()) as { error: { code: string } }).error.code).toBe('rate_limited');
+      // The slow upload leaves: its bytes are given back.
+      slow.destroy();
+      let after = 429;
+      while (after === 429 && Date.now() < deadline + 10_000) {
+        const r = await fetch(`${server.url}/api/agents`, {
+          method: 'POST',
+          headers: { 'x-api-key': apiKey!.key, 'content-type': 'application/json' },
+          body: JSON.stringify({ goal: 'x'.repeat(59_988) }),
+        });
+        after = r.status;
+        await r.arrayBuffer();
+      }
+      expect(after).toBe(201);
+    } finally {
+      slow.destroy();
       await server.close();
       await runtime.close();
       dir.remove();
