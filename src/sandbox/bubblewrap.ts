@@ -430,6 +430,17 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     positiveLimit('workspaceBytes', limits.workspaceBytes);
     positiveLimit('workspaceFiles', limits.workspaceFiles);
     const usageAtStart = await workspaceUsage(h.du, command.workspace);
+    if (
+      command.refuseOverQuota &&
+      usageAtStart &&
+      (usageAtStart.bytes > limits.workspaceBytes || usageAtStart.files > limits.workspaceFiles)
+    ) {
+      throw new AgentryError(
+        'invalid_request',
+        `The workspace is over its disk quota (${usageAtStart.bytes} bytes in ${usageAtStart.files} files; the ` +
+          `limits are ${limits.workspaceBytes} bytes and ${limits.workspaceFiles} files): delete files first`,
+      );
+    }
     const cgroup = typeof h.cgroups === 'string' ? undefined : await h.cgroups.create(limits.memoryBytes);
     return {
       ...(cgroup ? { cgroup } : {}),

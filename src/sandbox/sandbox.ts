@@ -72,6 +72,12 @@ interface SandboxCommandBase {
   timeoutMs: number;
   /** @default DEFAULT_SANDBOX_LIMITS */
   limits?: Partial<SandboxLimits>;
+  /**
+   * Refuse to start (AgentryError `invalid_request`) when the workspace is already over `workspaceBytes` or
+   * `workspaceFiles`. Otherwise a run may start over quota (so that it can delete files) and may not grow it further.
+   * @default false
+   */
+  refuseOverQuota?: boolean;
   /** Bytes kept of stdout, and of stderr, each; the rest is read and dropped so the command never blocks. */
   maxOutputBytes: number;
   /**
