@@ -61,6 +61,11 @@ interface SandboxCommandBase {
    * The sandbox's uid must be able to write it (see `createWorkspace`).
    */
   workspace: string;
+  /**
+   * Bind the workspace read-only: for an operation that only reads it (the file tools' Read, Glob, Grep). No disk
+   * quota is watched then, as nothing can grow it. @default false
+   */
+  workspaceReadOnly?: boolean;
   /** Working directory, relative to the workspace. @default '.' */
   cwd?: string;
   /**

@@ -77,6 +77,8 @@ export async function workspaceFileOperation<O extends FileOperation>(
       argv: [NODE_AT, HELPER_AT],
       stdin: JSON.stringify(operation),
       workspace: root,
+      // Read, Glob and Grep only read: the workspace is bound read-only for them.
+      workspaceReadOnly: operation.op === 'read' || operation.op === 'glob' || operation.op === 'grep',
       mounts: [
         { host: process.execPath, at: NODE_AT },
         { host: HELPER, at: HELPER_AT },
