@@ -49,6 +49,8 @@ export interface BubblewrapConfig {
   hostname: string;
   /** Absolute host directory, bound read-write at /workspace. */
   workspace: string;
+  /** Bind the workspace read-only instead (an operation that only reads it). */
+  workspaceReadOnly?: boolean;
   /** Working directory relative to the workspace ('' or '.' for the workspace itself). */
   cwd: string;
   /** More host paths bound inside (after the workspace, so none can hide it). */
@@ -196,7 +198,8 @@ export function bubblewrapArgv(config: BubblewrapConfig): string[] {
   const tmpSize = positiveInteger('tmpBytes', config.limits.tmpBytes);
   argv.push('--proc', '/proc', '--dev', '/dev', '--size', tmpSize, '--tmpfs', '/dev/shm');
   argv.push('--size', tmpSize, '--tmpfs', '/tmp');
-  argv.push('--bind', config.workspace, SANDBOX_WORKSPACE, '--chdir', sandboxCwd(config.cwd));
+  argv.push(config.workspaceReadOnly ? '--ro-bind' : '--bind', config.workspace, SANDBOX_WORKSPACE);
+  argv.push('--chdir', sandboxCwd(config.cwd));
   for (const mount of config.mounts ?? []) {
     checkMount(mount);
     argv.push(mount.writable ? '--bind' : '--ro-bind', mount.host, mount.at);

@@ -215,6 +215,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         etc,
         hostname: 'sandbox',
         workspace: command.workspace,
+        ...(command.workspaceReadOnly ? { workspaceReadOnly: true } : {}),
         cwd: command.cwd ?? '.',
         ...(command.mounts ? { mounts: command.mounts } : {}),
         env: sandboxEnv(command.env),
@@ -289,7 +290,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       }
       quotaTimer = setTimeout(() => void checkQuota(), QUOTA_CHECK_MS);
     };
-    quotaTimer = setTimeout(() => void checkQuota(), QUOTA_CHECK_MS);
+    if (!command.workspaceReadOnly) quotaTimer = setTimeout(() => void checkQuota(), QUOTA_CHECK_MS);
     signal?.addEventListener('abort', onAbort, { once: true });
     if (signal?.aborted) killSandbox();
 
@@ -429,7 +430,19 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     positiveLimit('memoryBytes', limits.memoryBytes);
     positiveLimit('workspaceBytes', limits.workspaceBytes);
     positiveLimit('workspaceFiles', limits.workspaceFiles);
-    const usageAtStart = await workspaceUsage(h.du, command.workspace);
+    // A read-only workspace cannot grow: no quota to watch.
+    const usageAtStart = command.workspaceReadOnly ? undefined : await workspaceUsage(h.du, command.workspace);
+    if (
+      command.refuseOverQuota &&
+      usageAtStart &&
+      (usageAtStart.bytes > limits.workspaceBytes || usageAtStart.files > limits.workspaceFiles)
+    ) {
+      throw new AgentryError(
+        'invalid_request',
+        `The workspace is over its disk quota (${usageAtStart.bytes} bytes in ${usageAtStart.files} files; the ` +
+          `limits are ${limits.workspaceBytes} bytes and ${limits.workspaceFiles} files): delete files first`,
+      );
+    }
     const cgroup = typeof h.cgroups === 'string' ? undefined : await h.cgroups.create(limits.memoryBytes);
     return {
       ...(cgroup ? { cgroup } : {}),

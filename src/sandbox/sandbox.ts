@@ -61,6 +61,11 @@ interface SandboxCommandBase {
    * The sandbox's uid must be able to write it (see `createWorkspace`).
    */
   workspace: string;
+  /**
+   * Bind the workspace read-only: for an operation that only reads it (the file tools' Read, Glob, Grep). No disk
+   * quota is watched then, as nothing can grow it. @default false
+   */
+  workspaceReadOnly?: boolean;
   /** Working directory, relative to the workspace. @default '.' */
   cwd?: string;
   /**
@@ -72,6 +77,12 @@ interface SandboxCommandBase {
   timeoutMs: number;
   /** @default DEFAULT_SANDBOX_LIMITS */
   limits?: Partial<SandboxLimits>;
+  /**
+   * Refuse to start (AgentryError `invalid_request`) when the workspace is already over `workspaceBytes` or
+   * `workspaceFiles`. Otherwise a run may start over quota (so that it can delete files) and may not grow it further.
+   * @default false
+   */
+  refuseOverQuota?: boolean;
   /** Bytes kept of stdout, and of stderr, each; the rest is read and dropped so the command never blocks. */
   maxOutputBytes: number;
   /**

@@ -151,6 +151,15 @@ describe('bubblewrapArgv', () => {
     expect(() => bubblewrapArgv(config({ cgroupProcs: 'relative/cgroup.procs' }))).toThrow(AgentryError);
   });
 
+  it('binds the workspace read-only for an operation that only reads it', () => {
+    const argv = bubblewrapArgv(config({ workspaceReadOnly: true }));
+    expect(argv.slice(argv.indexOf('/data/workspaces/a1') - 1, argv.indexOf('/data/workspaces/a1') + 2)).toEqual([
+      '--ro-bind',
+      '/data/workspaces/a1',
+      '/workspace',
+    ]);
+  });
+
   it('changes into a subdirectory of the workspace', () => {
     const argv = bubblewrapArgv(config({ cwd: 'src/app' }));
     expect(argv[argv.indexOf('--chdir') + 1]).toBe('/workspace/src/app');

@@ -13,6 +13,7 @@ import { bubblewrapSandbox } from '../../src/sandbox/bubblewrap.js';
 import { findMemoryCgroups } from '../../src/sandbox/memory-cgroup.js';
 import type { SandboxCommand, SandboxLimits } from '../../src/sandbox/sandbox.js';
 import { createWorkspace } from '../../src/sandbox/workspace.js';
+import { workspaceFileOperation } from '../../src/tools/builtin/code-agent/workspace-files.js';
 
 const sandbox = bubblewrapSandbox();
 const probe = await sandbox.probe();
@@ -169,10 +170,14 @@ describe.skipIf(!probe.ok)('sandbox tmpfs and disk limits', () => {
     });
     expect(r).toMatchObject({ quotaExceeded: true, signal: 'SIGKILL' });
     expect(r.stdout).not.toContain('finished');
-    // over the quota now: a command may still run, and delete
+    // over the quota now: a file-tool write is refused; a command may still run, and delete
+    const quota = bubblewrapSandbox({ limits: { workspaceBytes: 8 * MiB } });
+    const write = { op: 'write', path: 'more.txt', label: 'more.txt', content: 'x', encoding: 'utf8' } as const;
+    await expect(workspaceFileOperation(quota, workspace, write)).rejects.toThrow(/over its disk quota/);
     const cleanup = await run({ shell: 'rm -f big-*; echo cleaned', limits: { workspaceBytes: 8 * MiB } });
     expect(cleanup).toMatchObject({ exitCode: 0, stdout: 'cleaned\n' });
     expect(cleanup.quotaExceeded).toBeUndefined();
+    await expect(workspaceFileOperation(quota, workspace, write)).resolves.toMatchObject({ bytes: 1 });
   });
 
   it('kills a run that creates more files than its quota allows', async () => {

@@ -77,6 +77,8 @@ export async function workspaceFileOperation<O extends FileOperation>(
       argv: [NODE_AT, HELPER_AT],
       stdin: JSON.stringify(operation),
       workspace: root,
+      // Read, Glob and Grep only read: the workspace is bound read-only for them.
+      workspaceReadOnly: operation.op === 'read' || operation.op === 'glob' || operation.op === 'grep',
       mounts: [
         { host: process.execPath, at: NODE_AT },
         { host: HELPER, at: HELPER_AT },
@@ -84,8 +86,11 @@ export async function workspaceFileOperation<O extends FileOperation>(
       timeoutMs: FILE_CALL_TIMEOUT_MS,
       limits: { cpuSeconds: FILE_CALL_TIMEOUT_MS / 1000 },
       maxOutputBytes: MAX_ANSWER_BYTES,
+      // A workspace over its disk quota takes no more writes (Bash can still delete files).
+      refuseOverQuota: operation.op === 'write' || operation.op === 'edit',
     },
-    signal ? { signal } : {},
+    // A signal of its own per call: many concurrent calls of one agent would otherwise pile listeners on one signal.
+    signal ? { signal: AbortSignal.any([signal]) } : {},
   );
   if (r.timedOut) {
     throw new AgentryError('invalid_request', `The ${operation.op} took longer than ${FILE_CALL_TIMEOUT_MS / 1000} s`);
