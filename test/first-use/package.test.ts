@@ -97,9 +97,21 @@ describe('first use in a fresh `npm init -y` project, from the packed tarball, o
       expect(compiled).toContain('require("agentry")');
       const { stdout } = await sh('node', ['out/index.js'], { cwd: project });
       expect(stdout).toContain('COMPLETED: Take an umbrella.');
-      // and plain require() from a .cjs script
-      writeFileSync(join(project, 'check.cjs'), "console.log(typeof require('agentry').AgentRuntime.open);\n");
-      expect((await sh('node', ['check.cjs'], { cwd: project })).stdout.trim()).toBe('function');
+      // and plain require() of every entry point from a .cjs script: none has top-level await in its module graph
+      const entries = [
+        'agentry',
+        'agentry/http',
+        'agentry/client',
+        'agentry/web',
+        'agentry/testing',
+        'agentry/storage/postgres',
+      ];
+      writeFileSync(
+        join(project, 'check.cjs'),
+        `for (const e of ${JSON.stringify(entries)}) console.log(e, Object.keys(require(e)).length > 0);\n`,
+      );
+      const { stdout: required } = await sh('node', ['check.cjs'], { cwd: project });
+      expect(required.trim().split('\n')).toEqual(entries.map((e) => `${e} true`));
     },
   );
 });

@@ -248,9 +248,10 @@ export function extractHtml(source: string, finalUrl: string, limits: HtmlLimits
   const firstHeading = collapse(document.querySelector('h1')?.textContent ?? '');
   const shape = documentShape(document.documentElement);
   const readable = shape.elements <= MAX_READABILITY_ELEMENTS && shape.depth <= MAX_READABILITY_DEPTH;
+  // Readability rewrites the document it reads: the region is taken from a copy made before (cheaper than a parse).
+  const pristine = readable ? (document.cloneNode(true) as Document) : document;
   const article = readable ? readabilityArticle(document) : null;
-  // Readability rewrites the document it reads: the region needs a fresh parse if it ran.
-  const region = mainRegion(readable ? prepareDocument(html, finalUrl) : document);
+  const region = mainRegion(pristine);
   const root = choosePick(article, region, limits.maxTextChars);
   const content = root as HTMLElement;
   const text = plainText(content, limits.maxTextChars);
