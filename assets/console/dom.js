@@ -6,7 +6,8 @@ const PROPERTIES = new Set(['value', 'checked', 'disabled', 'selected', 'hidden'
 
 /**
  * `h('a', { href: '/x', class: 'y', onclick: fn }, 'text', child)`. `href` must be a path of this origin (the console
- * builds every link itself); anything else throws, so no `javascript:` or foreign URL can ever be a link here.
+ * builds every link itself); anything else throws, so no `javascript:` or foreign URL (nor `//host` or `/\host`,
+ * which browsers read as another host) can ever be a link here.
  */
 export function h(tag, props = {}, ...children) {
   const el = document.createElement(tag);
@@ -16,7 +17,7 @@ export function h(tag, props = {}, ...children) {
     else if (name === 'class') el.className = value;
     else if (PROPERTIES.has(name)) el[name] = value;
     else {
-      if ((name === 'href' || name === 'src' || name === 'action') && !/^\/(?!\/)/.test(String(value))) {
+      if ((name === 'href' || name === 'src' || name === 'action') && !/^\/(?![/\\])/.test(String(value))) {
         throw new Error(`refusing a ${name} that is not a path of this origin`);
       }
       el.setAttribute(name, value === true ? '' : String(value));

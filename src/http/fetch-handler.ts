@@ -305,7 +305,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   const consoleRoutes =
     o.console === false
       ? null
-      : createConsole(runtime, o.console, { basePath: o.basePath, bodyLimitBytes: o.bodyLimitBytes, now, onError });
+      : createConsole(runtime, o.console, {
+          basePath: o.basePath,
+          bodyLimitBytes: o.bodyLimitBytes,
+          now,
+          onError,
+          // The console's calls draw on the same bucket as the API key its session came from.
+          takeToken: (key) => buckets?.take(key) ?? 0,
+        });
 
   function match(pathname: string): RouteMatch | null {
     // Stateless Streamable HTTP: POST only (no server-initiated stream to GET, no session to DELETE).

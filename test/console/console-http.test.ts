@@ -301,6 +301,35 @@ describe('console options', () => {
     await runtime.close();
   });
 
+  it("draws on the rate limit of the key its session came from: no way around the API's limit", async () => {
+    const runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model: scriptedModel({ turns: [{ text: 'x' }] }),
+    });
+    const { apiKey } = await runtime.accounts.create({ name: 'limited', credits: 5 });
+    const handle = createFetchHandler(runtime, { console: true, rateLimit: { capacity: 3, refillPerSecond: 0.001 } });
+    const signedIn = await handle(
+      new Request('http://x/console/api/session', {
+        method: 'POST',
+        headers: { origin: 'http://x', 'content-type': 'application/json' },
+        body: JSON.stringify({ api_key: apiKey!.key }),
+      }),
+    );
+    const cookie = signedIn.headers.get('set-cookie')!.split(';')[0]!;
+    const consoleCall = () => handle(new Request('http://x/console/api/agents', { headers: { cookie } }));
+    expect((await consoleCall()).status).toBe(200);
+    expect((await consoleCall()).status).toBe(200);
+    const api = await handle(new Request('http://x/api/agents', { headers: { 'x-api-key': apiKey!.key } }));
+    expect(api.status).toBe(200);
+    const limited = await consoleCall();
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('retry-after')).toMatch(/^[1-9]\d*$/);
+    expect((await handle(new Request('http://x/api/agents', { headers: { 'x-api-key': apiKey!.key } }))).status).toBe(
+      429,
+    );
+    await runtime.close();
+  });
+
   it('refuses bad console options at once', async () => {
     const runtime = await AgentRuntime.open({
       storage: memoryStorage(),

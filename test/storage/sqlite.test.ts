@@ -145,6 +145,7 @@ describe('sqliteStorage', () => {
       'api_keys',
       'artifact_data',
       'artifacts',
+      'console_sessions',
       'idempotency_keys',
       'ledger',
       'message_opt_outs',

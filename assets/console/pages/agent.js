@@ -17,7 +17,6 @@ export function agentPage(main, [agentId], app) {
   let closeStream = null;
   let detailTimer = null;
   let detailAgain = false;
-  let children = null;
   const seen = new Set();
 
   const title = h('h1', { class: 'goal' }, 'Agent');
@@ -37,7 +36,18 @@ export function agentPage(main, [agentId], app) {
   const artifacts = h('div');
   const monitors = h('div');
   const outbox = h('div');
-  const childrenSection = h('section', { class: 'card', hidden: true, 'aria-labelledby': 'sub-agents' });
+  // The children's first page is asked for at once, beside the agent itself: for a tree of 10,000 it is the first
+  // screen, and waiting for the agent first would add a round trip. Shown once the agent says it has children.
+  const children = childrenList(agentId);
+  let childrenShown = false;
+  const counts = h('p', { class: 'counts' });
+  const childrenSection = h(
+    'section',
+    { class: 'card', hidden: true, 'aria-labelledby': 'sub-agents' },
+    h('h2', { id: 'sub-agents' }, 'Sub-agents'),
+    counts,
+    children.element,
+  );
 
   main.append(
     h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, '← Back to the list')),
@@ -173,18 +183,11 @@ export function agentPage(main, [agentId], app) {
     );
     const subs = detail.agent.sub_agents;
     if (subs && subs.total > 0) {
-      if (!children) {
-        children = childrenList(agentId);
-        childrenSection.hidden = false;
-        replace(
-          childrenSection,
-          h('h2', { id: 'sub-agents' }, 'Sub-agents'),
-          h('p', { class: 'counts' }),
-          children.element,
-        );
-      } else children.reload();
+      if (childrenShown) children.reload();
+      childrenShown = true;
+      childrenSection.hidden = false;
       replace(
-        childrenSection.querySelector('.counts'),
+        counts,
         Object.entries(subs.by_status).map(([s, n]) => h('span', { class: 'count' }, statusBadge(s), ' ', count(n))),
       );
     }
@@ -318,7 +321,7 @@ export function agentPage(main, [agentId], app) {
     closeStream?.();
     closeStream = null;
     clearTimeout(detailTimer);
-    children?.stop();
+    children.stop();
   }
 
   loadDetail().then((detail) => {

@@ -205,6 +205,7 @@ async function toolCallsOf(runtime: AgentRuntime, agentId: string) {
   const calls = (
     await Promise.all(turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(agentId, t.idx)))
   ).flat();
+  if (calls.length === 0) return [];
   const row = await storage.getAgent(agentId);
   // Tool charges are ledger rows by tool name, in the order the calls settled: the n-th charge of a tool is its n-th
   // finished call.

@@ -99,6 +99,8 @@ export function createConsole(
     bodyLimitBytes: number;
     now: () => number;
     onError: (error: unknown, c: { request_id: string }) => void;
+    /** The router's rate limit: 0 if a request of this bucket may go, else seconds until it may. */
+    takeToken: (bucket: string) => number;
   },
 ): ConsoleRoutes {
   const o = parseArgs(ConsoleOptionsSchema, options === true ? {} : options, 'console options');
@@ -232,6 +234,14 @@ export function createConsole(
     }
     if (parts[0] === 'session') return session(request, url);
     const identity = await identify(request);
+    // The same token bucket as the key the session came from (or the account, behind `authenticate`): the console is
+    // no way around the API's rate limit.
+    const retryAfter = context.takeToken(identity.session?.row.key_hash ?? `account:${identity.accountId}`);
+    if (retryAfter > 0) {
+      throw new AgentryError('rate_limited', `Too many requests; retry after ${retryAfter} s`, {
+        details: { retry_after: retryAfter },
+      });
+    }
     const response = await answerConsoleCall({
       runtime,
       identity,
@@ -271,6 +281,9 @@ export function createConsole(
       response = responseForError(error, requestId, context.onError);
       if (AgentryError.isInstance(error) && error.code === 'method_not_allowed') {
         response.headers.set('allow', (error.details as { allow: string }).allow);
+      }
+      if (AgentryError.isInstance(error) && error.code === 'rate_limited') {
+        response.headers.set('retry-after', String((error.details as { retry_after: number }).retry_after));
       }
     }
     // A refused session cookie is dead for good (ended, expired or made up): the browser may forget it.
