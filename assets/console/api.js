@@ -26,8 +26,13 @@ export async function errorOf(response) {
 }
 
 /** `call('GET', 'agents?offset=0')`, `call('POST', 'keys', { name })`. Throws {@link ApiError}. */
-export async function call(method, path, body) {
-  const init = { method, credentials: 'same-origin', cache: 'no-store', headers: { accept: 'application/json' } };
+export async function call(method, path, body, headers = {}) {
+  const init = {
+    method,
+    credentials: 'same-origin',
+    cache: 'no-store',
+    headers: { ...headers, accept: 'application/json' },
+  };
   if (body !== undefined) {
     init.headers['content-type'] = 'application/json';
     init.body = JSON.stringify(body);

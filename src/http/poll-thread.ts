@@ -6,7 +6,8 @@
  * body) and its response comes back, streamed for Server-Sent Events.
  *
  * It is also the edge that strangers reach first, so it spends nothing on them (issue 24):
- * - a body is read only for a request whose `x-api-key` authenticates; any other is handed on without it (the router
+ * - a body is read only for a request whose `x-api-key` authenticates (or that carries a live console session's
+ *   cookie); any other is handed on without it (the router
  *   then answers 401, or 404/405, which it decides before reading a body) and its connection is closed after the
  *   answer, so a slow upload without a key holds neither memory nor a socket;
  * - the bodies being read, all together, hold at most {@link PollThreadData.bodyBytesInFlight} bytes; past that a
@@ -26,6 +27,7 @@ import { systemClock } from '../core/clock.js';
 import { statusExtras, toAgentWithMessages } from '../core/records.js';
 import { notFound } from '../errors.js';
 import { sqliteStorage } from '../storage/sqlite/index.js';
+import { cookieValue, SESSION_COOKIE, sessionIdHash } from './console/sessions.js';
 import { headerOf, plainPollPath, writePlain } from './node-handler.js';
 import { createPollResponder } from './poll.js';
 import { keptUntilChange } from './poll-cache.js';
@@ -162,6 +164,17 @@ async function keyWorks(key: string | null): Promise<boolean> {
   }
 }
 
+/**
+ * Whether a request carries the cookie of a live console session (console/sessions.ts): the console's calls
+ * authenticate by it instead of `x-api-key`. Only gates reading the body; the router checks the session in full.
+ */
+async function consoleSessionWorks(cookieHeader: string | null): Promise<boolean> {
+  const id = cookieValue(cookieHeader, SESSION_COOKIE);
+  if (id === null || id.length > 100) return false;
+  const row = await storage.getConsoleSession(sessionIdHash(id)).catch(() => null);
+  return row !== null && row.ended === null && row.expires_at > new Date().toISOString();
+}
+
 /** True when a request comes with a body (an empty `Content-Length: 0` one does not count). */
 function declaresBody(req: IncomingMessage): boolean {
   const length = req.headers['content-length'];
@@ -228,7 +241,7 @@ async function forward(req: IncomingMessage, res: ServerResponse): Promise<void>
     if (forwarded.delete(id)) post({ kind: 'cancel', id });
   });
   const method = (req.method ?? 'GET').toUpperCase();
-  const works = await keyWorks(headerOf(req, 'x-api-key'));
+  const works = (await keyWorks(headerOf(req, 'x-api-key'))) || (await consoleSessionWorks(headerOf(req, 'cookie')));
   if (works) trustConnection(req.socket);
   let body: Uint8Array | null = null;
   if (method !== 'GET' && method !== 'HEAD') {

@@ -31,8 +31,8 @@ describe('agentry serve and the console', () => {
     expect(page.status).toBe(303);
     const signIn = await fetch(`${printed}/api/session`, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', origin: serve.url },
-      body: JSON.stringify({ api_key: serve.apiKey }),
+      headers: { 'content-type': 'application/json', origin: serve.url, 'x-api-key': serve.apiKey! },
+      body: '{}',
     });
     expect(signIn.status).toBe(200);
     const cookie = signIn.headers.get('set-cookie')!;
@@ -40,6 +40,13 @@ describe('agentry serve and the console', () => {
     const list = await fetch(`${printed}/api/agents`, { headers: { cookie: cookie.split(';')[0]! } });
     expect(list.status).toBe(200);
     expect(await list.json()).toMatchObject({ data: [], total: 0 });
+    // A call with a body and only the session's cookie: the server thread reads its body (the cookie authenticates).
+    const named = await fetch(`${printed}/api/keys`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', origin: serve.url, cookie: cookie.split(';')[0]! },
+      body: JSON.stringify({ name: 'from the console' }),
+    });
+    expect(named.status).toBe(201);
   });
 
   it('does not serve it with --no-console', async () => {

@@ -43,7 +43,8 @@ export function signInPage(main, _params, app) {
     const apiKey = field.value.trim();
     field.value = '';
     try {
-      app.me = await call('POST', 'session', { api_key: apiKey });
+      // In the header the API reads keys from: the server checks it before it reads any body.
+      app.me = await call('POST', 'session', {}, { 'x-api-key': apiKey });
       app.navigate('/agents', { replace: true });
     } catch (error) {
       alert.textContent = error.message;

@@ -78,7 +78,9 @@ const SECURITY_HEADERS: Record<string, string> = {
 
 const PAGE = /^(?:|\/|\/sign-in|\/agents|\/settings|\/agents\/[0-9a-fA-F-]{36})$/;
 const UNSAFE = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-const SignInBodySchema = z.object({ api_key: z.string().min(1).max(512) }).strict();
+/** Sign-in: the key in `x-api-key`, as the API takes it (so the server reads no body before it knows the key works);
+ * `{api_key}` in the body is accepted too where no server thread stands in front (createFetchHandler alone). */
+const SignInBodySchema = z.object({ api_key: z.string().min(1).max(512).optional() }).strict();
 
 /** The console as the router mounts it. */
 export interface ConsoleRoutes {
@@ -203,7 +205,9 @@ export function createConsole(
     if (request.method === 'POST') {
       if (o.authenticate)
         throw new AgentryError('invalid_request', 'This console signs in through its host application');
-      const { api_key } = parseArgs(SignInBodySchema, await body(request, true), 'request body');
+      const header = request.headers.get('x-api-key');
+      const api_key = header ?? parseArgs(SignInBodySchema, await body(request, true), 'request body').api_key;
+      if (api_key === undefined) throw new AgentryError('invalid_request', 'Send the API key in the x-api-key header');
       await sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
       const { id, session: s } = await sessions.signIn(api_key, o.sessionTtlSeconds * 1000);
       const account = await runtime.accounts.get(s.row.account_id);

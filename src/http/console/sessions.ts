@@ -34,7 +34,9 @@ export interface ConsoleIdentity {
   signal: AbortSignal;
 }
 
-const hashOf = (sessionId: string) => createHash('sha256').update(sessionId).digest('hex');
+/** What storage keeps of a session id (the cookie's value): its SHA-256. */
+export const sessionIdHash = (sessionId: string) => createHash('sha256').update(sessionId).digest('hex');
+const hashOf = sessionIdHash;
 const signIn = () => new AgentryError('unauthorized', 'Sign in to use the console');
 const keyDeleted = () =>
   new AgentryError('unauthorized', 'The API key this session signed in with was deleted: sign in again');
