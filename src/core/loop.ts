@@ -62,6 +62,7 @@ import type { ToolPlatform } from '../tools/platform.js';
 import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
 import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
+import type { RunTelemetry, Telemetry, ToolTelemetry } from './telemetry.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -113,6 +114,8 @@ export interface StepDeps {
    * (`ctx.waitUntil`) runs again. Without it, such a call waits for a wake-up only.
    */
   wakeAt?(agentId: string, at: number): Promise<void>;
+  /** Traces and metrics (core/telemetry.ts); absent: nothing is observed. */
+  telemetry?: Telemetry & { wasRecovered?(agentId: string): boolean };
 }
 
 /**
@@ -123,6 +126,8 @@ export class RunControl {
   readonly model = new AbortController();
   private toolsController: AbortController | undefined;
   private toolsAbortReason: unknown;
+  /** The observed stretch of work (an `invoke_agent` span) this driver runs, from its first step to its exit. */
+  trace: RunTelemetry | undefined;
   /** Retryable model failures in a row, for backoff. */
   modelFailures = 0;
   /** Rate-limit answers in a row (they back off the whole model lane, and do not count as failures). */
@@ -214,6 +219,9 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   let agent = control.takeCommittedRow() ?? (await deps.storage.getAgent(agentId));
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
+  if (!control.trace && deps.telemetry) {
+    control.trace = deps.telemetry.agentRun(agent, { recovered: deps.telemetry.wasRecovered?.(agentId) ?? false });
+  }
   // Children with a spec of their own work with the tools of their spec only: they start no MCP server.
   if (agent.spec === null && deps.prepareTools) {
     const preparing = deps.prepareTools();
@@ -358,7 +366,22 @@ async function runModelTurn(
   let response: ModelResponse;
   try {
     if (control.model.signal.aborted) throw abortedError();
-    response = await deps.inModelLane(() => deps.model.generate(request, { signal: control.model.signal }));
+    response = await deps.inModelLane(async () => {
+      // Observed from the lane's slot on: a wait for the slot is not the call's duration.
+      const chat = control.trace?.chat(request, {
+        providerName: deps.model.providerName ?? '_OTHER',
+        reservedMicros: worstCase(),
+      });
+      if (!chat) return deps.model.generate(request, { signal: control.model.signal });
+      try {
+        const answer = await chat.within(() => deps.model.generate(request, { signal: control.model.signal }));
+        chat.end({ response: answer, chargedMicros: modelCost(price, answer.usage) });
+        return answer;
+      } catch (err) {
+        chat.end({ error: err });
+        throw err;
+      }
+    });
   } catch (err) {
     await deps.credits.release(reservationId);
     const stopped = control.model.signal.aborted || isAbortError(err);
@@ -541,6 +564,7 @@ async function runToolCalls(
   let reported: ProgressReport = {};
   await Promise.all(
     toRun.map(async ({ use, tool }) => {
+      const observed: { span?: ToolTelemetry } = {};
       const outcome = await runOneTool(
         deps,
         tool,
@@ -553,8 +577,25 @@ async function runToolCalls(
         (units) => {
           if (Number.isFinite(units) && units > 0) metered.set(use.id, (metered.get(use.id) ?? 0) + units);
         },
+        observed,
       );
       results.set(use.id, outcome);
+      if (observed.span) {
+        const price = prices.get(use.id) ?? 0;
+        const unfinishedCall = outcome.suspended !== undefined || (control.toolsAborted && outcome.threw === true);
+        const charged =
+          unfinishedCall || price === 0
+            ? 0
+            : tool?.meter
+              ? meteredCost(deps.prices, tool, metered.get(use.id) ?? 0, price)
+              : price;
+        observed.span.end({
+          isError: outcome.isError,
+          ...(outcome.suspended !== undefined ? { suspended: true } : {}),
+          chargedMicros: charged,
+          result: outcome.content,
+        });
+      }
     }),
   );
 
@@ -767,15 +808,32 @@ async function runOneTool(
   control: RunControl,
   report: ToolContext['reportProgress'],
   meter: ToolContext['meter'],
+  /** Gets the call's telemetry, started once the call has its lane slot (or at once when it cannot run). */
+  observed: { span?: ToolTelemetry } = {},
 ): Promise<ToolOutcome> {
-  if (!tool) return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
+  const observe = (reservedMicros: number) => {
+    observed.span = control.trace?.tool(use, {
+      registered: tool !== undefined,
+      type: use.name.startsWith('mcp__') ? 'extension' : 'function',
+      reservedMicros,
+    });
+    return observed.span;
+  };
+  if (!tool) {
+    observe(0);
+    return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
+  }
   const parsed = tool.input.safeParse(use.input);
   if (!parsed.success) {
+    observe(0);
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
   }
-  const ctx = createToolContext(deps, row, use, control, report, meter);
   try {
-    const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
+    const output = await deps.inToolLane(tool.lane, async () => {
+      const span = observe(toolReservation(deps.prices, tool, use.input));
+      const ctx = createToolContext(deps, row, use, control, report, meter, span?.traceparent ?? null);
+      return span ? span.within(async () => tool.run(parsed.data, ctx)) : tool.run(parsed.data, ctx);
+    });
     if (output instanceof ToolSuspension) {
       return {
         content: '',
@@ -832,6 +890,7 @@ async function reserveCredits(
       {
         signal: control.model.signal,
         onWait: (heldBy) => {
+          control.trace?.event('agentry.credit_wait', { 'agentry.credits.held_by_calls': heldBy });
           waiting = (async () => {
             await beforeWait?.();
             await announceCreditWait(deps, agent, heldBy);

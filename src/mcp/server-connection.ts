@@ -74,6 +74,8 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** @default the server's `tool_timeout_ms` */
   timeoutMs?: number;
+  /** W3C trace context of the calling span, sent as `_meta.traceparent`. */
+  traceparent?: string;
 }
 
 export class McpServerConnection {
@@ -142,7 +144,9 @@ export class McpServerConnection {
     signal?.throwIfAborted();
     const client = await (signal ? raceAbort(this.start(), signal) : this.start());
     try {
-      const result = (await client.callTool({ name, arguments: args }, undefined, {
+      // The trace goes on at the server when tracing is on: MCP's `_meta` carries W3C trace context by convention.
+      const meta = options.traceparent !== undefined ? { _meta: { traceparent: options.traceparent } } : {};
+      const result = (await client.callTool({ name, arguments: args, ...meta }, undefined, {
         ...(signal ? { signal } : {}),
         timeout: options.timeoutMs ?? this.config.toolTimeoutMs,
       })) as CallToolResult;

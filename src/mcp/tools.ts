@@ -85,7 +85,10 @@ function mcpTool(connection: McpServerConnection, mcp: McpTool, name: string, pr
       const signal = AbortSignal.any([ctx.signal, ctx.pauseSignal]);
       let result: CallToolResult;
       try {
-        result = await connection.callTool(mcp.name, input, { signal });
+        result = await connection.callTool(mcp.name, input, {
+          signal,
+          ...(ctx.traceparent !== undefined ? { traceparent: ctx.traceparent } : {}),
+        });
       } catch (err) {
         if (ctx.pauseSignal.aborted && !ctx.signal.aborted) {
           throw new Error(

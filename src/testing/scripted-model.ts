@@ -102,6 +102,7 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
 
   return {
     models: options.models ?? ['svc-1-lite', 'svc-1-ultra'],
+    providerName: 'agentry.scripted',
     calls,
     get callCount() {
       return callCount;
@@ -135,6 +136,7 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
         content,
         usage: { ...DEFAULT_SCRIPTED_USAGE, ...turn.usage },
         stopReason: turn.toolCalls?.length ? 'tool_use' : 'end_turn',
+        model: request.model,
       };
     },
   };

@@ -38,6 +38,15 @@ export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 /** Schema versions, applied in order; version 1 is the whole schema of this first stage. */
 const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }> = [
   { version: 1, name: 'initial schema', up: [...ACCOUNTS_SCHEMA, ...AGENTS_SCHEMA, ...EXTRAS_SCHEMA] },
+  // Operations (issue 29): the trace context stored with an agent, and the retention sweep's search for old roots.
+  {
+    version: 2,
+    name: 'trace context and retention',
+    up: [
+      'ALTER TABLE agents ADD COLUMN trace_context TEXT',
+      'CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL',
+    ],
+  },
 ];
 
 /** Any fixed number: the advisory lock that serialises migrations and marks the process that drives the agents. */
