@@ -177,7 +177,7 @@ const RuntimeOptionsSchema = z
      */
     retention: RetentionOptionsSchema.optional(),
     /**
-     * A logger of pino's shape (`info`, `warn`, `error`, `debug`, each `(object, message)`): status changes at debug,
+     * A logger of pino's shape (`info`, `warn`, `error`, `debug`, each `(object, message)`): status changes at info,
      * errors at error. @default silent (errors without a listener still go to console.error)
      */
     logger: z
@@ -273,13 +273,15 @@ export class AgentRuntime {
       const waiters = this.statusWaiters.get(row.agent_id);
       if (waiters) for (const waiter of [...waiters]) waiter(row);
       if (!this.telemetry.empty) this.telemetry.statusChanged(row, previous);
-      options.logger?.debug(
+      options.logger?.info(
         {
           agent_id: row.agent_id,
           parent_id: row.parent_id,
           status: row.status,
           previous,
           status_message: row.status_message,
+          // The W3C traceparent's trace id: the line joins the agent's trace in a log search.
+          ...(row.trace_context ? { trace_id: row.trace_context.slice(3, 35) } : {}),
         },
         'agent status changed',
       );

@@ -70,10 +70,7 @@ export class Lanes {
 
   /** Each lane's calls in flight and waiting, by lane name (`models`, then the tool lanes in order of first use). */
   load(): Array<{ lane: string; active: number; waiting: number }> {
-    return [
-      { lane: 'models', ...this.models.load },
-      ...[...this.toolLanes].map(([lane, l]) => ({ lane, ...l.load })),
-    ];
+    return [{ lane: 'models', ...this.models.load }, ...[...this.toolLanes].map(([lane, l]) => ({ lane, ...l.load }))];
   }
 
   inToolLane<T>(name: string, fn: () => Promise<T>): Promise<T> {

@@ -19,6 +19,7 @@ import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { operationsResponse, type OperationsRoute } from './operations.js';
 import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import {
@@ -84,8 +85,20 @@ const FetchHandlerOptionsSchema = z
       .optional(),
     now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
     mcp: z.boolean().default(false),
+    metrics: z.boolean().default(false),
+    onResponse: z.custom<(info: ResponseInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();
+
+/** What {@link FetchHandlerOptions.onResponse} hears of each answered request (for access logs). */
+export interface ResponseInfo {
+  request_id: string;
+  method: string;
+  /** The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`), or `unmatched`. */
+  route: string;
+  status: number;
+  duration_ms: number;
+}
 
 /** Options of {@link createFetchHandler} (and {@link createNodeHandler}). */
 export interface FetchHandlerOptions {
@@ -129,6 +142,14 @@ export interface FetchHandlerOptions {
    * @example createFetchHandler(runtime, { mcp: true }) // MCP clients connect to http://host:8787/mcp
    */
   mcp?: boolean;
+  /**
+   * Serves the runtime's Prometheus metrics at `{basePath}/metrics`, without an API key (mount the handler where
+   * only your scraper reaches it, or use `agentry serve --metrics-port`). `/healthz` and `/readyz` are always served.
+   * @default false
+   */
+  metrics?: boolean;
+  /** Called after each request the router answered: request id, method, route, status, duration (access logs). */
+  onResponse?: (info: ResponseInfo) => void;
 }
 
 /** The router as a function: `Request -> Response`. */
@@ -147,7 +168,18 @@ export interface FetchHandler {
   plainGet(pathname: string, header: (name: string) => string | null): Promise<PlainResponse | null>;
 }
 
-type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'artifact' | 'openapi' | 'mcp';
+type RouteName =
+  | 'create'
+  | 'list'
+  | 'get'
+  | 'delete'
+  | 'pause'
+  | 'resume'
+  | 'events'
+  | 'artifact'
+  | 'openapi'
+  | 'mcp'
+  | OperationsRoute;
 
 interface RouteMatch {
   methods: Readonly<Record<string, RouteName>>;
@@ -239,6 +271,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   function match(pathname: string): RouteMatch | null {
     // Stateless Streamable HTTP: POST only (no server-initiated stream to GET, no session to DELETE).
     if (o.mcp && pathname === `${o.basePath}/mcp`) return { methods: { POST: 'mcp' } };
+    if (pathname === `${o.basePath}/healthz`) return { methods: { GET: 'healthz', HEAD: 'healthz' } };
+    if (pathname === `${o.basePath}/readyz`) return { methods: { GET: 'readyz', HEAD: 'readyz' } };
+    if (o.metrics && pathname === `${o.basePath}/metrics`) return { methods: { GET: 'metrics' } };
     if (!pathname.startsWith(prefix)) return null;
     const rest = pathname.slice(prefix.length);
     if (rest === 'openapi.json') return { methods: { GET: 'openapi' } };
@@ -308,6 +343,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (name === 'openapi') {
       openApiText ??= JSON.stringify(buildOpenApiDocument({ basePath: o.basePath, models: runtime.models }));
       return jsonTextResponse(200, openApiText, { 'cache-control': 'public, max-age=300' });
+    }
+    if (name === 'healthz' || name === 'readyz' || name === 'metrics') {
+      return operationsResponse(name, runtime, request.method);
     }
 
     const auth = await authenticate(source, buckets, request.headers.get('x-api-key'), requestId);
@@ -394,6 +432,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   }
 
   const handler = async (request: Request): Promise<Response> => {
+    const startedAt = performance.now();
     const requestId = requestIdOf(request.headers.get('x-request-id'));
     let found: RouteMatch | null = null;
     let response: Response;
@@ -423,6 +462,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     }
     response.headers.set('x-request-id', requestId);
     for (const [name, value] of Object.entries(corsHeaders(request, found))) response.headers.set(name, value);
+    o.onResponse?.({
+      request_id: requestId,
+      method: request.method,
+      route: found?.methods[request.method] ?? 'unmatched',
+      status: response.status,
+      duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+    });
     return response;
   };
 
