@@ -19,7 +19,7 @@ import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { buildOpenApiDocument } from './openapi.js';
-import { operationsResponse, type OperationsRoute } from './operations.js';
+import { mountMetrics, operationsResponse, type OperationsRoute } from './operations.js';
 import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import {
@@ -267,6 +267,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   const idempotent = new IdempotentCreates(runtime.storage, () => isoTime(now()));
   const prefix = `${o.basePath}/api/`;
   let openApiText: string | undefined;
+  if (o.metrics) mountMetrics(runtime);
 
   function match(pathname: string): RouteMatch | null {
     // Stateless Streamable HTTP: POST only (no server-initiated stream to GET, no session to DELETE).

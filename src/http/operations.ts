@@ -19,6 +19,11 @@ function statusResponse(ok: boolean, method: string): Response {
   });
 }
 
+/** Starts counting at once (a scrape later must see what happened before it), when `/metrics` is mounted. */
+export function mountMetrics(runtime: AgentRuntime): void {
+  runtimeMetrics(runtime);
+}
+
 /** Answers one of the operations routes. */
 export async function operationsResponse(
   route: OperationsRoute,
