@@ -95,6 +95,6 @@ export function createServeLogger(
       hooks: { streamWrite: scrub },
       ...(activeSpan ? { mixin: () => activeSpan() ?? {} } : {}),
     },
-    options.destination ?? pino.destination({ fd: 1, sync: true }),
+    options.destination ?? pino.destination({ fd: 1, sync: false, minLength: 4096 }),
   );
 }

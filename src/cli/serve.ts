@@ -150,16 +150,18 @@ export async function run(args: string[]): Promise<number> {
         .then(() => runtime.close())
         .then(() => traces?.shutdown())
         .then(
-          () => {
-            resolve(0);
-            process.exit(0);
-          },
+          () => exitAfterLog(0),
           (error: unknown) => {
+            logger.error({ err: error }, 'shutdown failed');
             console.error('agentry: shutdown failed:', error);
-            resolve(1);
-            process.exit(1);
+            exitAfterLog(1);
           },
         );
+    };
+    // The log is written asynchronously (a request must not wait for stdout): what is buffered goes out first.
+    const exitAfterLog = (code: number) => {
+      resolve(code);
+      logger.flush(() => process.exit(code));
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
