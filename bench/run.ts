@@ -83,8 +83,10 @@ const SCENARIOS: Scenario[] = [
     args: ['--n', '10000', '--lane', '64', '--tracing'],
     medianOf: 'wall_ms',
   },
-  // 50,000 agents created and completed in 10 waves with retention on: database file and RSS per wave.
+  // 50,000 agents created and completed in 10 waves with retention on (their work forgotten, their rows kept):
+  // database file and RSS per wave. soak-delete: the same with deleteTrees, so only the ledger rows stay.
   { id: 'soak', file: 'scenarios/soak.js', args: ['--n', '50000', '--waves', '10'] },
+  { id: 'soak-delete', file: 'scenarios/soak.js', args: ['--n', '50000', '--waves', '10', '--delete-trees'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },

@@ -62,7 +62,7 @@ import type { ToolPlatform } from '../tools/platform.js';
 import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
 import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
-import type { RunTelemetry, Telemetry, ToolTelemetry } from './telemetry.js';
+import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -366,22 +366,16 @@ async function runModelTurn(
   let response: ModelResponse;
   try {
     if (control.model.signal.aborted) throw abortedError();
-    response = await deps.inModelLane(async () => {
-      // Observed from the lane's slot on: a wait for the slot is not the call's duration.
-      const chat = control.trace?.chat(request, {
-        providerName: deps.model.providerName ?? '_OTHER',
-        reservedMicros: worstCase(),
-      });
-      if (!chat) return deps.model.generate(request, { signal: control.model.signal });
-      try {
-        const answer = await chat.within(() => deps.model.generate(request, { signal: control.model.signal }));
-        chat.end({ response: answer, chargedMicros: modelCost(price, answer.usage) });
-        return answer;
-      } catch (err) {
-        chat.end({ error: err });
-        throw err;
-      }
-    });
+    // Observed from the lane's slot on: a wait for the slot is not the call's duration.
+    response = await deps.inModelLane(() =>
+      observeChat(
+        control.trace,
+        request,
+        { providerName: deps.model.providerName ?? '_OTHER', reservedMicros: worstCase() },
+        (answer) => modelCost(price, answer.usage),
+        () => deps.model.generate(request, { signal: control.model.signal }),
+      ),
+    );
   } catch (err) {
     await deps.credits.release(reservationId);
     const stopped = control.model.signal.aborted || isAbortError(err);

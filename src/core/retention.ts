@@ -95,17 +95,29 @@ export async function sweepFinished(
         withTranscript: !settings.deleteTrees,
       });
       if (roots.length === 0) break;
-      for (const root of roots) {
-        const descendants = await host.storage.listDescendantIds(root);
-        if (settings.deleteTrees) {
-          // A tree with a part still running (a child a pause left behind, then resumed) waits for a later sweep.
-          if (await anyRunnable(host.storage, descendants)) continue;
-          await host.deleteTree(root);
-        } else {
-          result.rows += await host.storage.purgeAgentData([root, ...descendants]);
+      const trees = await Promise.all(
+        roots.map(async (root) => ({ root, descendants: await host.storage.listDescendantIds(root) })),
+      );
+      if (settings.deleteTrees) {
+        // A tree with a part still running (a child a pause left behind, then resumed) waits for a later sweep. The
+        // batch's deletes go out together: SQLite commits them as one group.
+        const done = await Promise.all(
+          trees.map(async ({ root, descendants }) => {
+            if (await anyRunnable(host.storage, descendants)) return null;
+            await host.deleteTree(root);
+            return descendants.length;
+          }),
+        );
+        for (const d of done) {
+          if (d === null) continue;
+          result.trees++;
+          result.agents += 1 + d;
         }
-        result.trees++;
-        result.agents += 1 + descendants.length;
+      } else {
+        // One write for the whole batch.
+        result.rows += await host.storage.purgeAgentData(trees.flatMap((t) => [t.root, ...t.descendants]));
+        result.trees += trees.length;
+        result.agents += trees.reduce((n, t) => n + 1 + t.descendants.length, 0);
       }
       // Off the hot path: the agents' steps get the event loop between batches.
       await new Promise<void>((resolve) => setImmediate(resolve));

@@ -82,6 +82,29 @@ export interface ToolTelemetry {
   }): void;
 }
 
+/**
+ * Runs a model call observed by `run`, when there is one: the call's telemetry starts now and ends with the answer
+ * (and what it cost) or the error.
+ */
+export async function observeChat(
+  run: RunTelemetry | undefined,
+  request: ModelRequest,
+  info: ChatInfo,
+  costOf: (response: ModelResponse) => number,
+  generate: () => Promise<ModelResponse>,
+): Promise<ModelResponse> {
+  const chat = run?.chat(request, info);
+  if (!chat) return generate();
+  try {
+    const response = await chat.within(generate);
+    chat.end({ response, chargedMicros: costOf(response) });
+    return response;
+  } catch (error) {
+    chat.end({ error });
+    throw error;
+  }
+}
+
 const noChat: ChatTelemetry = { within: (fn) => fn(), end: () => undefined };
 const noTool: ToolTelemetry = { traceparent: null, within: (fn) => fn(), end: () => undefined };
 const noRun: RunTelemetry = { chat: () => noChat, tool: () => noTool, event: () => undefined, end: () => undefined };
