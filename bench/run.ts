@@ -215,6 +215,7 @@ const targets = [
 ];
 const meets = (value: number | undefined, limit: string) => {
   if (value === undefined) return 'n/a';
+  if (limit === 'report') return '—'; // a figure to report, not a target
   const [op, bound] = limit.split(' ');
   const b = Number(bound);
   return (op === '<=' ? value <= b : op === '>=' ? value >= b : value > b) ? 'yes' : 'NO';
