@@ -25,6 +25,8 @@ export interface FanoutOptions {
    * @default 1e9
    */
   credits?: number;
+  /** Records OpenTelemetry spans (an SDK provider, a batch processor, an exporter that drops them). */
+  tracing?: boolean;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
   onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
   /** Called when every root has finished, before the runtime closes (the poll scenario stops its load here). */
@@ -32,6 +34,23 @@ export interface FanoutOptions {
 }
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
+
+/** Spans recorded and batched as in production, then dropped by the exporter (counted, for the result). */
+let spansExported = 0;
+let tracerProvider: { forceFlush(): Promise<void> } | undefined;
+async function droppingTracerProvider() {
+  const { TracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace');
+  const exporter = {
+    export(spans: unknown[], done: (r: { code: number }) => void) {
+      spansExported += spans.length;
+      done({ code: 0 });
+    },
+    shutdown: async () => undefined,
+  };
+  const provider = new TracerProvider({ spanProcessors: [new BatchSpanProcessor({ exporter: exporter as never })] });
+  tracerProvider = provider;
+  return provider;
+}
 
 export async function runFanout(o: FanoutOptions): Promise<Record<string, unknown>> {
   const dir = mkdtempSync(join(tmpdir(), 'agentry-bench-'));
@@ -87,6 +106,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     defaultAccount: { id: 'local', credits: o.credits ?? 1e9 },
     // run slots by default: models + tools, so the model lane stays full while some agents commit their steps
     concurrency: { models: o.lane, tools: o.lane },
+    tracing: o.tracing ? { tracerProvider: await droppingTracerProvider() } : false,
   });
   await o.onOpen?.(runtime);
   const t0 = performance.now();
@@ -109,6 +129,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
   if (ledger.reduce((s, l) => s + l.amount, 0) !== account.balance) throw new Error('ledger invariant broken');
   const children = o.n * o.parents;
   await runtime.close();
+  await tracerProvider?.forceFlush(); // the batch processor's last spans, for the count
   rmSync(dir, { recursive: true, force: true });
   return {
     n: children,
@@ -120,6 +141,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     ledger_rows: ledger.length,
     credits_spent: Math.round((o.credits ?? 1e9) * 1e6 - account.balance) / 1e6,
     peak_model_calls_in_flight: peakInFlight,
+    ...(o.tracing ? { tracing: true, spans_exported: spansExported } : {}),
   };
 }
 
@@ -131,6 +153,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     latency: Number(args.latency),
     lane: Number(args.lane),
     credits: Number(args.credits),
+    tracing: args.tracing === true,
   });
   const latency = Number(args.latency);
   const ideal = latency > 0 ? (2 * latency * args.n * Number(args.parents)) / Number(args.lane) : undefined;

@@ -14,6 +14,7 @@ import type {
   AgentSearch,
   AgentSearchPage,
   AgentRow,
+  FinishedRootsQuery,
   MessageRow,
   StatusChange,
   StepCommit,
@@ -129,6 +130,7 @@ const AGENT_FIELDS = [
   'spec',
   'created_at',
   'updated_at',
+  'trace_context',
 ] as const satisfies ReadonlyArray<keyof AgentRow>;
 const AGENT_COLUMNS = AGENT_FIELDS.join(', ');
 const ASCII_UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
@@ -164,6 +166,9 @@ type AgentsStore = Pick<
   | 'deleteAgentTree'
   | 'countChildrenByStatus'
   | 'listDescendantIds'
+  | 'countAgentsByStatus'
+  | 'listFinishedRoots'
+  | 'purgeAgentData'
   | 'listMessages'
   | 'listTurns'
   | 'listToolCalls'
@@ -450,6 +455,40 @@ export function agentsStore(db: Db): AgentsStore {
 
     async listDescendantIds(agentId: string): Promise<string[]> {
       return descendantsIn(db.q, agentId);
+    },
+
+    async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {
+      const rows = await db.q<{ status: AgentStatus; n: number }>(
+        'SELECT status, count(*)::bigint AS n FROM agents GROUP BY status',
+      );
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    },
+
+    async listFinishedRoots(query: FinishedRootsQuery): Promise<string[]> {
+      const transcript = query.withTranscript ? 'AND EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = a.agent_id)' : '';
+      const rows = await db.q<{ agent_id: string }>(
+        `SELECT agent_id FROM agents a WHERE parent_id IS NULL AND status = ANY($1::text[]) AND updated_at < $2
+         ${transcript} ORDER BY updated_at, seq LIMIT $3`,
+        [[...query.statuses], query.updatedBefore, query.limit],
+      );
+      return rows.map((r) => r.agent_id);
+    },
+
+    async purgeAgentData(agentIds: readonly string[]): Promise<number> {
+      if (agentIds.length === 0) return 0;
+      const ids = [...agentIds];
+      return db.tx(async (q) => {
+        let removed = 0;
+        for (const table of ['messages', 'turns', 'tool_calls', 'tool_state', 'artifacts', 'page_reads']) {
+          const rows = await q<{ n: number }>(
+            `WITH gone AS (DELETE FROM ${table} WHERE agent_id = ANY($1::text[]) RETURNING 1)
+             SELECT count(*)::bigint AS n FROM gone`,
+            [ids],
+          );
+          removed += rows[0]?.n ?? 0;
+        }
+        return removed;
+      });
     },
 
     async listMessages(agentId: string): Promise<MessageRow[]> {

@@ -55,6 +55,15 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
       'CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)',
     ],
   },
+  // Operations (issue 29): the trace context stored with an agent, and the retention sweep's search for old roots.
+  {
+    version: 3,
+    name: 'trace context and retention',
+    up: [
+      'ALTER TABLE agents ADD COLUMN trace_context TEXT',
+      'CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL',
+    ],
+  },
 ];
 
 /** Any fixed number: the advisory lock that serialises migrations and marks the process that drives the agents. */
