@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type StorageAdapter } from 'agentry';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
@@ -25,6 +25,8 @@ export interface FanoutOptions {
    * @default 1e9
    */
   credits?: number;
+  /** The storage to run on (pg-fanout: PostgreSQL); default a fresh SQLite file on disk. */
+  storage?: () => StorageAdapter;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
   onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
   /** Called when every root has finished, before the runtime closes (the poll scenario stops its load here). */
@@ -67,7 +69,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     },
   });
   const runtime = await AgentRuntime.open({
-    storage: sqliteStorage({ path: join(dir, 'bench.db') }),
+    storage: o.storage?.() ?? sqliteStorage({ path: join(dir, 'bench.db') }),
     model,
     tools: [lookup],
     defaultAccount: { id: 'local', credits: o.credits ?? 1e9 },
