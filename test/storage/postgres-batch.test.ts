@@ -216,6 +216,29 @@ describe.skipIf(!reachable && !strict)('PostgreSQL fast writes', () => {
     }
   });
 
+  it('never lets two processes hold more than the balance; an idle float goes back and the other process gets it', async () => {
+    const { s: a, schema } = await storage();
+    await setUp(a, 2, 1_000);
+    const { s: b } = await storage(schema);
+    // Process A's float takes what its first hold asks for, 128 times over, at most the available balance: all of it.
+    expect(await a.reserve({ id: 'a1', account_id: 'acct', agent_id: 'c0', root_id: 'root', amount: 100 })).toBe(null);
+    // Process B sees every credit held (A's float), so its hold is refused: never more than the balance in holds.
+    expect(await b.reserve({ id: 'b1', account_id: 'acct', agent_id: 'c1', root_id: 'root', amount: 100 })).toBe(
+      'account',
+    );
+    // A's call ends; its float, idle, goes back to the account shortly after, and B's hold fits.
+    await a.release('a1');
+    const deadline = Date.now() + 10_000;
+    let refusal = await b.reserve({ id: 'b1', account_id: 'acct', agent_id: 'c1', root_id: 'root', amount: 100 });
+    while (refusal !== null && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 50));
+      refusal = await b.reserve({ id: 'b1', account_id: 'acct', agent_id: 'c1', root_id: 'root', amount: 100 });
+    }
+    expect(refusal).toBe(null);
+    expect((await a.getAccount('acct'))!.reserved).toBeLessThanOrEqual(1_000);
+    expect((await b.getAccount('acct'))!.reserved).toBe(100);
+  });
+
   it('keeps holds of a capped tree as rows, checked against the cap on the server', async () => {
     const { s } = await storage();
     await s.createAccount({
