@@ -53,7 +53,11 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   { version: 2, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
 ];
 
-/** Any fixed number: the advisory lock that serialises migrations and marks the process that drives the agents. */
+/**
+ * Any fixed numbers: the advisory locks that serialise migrations and mark the process that drives the agents. Each is
+ * taken as (number, hash of the schema's name): schemas on one database (tenants, parallel test suites) neither share a
+ * runner nor wait for each other's.
+ */
 const MIGRATION_LOCK = 7_305_001;
 const RUNNER_LOCK = 7_305_002;
 /** How long a new runner waits for the lock of one that is going away. */
@@ -61,7 +65,7 @@ const RUNNER_LOCK_WAIT_MS = 5_000;
 
 async function migrate(db: Db): Promise<void> {
   await db.tx(async (q) => {
-    await q('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await q('SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATION_LOCK, db.schema]);
     await q(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
     await q(
       `CREATE TABLE IF NOT EXISTS ${db.schema}.schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
@@ -213,7 +217,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         // Waits a little rather than refusing at once: the server ends the session of a runner that was just killed
         // a moment after its socket closed, and only then frees its lock.
         await client.query(`SET lock_timeout = ${RUNNER_LOCK_WAIT_MS}`);
-        await client.query('SELECT pg_advisory_lock($1)', [RUNNER_LOCK]);
+        await client.query('SELECT pg_advisory_lock($1::int, hashtext($2))', [RUNNER_LOCK, db!.schema]);
         await client.query('SET lock_timeout = 0');
       } catch (error) {
         client.release(true); // a fresh connection next time, not one with a half-set session
