@@ -327,11 +327,60 @@ async function commitSteps(db: Db, commits: StepCommit[]) {
   });
 }
 
+interface StatusChangeRequest {
+  agentId: string;
+  change: StatusChange;
+  updatedAt: string;
+}
+
+/**
+ * Applies compare-and-set status changes, one outcome each (the row after it, or null when it did not apply). Changes
+ * of distinct agents are one UPDATE; a batch naming an agent twice goes one statement at a time, in order.
+ */
+async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
+  const ok = (value: AgentRow | null) => ({ ok: true as const, value });
+  if (new Set(changes.map((c) => c.agentId)).size !== changes.length) {
+    const out = [];
+    for (const c of changes) out.push(ok(await changeStatusIn(db.q, c.agentId, c.change, { updated_at: c.updatedAt })));
+    return out;
+  }
+  const rows = await db.q<Rows<AgentRow>>(
+    `UPDATE agents a SET
+       status = x.to_status,
+       progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
+       status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
+       started = CASE WHEN x.p ? 'started' THEN (x.p->>'started')::boolean ELSE a.started END,
+       active_ms = CASE WHEN x.p ? 'active_ms' THEN (x.p->>'active_ms')::bigint ELSE a.active_ms END,
+       active_since = CASE WHEN x.p ? 'active_since' THEN x.p->>'active_since' ELSE a.active_since END,
+       updated_at = x.updated_at
+     FROM jsonb_to_recordset($1::jsonb) AS x(agent_id text, from_status jsonb, to_status text, p jsonb, updated_at text)
+     WHERE a.agent_id = x.agent_id AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
+     RETURNING ${AGENT_FIELDS.map((f) => `a.${f}`).join(', ')}`,
+    [
+      JSON.stringify(
+        changes.map((c) => ({
+          agent_id: c.agentId,
+          from_status: c.change.from,
+          to_status: c.change.to,
+          p: statusPatch(c.change),
+          updated_at: c.updatedAt,
+        })),
+      ),
+    ],
+  );
+  const byId = new Map(rows.map((r) => [r.agent_id, r as AgentRow]));
+  return changes.map((c) => ok(byId.get(c.agentId) ?? null));
+}
+
 /** Step commits per batch at most (one JSON document each way). */
 const MAX_COMMITS_PER_BATCH = 256;
 
 export function agentsStore(db: Db): AgentsStore {
   const commitStep = groupCommit((commits: StepCommit[]) => commitSteps(db, commits), MAX_COMMITS_PER_BATCH);
+  const changeStatus = groupCommit(
+    (changes: StatusChangeRequest[]) => changeStatuses(db, changes),
+    MAX_COMMITS_PER_BATCH,
+  );
   return {
     async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
       await db.tx(async (q) => {
@@ -423,8 +472,8 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
-      // One conditional UPDATE: atomic on its own, no transaction needed.
-      return changeStatusIn(db.q, agentId, change, { updated_at: updatedAt });
+      // Group commit: the status changes asked for while a batch is on its way go in one conditional UPDATE.
+      return changeStatus({ agentId, change, updatedAt });
     },
 
     async deleteAgentTree(agentId: string): Promise<string[]> {
