@@ -372,11 +372,40 @@ async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
   return changes.map((c) => ok(byId.get(c.agentId) ?? null));
 }
 
+/** Reads of one kind per query at most, and such queries on their way at once (they need no order among them). */
+const MAX_READS_PER_BATCH = 256;
+const READS_IN_FLIGHT = 4;
+
 /** Step commits per batch at most (one JSON document each way). */
 const MAX_COMMITS_PER_BATCH = 256;
 
 export function agentsStore(db: Db): AgentsStore {
   const commitStep = groupCommit((commits: StepCommit[]) => commitSteps(db, commits), MAX_COMMITS_PER_BATCH);
+  // Reads asked for in the same turn of the event loop (a thousand children starting) are one query each, too.
+  const getAgent = groupCommit(
+    async (ids: string[]) => {
+      const rows = await db.q<Rows<AgentRow>>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = ANY($1::text[])`, [
+        [...new Set(ids)],
+      ]);
+      const byId = new Map(rows.map((r) => [r.agent_id, r as AgentRow]));
+      return ids.map((id) => ({ ok: true as const, value: byId.get(id) ?? null }));
+    },
+    MAX_READS_PER_BATCH,
+    READS_IN_FLIGHT,
+  );
+  const listTurns = groupCommit(
+    async (ids: string[]) => {
+      const rows = await db.q<Rows<TurnRow>>(
+        `SELECT ${TURN_COLUMNS} FROM turns WHERE agent_id = ANY($1::text[]) ORDER BY agent_id, idx`,
+        [[...new Set(ids)]],
+      );
+      const byId = new Map<string, TurnRow[]>();
+      for (const r of rows) byId.set(r.agent_id, [...(byId.get(r.agent_id) ?? []), r as TurnRow]);
+      return ids.map((id) => ({ ok: true as const, value: (byId.get(id) ?? []).map((t) => ({ ...t })) }));
+    },
+    MAX_READS_PER_BATCH,
+    READS_IN_FLIGHT,
+  );
   const changeStatus = groupCommit(
     (changes: StatusChangeRequest[]) => changeStatuses(db, changes),
     MAX_COMMITS_PER_BATCH,
@@ -424,8 +453,7 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async getAgent(id: string): Promise<AgentRow | null> {
-      const [row] = await db.q<Rows<AgentRow>>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = $1`, [id]);
-      return row ?? null;
+      return getAgent(id);
     },
 
     async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]> {
@@ -519,7 +547,7 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async listTurns(agentId: string): Promise<TurnRow[]> {
-      return db.q<Rows<TurnRow>>(`SELECT ${TURN_COLUMNS} FROM turns WHERE agent_id = $1 ORDER BY idx`, [agentId]);
+      return listTurns(agentId);
     },
 
     async listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]> {

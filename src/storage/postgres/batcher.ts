@@ -35,6 +35,7 @@ export function groupCommit<I, O>(
     running++;
     const batch = queue.length <= maxBatch ? queue : queue.slice(0, maxBatch);
     queue = batch === queue ? [] : queue.slice(maxBatch);
+    if (queue.length > 0) schedule(); // another batch may leave now, if fewer than maxInFlight are on their way
     try {
       const outcomes = await run(batch.map((p) => p.item));
       batch.forEach((p, i) => {
