@@ -94,6 +94,11 @@ const SCENARIOS: Scenario[] = [
   // database file and RSS per wave. soak-delete: the same with deleteTrees, so only the ledger rows stay.
   { id: 'soak', file: 'scenarios/soak.js', args: ['--n', '50000', '--waves', '10'] },
   { id: 'soak-delete', file: 'scenarios/soak.js', args: ['--n', '50000', '--waves', '10', '--delete-trees'] },
+  // PostgreSQL storage (issue 27): fan-out on one runtime process, with SQLite's run of the same size right after it in
+  // the same process (the per-child ratio), and the server CPU the run's backends spent.
+  { id: 'pg-fanout-1k', file: 'scenarios/pg-fanout.js', args: ['--n', '1000'] },
+  { id: 'pg-fanout-1k-async', file: 'scenarios/pg-fanout.js', args: ['--n', '1000', '--sync', 'off'] },
+  { id: 'pg-fanout-10k', file: 'scenarios/pg-fanout.js', args: ['--n', '10000'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },
@@ -214,6 +219,12 @@ const targets = [
   { target: 'latency-10k wall / ideal', value: num('latency-10k', 'wall_over_ideal'), limit: '<= 1.15' },
   { target: 'poll-under-load p99 (ms)', value: num('poll-under-load', 'poll_p99_ms'), limit: '<= 20' },
   { target: 'poll rps / hello-world rps', value: num('poll-under-load', 'rps_ratio'), limit: '>= 0.25' },
+  { target: 'pg-fanout-1k wall (ms)', value: num('pg-fanout-1k', 'wall_ms'), limit: '<= 600' },
+  {
+    target: 'pg-fanout-10k µs per child / SQLite in the same run',
+    value: num('pg-fanout-10k', 'per_child_over_sqlite'),
+    limit: '<= 3',
+  },
   ...['peer:ai-sdk', 'peer:openai-agents', 'peer:langgraph'].map((p) => ({
     target: `${p} wall / fanout-10k wall`,
     value: ratio(num(p, 'wall_ms'), num('fanout-10k', 'wall_ms')),

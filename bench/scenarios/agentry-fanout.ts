@@ -8,7 +8,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelProvider, type ModelRequest } from 'agentry';
+import {
+  AgentRuntime,
+  defineTool,
+  sqliteStorage,
+  type ModelProvider,
+  type ModelRequest,
+  type StorageAdapter,
+} from 'agentry';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
@@ -27,6 +34,8 @@ export interface FanoutOptions {
   credits?: number;
   /** Records OpenTelemetry spans (an SDK provider, a batch processor, an exporter that drops them). */
   tracing?: boolean;
+  /** The storage to run on (pg-fanout: PostgreSQL); default a fresh SQLite file on disk. */
+  storage?: () => StorageAdapter;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
   onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
   /** Called when every root has finished, before the runtime closes (the poll scenario stops its load here). */
@@ -100,7 +109,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     },
   };
   const runtime = await AgentRuntime.open({
-    storage: sqliteStorage({ path: join(dir, 'bench.db') }),
+    storage: o.storage?.() ?? sqliteStorage({ path: join(dir, 'bench.db') }),
     model: counted,
     tools: [lookup],
     defaultAccount: { id: 'local', credits: o.credits ?? 1e9 },
