@@ -20,7 +20,18 @@ provideToolPlatform(createBuiltinPlatform);
 provideMcpToolSource(createMcpToolSource);
 
 export { AgentRuntime, DEFAULT_SYSTEM_PROMPT } from './core/agent-runtime.js';
-export type { RuntimeOptions, AccountScope } from './core/agent-runtime.js';
+export type { RuntimeOptions, AccountScope, RuntimeLogger } from './core/agent-runtime.js';
+export type {
+  Telemetry,
+  RunTelemetry,
+  ChatTelemetry,
+  ToolTelemetry,
+  ChatInfo,
+  ToolInfo,
+  TelemetryAttributes,
+} from './core/telemetry.js';
+export { parseDuration } from './core/retention.js';
+export type { RetentionOptions, SweepResult } from './core/retention.js';
 export { Accounts, API_KEY_PREFIX, hashApiKey } from './core/accounts.js';
 export type { AccountInfo, ApiKeyInfo, CreatedApiKey, LedgerEntry } from './core/accounts.js';
 export { AgentryError, ERROR_STATUS, httpStatusOf } from './errors.js';

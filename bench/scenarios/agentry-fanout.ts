@@ -8,7 +8,14 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelProvider, type ModelRequest } from 'agentry';
+import {
+  AgentRuntime,
+  defineTool,
+  sqliteStorage,
+  type ModelProvider,
+  type ModelRequest,
+  type StorageAdapter,
+} from 'agentry';
 import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
 import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
@@ -25,6 +32,10 @@ export interface FanoutOptions {
    * @default 1e9
    */
   credits?: number;
+  /** Records OpenTelemetry spans (an SDK provider, a batch processor, an exporter that drops them). */
+  tracing?: boolean;
+  /** The storage to run on (pg-fanout: PostgreSQL); default a fresh SQLite file on disk. */
+  storage?: () => StorageAdapter;
   /** Called once the runtime is open, before the clock starts (the poll scenario mounts HTTP here). */
   onOpen?: (runtime: AgentRuntime) => Promise<void> | void;
   /** Called when every root has finished, before the runtime closes (the poll scenario stops its load here). */
@@ -32,6 +43,23 @@ export interface FanoutOptions {
 }
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
+
+/** Spans recorded and batched as in production, then dropped by the exporter (counted, for the result). */
+let spansExported = 0;
+let tracerProvider: { forceFlush(): Promise<void> } | undefined;
+async function droppingTracerProvider() {
+  const { TracerProvider, BatchSpanProcessor } = await import('@opentelemetry/sdk-trace');
+  const exporter = {
+    export(spans: unknown[], done: (r: { code: number }) => void) {
+      spansExported += spans.length;
+      done({ code: 0 });
+    },
+    shutdown: async () => undefined,
+  };
+  const provider = new TracerProvider({ spanProcessors: [new BatchSpanProcessor({ exporter: exporter as never })] });
+  tracerProvider = provider;
+  return provider;
+}
 
 export async function runFanout(o: FanoutOptions): Promise<Record<string, unknown>> {
   const dir = mkdtempSync(join(tmpdir(), 'agentry-bench-'));
@@ -81,12 +109,13 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     },
   };
   const runtime = await AgentRuntime.open({
-    storage: sqliteStorage({ path: join(dir, 'bench.db') }),
+    storage: o.storage?.() ?? sqliteStorage({ path: join(dir, 'bench.db') }),
     model: counted,
     tools: [lookup],
     defaultAccount: { id: 'local', credits: o.credits ?? 1e9 },
     // run slots by default: models + tools, so the model lane stays full while some agents commit their steps
     concurrency: { models: o.lane, tools: o.lane },
+    tracing: o.tracing ? { tracerProvider: await droppingTracerProvider() } : false,
   });
   await o.onOpen?.(runtime);
   const t0 = performance.now();
@@ -109,6 +138,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
   if (ledger.reduce((s, l) => s + l.amount, 0) !== account.balance) throw new Error('ledger invariant broken');
   const children = o.n * o.parents;
   await runtime.close();
+  await tracerProvider?.forceFlush(); // the batch processor's last spans, for the count
   rmSync(dir, { recursive: true, force: true });
   return {
     n: children,
@@ -120,6 +150,7 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     ledger_rows: ledger.length,
     credits_spent: Math.round((o.credits ?? 1e9) * 1e6 - account.balance) / 1e6,
     peak_model_calls_in_flight: peakInFlight,
+    ...(o.tracing ? { tracing: true, spans_exported: spansExported } : {}),
   };
 }
 
@@ -131,6 +162,7 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     latency: Number(args.latency),
     lane: Number(args.lane),
     credits: Number(args.credits),
+    tracing: args.tracing === true,
   });
   const latency = Number(args.latency);
   const ideal = latency > 0 ? (2 * latency * args.n * Number(args.parents)) / Number(args.lane) : undefined;

@@ -22,6 +22,10 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
     load: () => import('./agents.js'),
   },
   tools: { summary: 'list the tools agents can use, ready or not, and why', load: () => import('./tools.js') },
+  gc: {
+    summary: "forget (or delete) finished agents' work older than a duration; the ledger stays",
+    load: () => import('./gc.js'),
+  },
   mcp: {
     summary: 'serve agentry as an MCP server on stdio (for Claude Desktop, Claude Code, …)',
     load: () => import('./mcp.js'),

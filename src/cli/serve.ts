@@ -6,7 +6,13 @@
  * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
  * place (see `demo-model.ts`), so the API can be tried offline.
  */
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { LevelWithSilent, Logger } from 'pino';
 import { AgentRuntime, anthropicProvider, hasAnthropicCredentials } from '../index.js';
+import { runtimeMetrics } from '../observability/metrics.js';
+import { startTraceExportFromEnv } from '../observability/otel-sdk.js';
+import { createServeLogger, LOG_LEVELS } from './logging.js';
 import { startServer, type FetchHandlerOptions, type RunningServer } from '../http/index.js';
 import { demoModel } from './demo-model.js';
 import {
@@ -24,7 +30,7 @@ import {
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
 
-export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo]
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo] [--metrics-port <n>] [--metrics-host 127.0.0.1] [--log-level info]
 
 Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth,
 and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key), and the console (settings
@@ -41,6 +47,13 @@ Options:
   --no-console          do not serve the console at /console
   --demo                a scripted stand-in plays the model (as in \`npm run demo\`): offline, no key; every agent
                         plans, takes a few seconds, and completes with an answer that says it is a stand-in's
+  --metrics-port <n>    serve Prometheus metrics at /metrics on this port too (no API key; nothing else there)
+  --metrics-host <addr> address of the metrics listener (default 127.0.0.1)
+  --log-level <level>   fatal, error, warn, info, debug, trace or silent (default info); JSON lines on stdout
+
+GET /healthz and /readyz answer without a key. Traces are exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
+(or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf (default) or http/json,
+service name OTEL_SERVICE_NAME (default agentry).
 
 The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
 
@@ -54,12 +67,30 @@ export async function run(args: string[]): Promise<number> {
     'mcp-config': { type: 'string' },
     'no-console': { type: 'boolean', default: false },
     demo: { type: 'boolean', default: false },
+    'metrics-port': { type: 'string' },
+    'metrics-host': { type: 'string', default: '127.0.0.1' },
+    'log-level': { type: 'string', default: 'info' },
   });
   positionals(rest, [], usage);
+  const logLevel = values['log-level'] as LevelWithSilent;
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new UsageError(`--log-level must be one of ${LOG_LEVELS.join(', ')}, got ${values['log-level']}`);
+  }
+  const metricsPort = values['metrics-port'] === undefined ? undefined : Number(values['metrics-port']);
+  if (metricsPort !== undefined && (!/^\d{1,5}$/.test(values['metrics-port']!) || metricsPort > 65535)) {
+    throw new UsageError(`--metrics-port must be 0..65535, got ${values['metrics-port']}`);
+  }
   const port = Number(values.port);
   if (!/^\d{1,5}$/.test(values.port) || port > 65535)
     throw new UsageError(`--port must be 0..65535, got ${values.port}`);
-  const handlerOptions: FetchHandlerOptions = { mcp: true, console: !values['no-console'] };
+  const traces = await startTraceExportFromEnv();
+  const logger = createServeLogger(logLevel, process.env, traces ? { activeSpan: traces.activeSpan } : {});
+  const handlerOptions: FetchHandlerOptions = {
+    mcp: true,
+    console: !values['no-console'],
+    onResponse: (info) => logger.info(info, 'request'),
+    onError: (err, { request_id }) => logger.error({ err, request_id }, 'request failed'),
+  };
   if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);
   if (values.cors !== undefined) {
     handlerOptions.cors = {
@@ -89,18 +120,33 @@ export async function run(args: string[]): Promise<number> {
     storage: await openStorage(db),
     model: values.demo ? demoModel() : anthropicProvider(),
     ...mcpServersOption(values['mcp-config']),
+    logger,
   });
   let server: RunningServer;
+  let metricsServer: Server | undefined;
   try {
     await ensureServeAccount(runtime);
     // HTTP on a thread of its own: polls are answered there while this thread steps the agents.
     server = await startServer(runtime, { ...handlerOptions, port, host: values.host });
+    if (metricsPort !== undefined) {
+      metricsServer = await startMetricsListener(runtime, metricsPort, values['metrics-host'], logger);
+    }
   } catch (error) {
     await runtime.close();
+    await traces?.shutdown();
     throw error;
+  }
+  // The metrics line comes first: "listening" is the line that tells a supervisor (or a test) that all is up.
+  if (metricsServer) {
+    const { port: boundPort } = metricsServer.address() as AddressInfo;
+    console.log(`agentry metrics on http://${hostForUrl(values['metrics-host'])}:${boundPort}/metrics`);
   }
   console.log(`agentry listening on ${server.url} (database: ${db})`);
   if (handlerOptions.console) console.log(`Console: ${server.url}/console (sign in with one of the account’s keys)`);
+  logger.info(
+    { url: server.url, metrics: metricsServer !== undefined, traces: traces?.protocol ?? null },
+    'agentry serve started',
+  );
 
   return new Promise<number>((resolve) => {
     let stopping = false;
@@ -111,24 +157,66 @@ export async function run(args: string[]): Promise<number> {
       }
       stopping = true;
       console.error(`agentry: ${signal}, shutting down`);
+      logger.info({ signal }, 'shutting down');
+      metricsServer?.closeAllConnections();
+      metricsServer?.close();
       server
         .close()
         .then(() => runtime.close())
+        .then(() => traces?.shutdown())
         .then(
-          () => {
-            resolve(0);
-            process.exit(0);
-          },
+          () => exitAfterLog(0),
           (error: unknown) => {
+            logger.error({ err: error }, 'shutdown failed');
             console.error('agentry: shutdown failed:', error);
-            resolve(1);
-            process.exit(1);
+            exitAfterLog(1);
           },
         );
+    };
+    // The log is written asynchronously (a request must not wait for stdout): what is buffered goes out first.
+    const exitAfterLog = (code: number) => {
+      resolve(code);
+      logger.flush(() => process.exit(code));
     };
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
+}
+
+/** The metrics listener: only `GET /metrics`, never behind an API key; anything else is 404. */
+async function startMetricsListener(
+  runtime: AgentRuntime,
+  port: number,
+  host: string,
+  logger: Logger,
+): Promise<Server> {
+  const metrics = runtimeMetrics(runtime);
+  const server = createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== '/metrics' || (req.method !== 'GET' && req.method !== 'HEAD')) {
+      res.writeHead(404, { 'content-type': 'text/plain; charset=utf-8' }).end('Not found\n');
+      return;
+    }
+    metrics.render().then(
+      (text) => res.writeHead(200, { 'content-type': metrics.contentType, 'cache-control': 'no-store' }).end(text),
+      (err: unknown) => {
+        logger.error({ err }, 'metrics failed');
+        res.writeHead(500, { 'content-type': 'text/plain; charset=utf-8' }).end('Metrics failed\n');
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(port, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  return server;
+}
+
+function hostForUrl(host: string): string {
+  return host.includes(':') ? `[${host}]` : host;
 }
 
 /** First start against this database: create the serve account and print its key, once. */

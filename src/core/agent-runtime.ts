@@ -42,6 +42,9 @@ import { Lanes, Scheduler } from './scheduler.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import { monitorTimerId, TimerService } from './timers.js';
 import { backgroundServices } from './background.js';
+import { TelemetryHub, type Telemetry } from './telemetry.js';
+import type * as OtelModuleNs from '../observability/otel.js';
+import { RetentionOptionsSchema, RetentionSweeper, sweepFinished, type SweepResult } from './retention.js';
 import {
   AgentStatusSchema,
   CreateAgentOptionsSchema,
@@ -162,8 +165,49 @@ const RuntimeOptionsSchema = z
     maxSpawnDepth: z.number().int().min(0).max(10).default(2),
     systemPrompt: z.string().min(1).default(DEFAULT_SYSTEM_PROMPT),
     closeTimeoutMs: z.number().int().min(0).default(10_000),
+    /**
+     * Traces through `@opentelemetry/api` (GenAI semantic conventions), recorded once an OpenTelemetry SDK is
+     * registered; `false` turns them off. `captureMessageContent` adds prompts, answers and tool arguments and results
+     * to the spans (opt-in: they hold whatever users and pages wrote). @default on when `@opentelemetry/api` is installed
+     */
+    tracing: z
+      .union([
+        z.literal(false),
+        z
+          .object({
+            captureMessageContent: z.boolean().optional(),
+            tracerProvider: z
+              .custom<object>((v) => isObjectWith('getTracer')(v), 'must be a TracerProvider')
+              .optional(),
+          })
+          .strict(),
+      ])
+      .optional(),
+    /**
+     * Forgets finished trees after an age (their turns, messages, tool calls and artifacts, or with `deleteTrees` the
+     * agents too); ledger rows stay. Durations in ms or as text: `completedAfter: '30d'`. @default off
+     */
+    retention: RetentionOptionsSchema.optional(),
+    /**
+     * A logger of pino's shape (`info`, `warn`, `error`, `debug`, each `(object, message)`): status changes at info,
+     * errors at error. @default silent (errors without a listener still go to console.error)
+     */
+    logger: z
+      .custom<RuntimeLogger>(
+        (v) => isObjectWith('info', 'warn', 'error', 'debug')(v),
+        "must have pino's shape (info, warn, error, debug)",
+      )
+      .optional(),
   })
   .strict();
+
+/** The part of a pino logger the runtime uses. */
+export interface RuntimeLogger {
+  debug(obj: object, msg?: string): void;
+  info(obj: object, msg?: string): void;
+  warn(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
 
 /** Options of {@link AgentRuntime.open}. */
 export type RuntimeOptions = z.input<typeof RuntimeOptionsSchema>;
@@ -215,6 +259,9 @@ export class AgentRuntime {
   /** `waitFor` callers by agent id: told of every status change of that agent (null when it is deleted). */
   private readonly statusWaiters = new Map<string, Set<(row: AgentRow | null) => void>>();
   private closed = false;
+  /** Tracing and metrics observers (core/telemetry.ts). */
+  private readonly telemetry = new TelemetryHub();
+  private readonly retention: RetentionSweeper | null;
 
   private constructor(
     readonly storage: StorageAdapter,
@@ -240,10 +287,30 @@ export class AgentRuntime {
       (accountId) => subscriptions.forget(accountId),
     );
     this.defaultAccountId = options.defaultAccount.id;
-    this.events.statusHooks.push((row) => {
+    this.events.statusHooks.push((row, previous) => {
       const waiters = this.statusWaiters.get(row.agent_id);
       if (waiters) for (const waiter of [...waiters]) waiter(row);
+      if (!this.telemetry.empty) this.telemetry.statusChanged(row, previous);
+      options.logger?.info(
+        {
+          agent_id: row.agent_id,
+          parent_id: row.parent_id,
+          status: row.status,
+          previous,
+          status_message: row.status_message,
+          // The W3C traceparent's trace id: the line joins the agent's trace in a log search.
+          ...(row.trace_context ? { trace_id: row.trace_context.slice(3, 35) } : {}),
+        },
+        'agent status changed',
+      );
     });
+    this.retention = options.retention
+      ? new RetentionSweeper(
+          { storage, clock, deleteTree: (id) => this.delete(id).then(() => undefined) },
+          options.retention,
+          (error) => this.reportError(error, '(retention)'),
+        )
+      : null;
     this.subAgents = new SubAgentCoordinator(storage, clock, this.events, {
       models: model.models.filter((m) => prices.models[m] !== undefined),
       maxDepth: options.maxSpawnDepth,
@@ -331,6 +398,7 @@ export class AgentRuntime {
         }),
       ...(mcp ? { prepareTools: () => registry.prepare() } : {}),
       subscriptions,
+      telemetry: this.telemetry,
     };
     this.scheduler = new Scheduler(deps, {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
@@ -390,12 +458,89 @@ export class AgentRuntime {
       await mcp?.close();
       throw err;
     }
+    if (o.tracing !== false) await runtime.installTracing(o.tracing ?? {});
     await runtime.ensureDefaultAccount();
     await runtime.attachPlatform();
     await runtime.recover();
     // Timers fire only in a runtime that drives agents (the CLI's admin commands open one with 'manual').
     if (o.scheduler === 'auto') runtime.timers.start();
+    if (o.scheduler === 'auto') runtime.retention?.start();
     return runtime;
+  }
+
+  /**
+   * Adds an observer of every agent's work (see `Telemetry` in core/telemetry.ts): tracing is one, the Prometheus
+   * metrics of `agentry/http` another. Returns a function that removes it.
+   */
+  instrument(observer: Telemetry): () => void {
+    return this.telemetry.add(observer);
+  }
+
+  /**
+   * What is running in this process now, for metrics: agents holding a run slot and waiting for one, and each lane's
+   * calls in flight and waiting.
+   */
+  load(): {
+    runSlots: { running: number; waiting: number; size: number };
+    lanes: Array<{ lane: string; active: number; waiting: number }>;
+  } {
+    return {
+      runSlots: { running: this.scheduler.runningCount, waiting: this.scheduler.queuedCount, size: this.runSlots },
+      lanes: this.lanes.load(),
+    };
+  }
+
+  /**
+   * Whether this runtime can take work: open and not shutting down, and its storage answers. `GET /readyz` asks it.
+   * (The storage's migrations ran in `open()`.)
+   */
+  async ready(): Promise<boolean> {
+    if (this.closed) return false;
+    try {
+      await this.storage.getAccount(this.defaultAccountId);
+      return !this.closed;
+    } catch {
+      return false;
+    }
+  }
+
+  /**
+   * Runs the retention sweep once now, with these settings (or the runtime's `retention` option): `agentry gc`
+   * calls it. Returns what it removed.
+   *
+   * @example await runtime.sweep({ completedAfter: '30d', failedAfter: '30d' })
+   */
+  async sweep(options?: z.input<typeof RetentionOptionsSchema>): Promise<SweepResult> {
+    this.assertOpen();
+    const settings = options ? parseArgs(RetentionOptionsSchema, options, 'retention options') : this.options.retention;
+    if (!settings) throw new AgentryError('invalid_request', 'sweep: no retention settings given or configured');
+    return sweepFinished(
+      { storage: this.storage, clock: this.clock, deleteTree: (id) => this.delete(id).then(() => undefined) },
+      settings,
+    );
+  }
+
+  private get runSlots(): number {
+    return this.options.concurrency.runSlots ?? this.options.concurrency.models + this.options.concurrency.tools;
+  }
+
+  /** Tracing through @opentelemetry/api when it is installed; without it, none. */
+  private async installTracing(o: {
+    captureMessageContent?: boolean | undefined;
+    tracerProvider?: object | undefined;
+  }): Promise<void> {
+    let otel: typeof OtelModuleNs;
+    try {
+      otel = await import('../observability/otel.js');
+    } catch {
+      return; // @opentelemetry/api is an optional peer
+    }
+    this.instrument(
+      new otel.OtelTracing({
+        ...(o.captureMessageContent !== undefined ? { captureMessageContent: o.captureMessageContent } : {}),
+        ...(o.tracerProvider !== undefined ? { tracerProvider: o.tracerProvider as never } : {}),
+      }),
+    );
   }
 
   /** Public model ids that `create()` accepts. */
@@ -459,7 +604,9 @@ export class AgentRuntime {
       spec: null,
       created_at: now,
       updated_at: now,
+      trace_context: null,
     };
+    if (!this.telemetry.empty) row.trace_context = this.telemetry.agentCreated(row);
     await this.storage.insertAgents(
       [row],
       [{ message_id: randomUUID(), agent_id: id, role: 'USER', text: o.goal, timestamp: now }],
@@ -744,6 +891,7 @@ export class AgentRuntime {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.retention?.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
     await this.platform?.close();
@@ -828,12 +976,14 @@ export class AgentRuntime {
     // A PAUSED agent may have been paused while a priced tool call held credits: its hold is stale too.
     const stopped = await this.storage.listAgentIdsByStatus(['PAUSED', 'OUT_OF_CREDITS']);
     await this.storage.releaseAgentReservations([...ids, ...stopped]);
+    this.telemetry.markRecovered(ids);
     for (const id of ids) this.scheduler.kick(id);
   }
 
   private reportError(error: unknown, agentId: string): void {
+    this.options.logger?.error({ err: error, agent_id: agentId }, 'agent error');
     if (this.events.listenerCount('error') > 0) this.events.emit('error', { error, agent_id: agentId });
-    else console.error(`agentry: agent ${agentId}:`, error);
+    else if (!this.options.logger) console.error(`agentry: agent ${agentId}:`, error);
   }
 }
 

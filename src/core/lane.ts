@@ -12,6 +12,8 @@ export interface Lane {
   /** No new call starts until `start()`; calls in flight finish. */
   pause(): void;
   start(): void;
+  /** Calls running now, and calls waiting for a slot (metrics). */
+  readonly load: { active: number; waiting: number };
 }
 
 /** A counting semaphore with a FIFO of waiters. */
@@ -88,5 +90,9 @@ export class RateLimitedLane implements Lane {
 
   start(): void {
     this.queue.start();
+  }
+
+  get load(): { active: number; waiting: number } {
+    return { active: this.queue.pending, waiting: this.queue.size };
   }
 }

@@ -63,6 +63,7 @@ import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
 import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
+import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -116,6 +117,8 @@ export interface StepDeps {
   wakeAt?(agentId: string, at: number): Promise<void>;
   /** Whether an agent's account may run it (subscription-check.ts); absent: always. */
   subscriptions?: { isActive(accountId: string): Promise<boolean> };
+  /** Traces and metrics (core/telemetry.ts); absent: nothing is observed. */
+  telemetry?: Telemetry & { wasRecovered?(agentId: string): boolean };
 }
 
 /**
@@ -126,6 +129,8 @@ export class RunControl {
   readonly model = new AbortController();
   private toolsController: AbortController | undefined;
   private toolsAbortReason: unknown;
+  /** The observed stretch of work (an `invoke_agent` span) this driver runs, from its first step to its exit. */
+  trace: RunTelemetry | undefined;
   /** Retryable model failures in a row, for backoff. */
   modelFailures = 0;
   /** Rate-limit answers in a row (they back off the whole model lane, and do not count as failures). */
@@ -220,6 +225,9 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
     await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED });
     return STOP;
+  }
+  if (!control.trace && deps.telemetry) {
+    control.trace = deps.telemetry.agentRun(agent, { recovered: deps.telemetry.wasRecovered?.(agentId) ?? false });
   }
   // Children with a spec of their own work with the tools of their spec only: they start no MCP server.
   if (agent.spec === null && deps.prepareTools) {
@@ -408,7 +416,16 @@ async function runModelTurn(
   let response: ModelResponse;
   try {
     if (control.model.signal.aborted) throw abortedError();
-    response = await deps.inModelLane(() => deps.model.generate(request, { signal: control.model.signal }));
+    // Observed from the lane's slot on: a wait for the slot is not the call's duration.
+    response = await deps.inModelLane(() =>
+      observeChat(
+        control.trace,
+        request,
+        { providerName: deps.model.providerName ?? '_OTHER', reservedMicros: worstCase() },
+        (answer) => modelCost(price, answer.usage),
+        () => deps.model.generate(request, { signal: control.model.signal }),
+      ),
+    );
   } catch (err) {
     await deps.credits.release(reservationId);
     const stopped = control.model.signal.aborted || isAbortError(err);
@@ -599,6 +616,7 @@ async function runToolCalls(
   let reported: ProgressReport = {};
   await Promise.all(
     toRun.map(async ({ use, tool }) => {
+      const observed: { span?: ToolTelemetry } = {};
       const outcome = await runOneTool(
         deps,
         tool,
@@ -611,8 +629,25 @@ async function runToolCalls(
         (units) => {
           if (Number.isFinite(units) && units > 0) metered.set(use.id, (metered.get(use.id) ?? 0) + units);
         },
+        observed,
       );
       results.set(use.id, outcome);
+      if (observed.span) {
+        const price = prices.get(use.id) ?? 0;
+        const unfinishedCall = outcome.suspended !== undefined || (control.toolsAborted && outcome.threw === true);
+        const charged =
+          unfinishedCall || price === 0
+            ? 0
+            : tool?.meter
+              ? meteredCost(deps.prices, tool, metered.get(use.id) ?? 0, price)
+              : price;
+        observed.span.end({
+          isError: outcome.isError,
+          ...(outcome.suspended !== undefined ? { suspended: true } : {}),
+          chargedMicros: charged,
+          result: outcome.content,
+        });
+      }
     }),
   );
 
@@ -826,15 +861,32 @@ async function runOneTool(
   control: RunControl,
   report: ToolContext['reportProgress'],
   meter: ToolContext['meter'],
+  /** Gets the call's telemetry, started once the call has its lane slot (or at once when it cannot run). */
+  observed: { span?: ToolTelemetry } = {},
 ): Promise<ToolOutcome> {
-  if (!tool) return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
+  const observe = (reservedMicros: number) => {
+    observed.span = control.trace?.tool(use, {
+      registered: tool !== undefined,
+      type: use.name.startsWith('mcp__') ? 'extension' : 'function',
+      reservedMicros,
+    });
+    return observed.span;
+  };
+  if (!tool) {
+    observe(0);
+    return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
+  }
   const parsed = tool.input.safeParse(use.input);
   if (!parsed.success) {
+    observe(0);
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
   }
-  const ctx = createToolContext(deps, row, use, control, report, meter);
   try {
-    const output = await deps.inToolLane(tool.lane, async () => tool.run(parsed.data, ctx));
+    const output = await deps.inToolLane(tool.lane, async () => {
+      const span = observe(toolReservation(deps.prices, tool, use.input));
+      const ctx = createToolContext(deps, row, use, control, report, meter, span?.traceparent ?? null);
+      return span ? span.within(async () => tool.run(parsed.data, ctx)) : tool.run(parsed.data, ctx);
+    });
     if (output instanceof ToolSuspension) {
       return {
         content: '',
@@ -891,6 +943,7 @@ async function reserveCredits(
       {
         signal: control.model.signal,
         onWait: (heldBy) => {
+          control.trace?.event('agentry.credit_wait', { 'agentry.credits.held_by_calls': heldBy });
           waiting = (async () => {
             await beforeWait?.();
             await announceCreditWait(deps, agent, heldBy);

@@ -68,6 +68,11 @@ export class Lanes {
     return this.models.run(fn);
   }
 
+  /** Each lane's calls in flight and waiting, by lane name (`models`, then the tool lanes in order of first use). */
+  load(): Array<{ lane: string; active: number; waiting: number }> {
+    return [{ lane: 'models', ...this.models.load }, ...[...this.toolLanes].map(([lane, l]) => ({ lane, ...l.load }))];
+  }
+
   inToolLane<T>(name: string, fn: () => Promise<T>): Promise<T> {
     let lane = this.toolLanes.get(name);
     if (!lane) {
@@ -130,6 +135,7 @@ export class Scheduler {
     try {
       await runStep(this.deps, agentId, control);
     } finally {
+      control.trace?.end();
       this.running.delete(agentId);
       release();
     }
@@ -217,6 +223,7 @@ export class Scheduler {
       } catch (err) {
         this.options.onError(err, agentId);
       } finally {
+        control.trace?.end();
         this.running.delete(agentId);
         release();
         if (this.again.delete(agentId)) this.kick(agentId);

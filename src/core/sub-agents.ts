@@ -54,7 +54,7 @@ export interface SubAgentResult {
 /** What the loop needs from the sub-agent machinery, as seen by a tool call. */
 export interface SubAgentHost {
   /** Creates the children of a tool call in one transaction, or finds them if they exist already. */
-  spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<SpawnedSubAgents>;
+  spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[], traceContext?: string | null): Promise<SpawnedSubAgents>;
   /** Registers a parent whose `spawnId` call suspended, so it is woken when its children are done. */
   waitFor(parentId: string, spawnId: string): void;
   results(
@@ -113,7 +113,13 @@ export class SubAgentCoordinator implements SubAgentHost {
    * when the recovered parent runs the call again: spawn keys are `<call id>#<task index>`, and the children that
    * exist are exactly the first ones.
    */
-  async spawn(parent: AgentRow, spawnId: string, tasks: SpawnTask[]): Promise<SpawnedSubAgents> {
+  async spawn(
+    parent: AgentRow,
+    spawnId: string,
+    tasks: SpawnTask[],
+    /** The spawning call's span context: the children's spans join the parent's trace under it. */
+    traceContext: string | null = null,
+  ): Promise<SpawnedSubAgents> {
     const prefix = spawnKeyPrefix(spawnId);
     const existing = await this.storage.countChildrenByStatus(parent.agent_id, prefix);
     const existingTotal = Object.values(existing).reduce((a, b) => a + (b ?? 0), 0);
@@ -134,7 +140,7 @@ export class SubAgentCoordinator implements SubAgentHost {
       }
     }
     for (let from = existingTotal; from < tasks.length; from += SPAWN_CHUNK) {
-      await this.insertChildren(parent, prefix, tasks, from, Math.min(tasks.length, from + SPAWN_CHUNK));
+      await this.insertChildren(parent, prefix, tasks, from, Math.min(tasks.length, from + SPAWN_CHUNK), traceContext);
     }
     const counts = { ...existing, STARTING_UP: (existing.STARTING_UP ?? 0) + tasks.length - existingTotal };
     return { spawn_id: spawnId, total: tasks.length, counts, reattached: existingTotal > 0 };
@@ -146,6 +152,7 @@ export class SubAgentCoordinator implements SubAgentHost {
     tasks: SpawnTask[],
     from: number,
     to: number,
+    traceContext: string | null,
   ): Promise<void> {
     const now = isoTime(this.clock.now());
     const rows: AgentRow[] = [];
@@ -189,6 +196,7 @@ export class SubAgentCoordinator implements SubAgentHost {
         spec: isChildTask(task) ? specText(task) : null,
         created_at: now,
         updated_at: now,
+        trace_context: traceContext,
       });
     }
     await this.storage.insertAgents(

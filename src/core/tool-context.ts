@@ -25,6 +25,8 @@ export function createToolContext(
   control: RunControl,
   report: ToolContext['reportProgress'],
   meter: ToolContext['meter'] = () => {},
+  /** The call's span context (W3C traceparent), stored with the children it spawns; null without tracing. */
+  traceparent: string | null = null,
 ): ToolContext {
   let agent: ReturnType<typeof toStatusForm> | undefined;
   const platform = () => {
@@ -45,7 +47,9 @@ export function createToolContext(
     },
     reportProgress: report,
     meter,
-    spawn: async (tasks, options) => deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks),
+    spawn: async (tasks, options) =>
+      deps.subAgents.spawn(row, spawnGroupId(use.id, options?.group), tasks, traceparent),
+    ...(traceparent !== null ? { traceparent } : {}),
     suspend: (message, spawnId) => new ToolSuspension(message, spawnId),
     waitUntil: (message, options = {}) =>
       new ToolSuspension(message, undefined, options.until === undefined ? null : +options.until),

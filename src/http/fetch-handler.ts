@@ -23,6 +23,7 @@ import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { createConsole, type ConsoleOptions } from './console/index.js';
 import { buildOpenApiDocument } from './openapi.js';
+import { mountMetrics, operationsResponse, type OperationsRoute } from './operations.js';
 import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import {
@@ -109,8 +110,20 @@ const FetchHandlerOptionsSchema = z
         'must be true, false or the console options',
       )
       .default(false),
+    metrics: z.boolean().default(false),
+    onResponse: z.custom<(info: ResponseInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();
+
+/** What {@link FetchHandlerOptions.onResponse} hears of each answered request (for access logs). */
+export interface ResponseInfo {
+  request_id: string;
+  method: string;
+  /** The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`), or `unmatched`. */
+  route: string;
+  status: number;
+  duration_ms: number;
+}
 
 /** Options of {@link createFetchHandler} (and {@link createNodeHandler}). */
 export interface FetchHandlerOptions {
@@ -177,6 +190,14 @@ export interface FetchHandlerOptions {
    * @example createFetchHandler(runtime, { console: true }) // open http://host:8787/console
    */
   console?: boolean | ConsoleOptions;
+  /**
+   * Serves the runtime's Prometheus metrics at `{basePath}/metrics`, without an API key (mount the handler where
+   * only your scraper reaches it, or use `agentry serve --metrics-port`). `/healthz` and `/readyz` are always served.
+   * @default false
+   */
+  metrics?: boolean;
+  /** Called after each request the router answered: request id, method, route, status, duration (access logs). */
+  onResponse?: (info: ResponseInfo) => void;
 }
 
 /** The router as a function: `Request -> Response`. */
@@ -200,7 +221,18 @@ export interface FetchHandler {
   ): Promise<PlainResponse | null>;
 }
 
-type RouteName = 'create' | 'list' | 'get' | 'delete' | 'pause' | 'resume' | 'events' | 'artifact' | 'openapi' | 'mcp';
+type RouteName =
+  | 'create'
+  | 'list'
+  | 'get'
+  | 'delete'
+  | 'pause'
+  | 'resume'
+  | 'events'
+  | 'artifact'
+  | 'openapi'
+  | 'mcp'
+  | OperationsRoute;
 
 interface RouteMatch {
   methods: Readonly<Record<string, RouteName>>;
@@ -313,10 +345,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           // The console's calls draw on the same bucket as the API key its session came from.
           takeToken: (key) => buckets?.take(key) ?? 0,
         });
+  if (o.metrics) mountMetrics(runtime);
 
   function match(pathname: string): RouteMatch | null {
     // Stateless Streamable HTTP: POST only (no server-initiated stream to GET, no session to DELETE).
     if (o.mcp && pathname === `${o.basePath}/mcp`) return { methods: { POST: 'mcp' } };
+    if (pathname === `${o.basePath}/healthz`) return { methods: { GET: 'healthz', HEAD: 'healthz' } };
+    if (pathname === `${o.basePath}/readyz`) return { methods: { GET: 'readyz', HEAD: 'readyz' } };
+    if (o.metrics && pathname === `${o.basePath}/metrics`) return { methods: { GET: 'metrics' } };
     if (!pathname.startsWith(prefix)) return null;
     const rest = pathname.slice(prefix.length);
     if (rest === 'openapi.json') return { methods: { GET: 'openapi' } };
@@ -386,6 +422,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (name === 'openapi') {
       openApiText ??= JSON.stringify(buildOpenApiDocument({ basePath: o.basePath, models: runtime.models }));
       return jsonTextResponse(200, openApiText, { 'cache-control': 'public, max-age=300' });
+    }
+    if (name === 'healthz' || name === 'readyz' || name === 'metrics') {
+      return operationsResponse(name, runtime, request.method);
     }
 
     const auth = await authenticate(
@@ -511,6 +550,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   }
 
   const handler = async (request: Request): Promise<Response> => {
+    const startedAt = performance.now();
     const requestId = requestIdOf(request.headers.get('x-request-id'));
     let found: RouteMatch | null = null;
     let response: Response;
@@ -545,6 +585,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     }
     response.headers.set('x-request-id', requestId);
     for (const [name, value] of Object.entries(corsHeaders(request, found))) response.headers.set(name, value);
+    o.onResponse?.({
+      request_id: requestId,
+      method: request.method,
+      route: found?.methods[request.method] ?? 'unmatched',
+      status: response.status,
+      duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+    });
     return response;
   };
 

@@ -19,8 +19,10 @@ export {
   DEFAULT_BODY_LIMIT_BYTES,
   DEFAULT_RATE_LIMIT,
 } from './fetch-handler.js';
-export type { FetchHandler, FetchHandlerOptions } from './fetch-handler.js';
 export type { ConsoleOptions } from './console/index.js';
+export type { FetchHandler, FetchHandlerOptions, ResponseInfo } from './fetch-handler.js';
+export { runtimeMetrics } from '../observability/metrics.js';
+export type { RuntimeMetrics } from '../observability/metrics.js';
 export { createNodeHandler, nodeHandlerFor } from './node-handler.js';
 export type { NodeHandler } from './node-handler.js';
 export { buildOpenApiDocument } from './openapi.js';

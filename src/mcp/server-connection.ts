@@ -97,6 +97,8 @@ export interface CallOptions {
    * sent again once on a new one.
    */
   idempotent?: boolean;
+  /** W3C trace context of the calling span, sent as `_meta.traceparent`. */
+  traceparent?: string;
 }
 
 export class McpServerConnection {
@@ -195,6 +197,8 @@ export class McpServerConnection {
     const call: CallInFlight = { agentId: options.agentId, signal, samples: 0 };
     this.inFlight.add(call);
     try {
+      // The trace goes on at the server when tracing is on: MCP's `_meta` carries W3C trace context by convention.
+      const traceMeta = options.traceparent !== undefined ? { _meta: { traceparent: options.traceparent } } : {};
       for (let attempt = 0; ; attempt++) {
         const client = await (signal ? raceAbort(this.start(), signal) : this.start());
         try {
@@ -206,7 +210,7 @@ export class McpServerConnection {
                   timeoutMs,
                   fail: (what) => this.error(what),
                 })
-              : ((await client.callTool({ name, arguments: args }, undefined, {
+              : ((await client.callTool({ name, arguments: args, ...traceMeta }, undefined, {
                   ...(signal ? { signal } : {}),
                   timeout: timeoutMs,
                   // A tool that reports progress is alive: each report starts its timeout again.

@@ -134,6 +134,7 @@ function mcpTool(
           agentId,
           idempotent: isIdempotent(mcp),
           onProgress: (p) => progress.write(`${name}: ${describeProgress(p)}`),
+          ...(ctx.traceparent !== undefined ? { traceparent: ctx.traceparent } : {}),
         });
       } catch (err) {
         if (ctx.pauseSignal.aborted && !ctx.signal.aborted) {

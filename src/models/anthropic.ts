@@ -235,6 +235,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
 
   return {
     models: Object.freeze(Object.keys(config.models)),
+    providerName: 'anthropic',
 
     async generate(request: ModelRequest, { signal }: GenerateOptions): Promise<ModelResponse> {
       const upstream = upstreamOf(request);
@@ -348,7 +349,7 @@ function fromMessage(message: Anthropic.Message): ModelResponse {
   if (message.usage.cache_creation_input_tokens != null) {
     usage.cacheCreationInputTokens = message.usage.cache_creation_input_tokens;
   }
-  return { content, usage, stopReason: toStopReason(message.stop_reason) };
+  return { content, usage, stopReason: toStopReason(message.stop_reason), model: message.model };
 }
 
 function toStopReason(reason: Anthropic.Message['stop_reason']): StopReason {

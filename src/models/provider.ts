@@ -65,6 +65,8 @@ export interface ModelResponse {
   content: Array<TextBlock | ToolUseBlock>;
   usage: ModelUsage;
   stopReason: StopReason;
+  /** The upstream model that answered (e.g. `claude-haiku-4-5`), when the provider says; for traces. */
+  model?: string;
 }
 
 export interface GenerateOptions {
@@ -87,6 +89,8 @@ export interface GenerateOptions {
 export interface ModelProvider {
   /** Public model ids this provider serves; `create()` refuses others with `invalid_request`. */
   readonly models: readonly string[];
+  /** `gen_ai.provider.name` in traces and metrics (e.g. `anthropic`). @default '_OTHER' */
+  readonly providerName?: string;
   generate(request: ModelRequest, options: GenerateOptions): Promise<ModelResponse>;
   /** Context window of a model, in tokens (for eliding old tool results). */
   contextWindow?(model: string): number;

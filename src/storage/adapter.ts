@@ -73,6 +73,20 @@ export interface AgentRow {
   spec: string | null;
   created_at: string;
   updated_at: string;
+  /**
+   * The W3C `traceparent` its spans continue (the root's creation, or the parent's `execute_tool` call that spawned
+   * it), so that its work joins the same trace after a restart; null or absent when tracing was off.
+   */
+  trace_context?: string | null;
+}
+
+/** See {@link StorageAdapter.listFinishedRoots}. */
+export interface FinishedRootsQuery {
+  statuses: readonly AgentStatus[];
+  /** ISO 8601 UTC. */
+  updatedBefore: string;
+  limit: number;
+  withTranscript: boolean;
 }
 
 export interface MessageRow {
@@ -517,6 +531,22 @@ export interface StorageAdapter {
   countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>>;
   /** Ids of every descendant of `agentId` (not itself). */
   listDescendantIds(agentId: string): Promise<string[]>;
+  /** How many agents are in each status (all accounts): the `agentry_agents` gauge asks at every scrape. */
+  countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>>;
+
+  // retention (core/retention.ts)
+  /**
+   * Root agents (no parent) in one of `statuses` last updated before `updatedBefore`, oldest first, at most `limit`;
+   * with `withTranscript`, only those whose transcript (turns) is still stored.
+   */
+  listFinishedRoots(query: FinishedRootsQuery): Promise<string[]>;
+  /**
+   * Forgets the work of these agents: turns, messages, tool calls, tool states, artifacts and page reads. The agent rows
+   * (status, counts, credits) and the ledger stay. Returns the rows removed.
+   */
+  purgeAgentData(agentIds: readonly string[]): Promise<number>;
+  /** Gives free pages back to the file system (SQLite's incremental vacuum); a no-op where there is nothing to do. */
+  reclaimSpace?(): Promise<void>;
 
   // step log
   listMessages(agentId: string): Promise<MessageRow[]>;

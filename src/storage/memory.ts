@@ -10,6 +10,7 @@ import type {
   AgentSearch,
   AgentSearchPage,
   AgentRow,
+  FinishedRootsQuery,
   ApiKeyRow,
   ArtifactLimits,
   ArtifactRow,
@@ -362,6 +363,48 @@ class MemoryStorage implements StorageAdapter {
 
   async listDescendantIds(agentId: string): Promise<string[]> {
     return this.descendants(agentId);
+  }
+
+  async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {
+    const counts: Partial<Record<AgentStatus, number>> = {};
+    for (const { row } of this.agents.values()) counts[row.status] = (counts[row.status] ?? 0) + 1;
+    return counts;
+  }
+
+  async listFinishedRoots(query: FinishedRootsQuery): Promise<string[]> {
+    const found: StoredAgent[] = [];
+    for (const a of this.agents.values()) {
+      const r = a.row;
+      if (r.parent_id !== null || !query.statuses.includes(r.status) || r.updated_at >= query.updatedBefore) continue;
+      if (query.withTranscript && a.turns.length === 0) continue;
+      found.push(a);
+    }
+    found.sort((x, y) =>
+      x.row.updated_at < y.row.updated_at ? -1 : x.row.updated_at > y.row.updated_at ? 1 : x.seq - y.seq,
+    );
+    return found.slice(0, query.limit).map((a) => a.row.agent_id);
+  }
+
+  async purgeAgentData(agentIds: readonly string[]): Promise<number> {
+    let removed = 0;
+    for (const id of agentIds) {
+      const a = this.agents.get(id);
+      if (!a) continue;
+      removed +=
+        a.turns.length +
+        a.messages.length +
+        a.toolCalls.size +
+        a.toolStates.size +
+        a.artifacts.size +
+        a.pageReads.length;
+      a.turns = [];
+      a.messages = [];
+      a.toolCalls.clear();
+      a.toolStates.clear();
+      a.artifacts.clear();
+      a.pageReads = [];
+    }
+    return removed;
   }
 
   private descendants(agentId: string): string[] {

@@ -145,6 +145,7 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
           },
         }
       : {}),
+    providerName: 'agentry.scripted',
     calls,
     get callCount() {
       return callCount;
@@ -182,6 +183,7 @@ export function scriptedModel(options: ScriptedModelOptions): ScriptedModel {
           ...turn.usage,
         },
         stopReason: turn.toolCalls?.length ? 'tool_use' : 'end_turn',
+        model: request.model,
       };
     },
   };

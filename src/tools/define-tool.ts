@@ -12,6 +12,11 @@ export interface ToolContext {
   agent: Agent;
   /** The model's id for this call; stable across a crash and restart. */
   toolCallId: string;
+  /**
+   * The W3C `traceparent` of this call's `execute_tool` span when tracing is on, for passing the trace on to another
+   * service (agentry's MCP client sends it as `_meta.traceparent`).
+   */
+  traceparent?: string;
   /** Aborted when the agent is deleted or the runtime is shut down hard. Pause does not abort a running tool. */
   signal: AbortSignal;
   /**

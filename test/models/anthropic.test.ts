@@ -117,6 +117,8 @@ describe('anthropicProvider against a Messages API server', () => {
         cacheCreationInputTokens: 0,
       },
       stopReason: 'end_turn',
+      // the upstream model that answered (the fake answers as the model asked for), for traces
+      model: DEFAULT_ANTHROPIC_MODELS['svc-1-lite'],
     });
 
     expect(fake.requests).toHaveLength(2);

@@ -77,6 +77,7 @@ function agent(id: string, extra: Partial<AgentRow> = {}): AgentRow {
     spec: null,
     created_at: at(0),
     updated_at: at(0),
+    trace_context: null,
     ...extra,
   };
 }
@@ -645,7 +646,11 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           message_count: 6,
           updated_at: at(7),
         });
-        const kid = child('kid', root, { spawn_key: 'call_1:0', goal: 'line one\nline two' });
+        const kid = child('kid', root, {
+          spawn_key: 'call_1:0',
+          goal: 'line one\nline two',
+          trace_context: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        });
         // Every column holds a value no other column has, so a column read into the wrong field shows.
         const grandchild = child('grandchild', kid, {
           spawn_key: 'call_9:3',
@@ -1062,6 +1067,59 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect(await s.deleteAgentTree('nope')).toEqual([]);
           expect((await s.getAgent('root'))?.sub_agent_count).toBe(2);
         });
+      });
+    });
+
+    describe('counts and retention', () => {
+      beforeEach(async () => {
+        await s.createAccount(account(ACCT, 1_000));
+      });
+
+      it('counts agents by status across the whole database', async () => {
+        expect(await s.countAgentsByStatus()).toEqual({});
+        const root = agent('root');
+        await s.insertAgents(
+          [root, child('k1', root), child('k2', root), agent('done', { status: 'COMPLETED' })],
+          [],
+          [],
+        );
+        expect(await s.countAgentsByStatus()).toEqual({ ACTIVE: 1, STARTING_UP: 2, COMPLETED: 1 });
+      });
+
+      it('finds old finished roots oldest first, and forgets their work but keeps their rows and the ledger', async () => {
+        const old = agent('old', { status: 'COMPLETED', updated_at: at(10) });
+        const failed = agent('failed', { status: 'FAILED', updated_at: at(5) });
+        const recent = agent('recent', { status: 'COMPLETED', updated_at: at(50) });
+        const running = agent('running', { status: 'ACTIVE', updated_at: at(1) });
+        const kid = child('kid', old, { status: 'COMPLETED', updated_at: at(2) });
+        for (const a of [old, failed, recent, running, kid]) await insertWithLog(s, a);
+        await s.putToolCalls([toolCall('kid', 't1', 0, { status: 'finished', result: '"r"' })]);
+        await s.putToolState('kid', 't1', '{"n":1}');
+        const ledgerBefore = await s.listLedger(ACCT);
+
+        const query = { updatedBefore: at(20), limit: 10, withTranscript: true };
+        expect(await s.listFinishedRoots({ ...query, statuses: ['COMPLETED'] })).toEqual(['old']);
+        expect(await s.listFinishedRoots({ ...query, statuses: ['COMPLETED', 'FAILED'] })).toEqual(['failed', 'old']);
+        expect(await s.listFinishedRoots({ ...query, statuses: ['COMPLETED', 'FAILED'], limit: 1 })).toEqual([
+          'failed',
+        ]);
+
+        // 2 messages, 2 turns, 1 tool call, 1 tool state
+        expect(await s.purgeAgentData(['old', 'kid'])).toBe(6);
+        expect(await s.listTurns('old')).toEqual([]);
+        expect(await s.listMessages('kid')).toEqual([]);
+        expect(await s.listToolCalls('kid', 0)).toEqual([]);
+        expect(await s.getToolState('kid', 't1')).toBeNull();
+        expect(await s.getAgent('old')).toEqual({ ...old, sub_agent_count: 1 });
+        expect(await s.getAgent('kid')).toEqual(kid);
+        expect(await s.listLedger(ACCT)).toEqual(ledgerBefore);
+        expect(await s.listTurns('recent')).toHaveLength(1);
+        // Forgotten once: the sweep that looks for transcripts passes it by; one that deletes trees still finds it.
+        expect(await s.listFinishedRoots({ ...query, statuses: ['COMPLETED'] })).toEqual([]);
+        expect(await s.listFinishedRoots({ ...query, statuses: ['COMPLETED'], withTranscript: false })).toEqual([
+          'old',
+        ]);
+        expect(await s.purgeAgentData([])).toBe(0);
       });
     });
 

@@ -70,6 +70,7 @@ describe('sqliteStorage', () => {
       { version: 4, name: 'durable timers, monitors', applied_at: expect.any(String) },
       { version: 5, name: 'message outbox and opt-outs', applied_at: expect.any(String) },
       { version: 6, name: 'console: api key last use, sessions', applied_at: expect.any(String) },
+      { version: 7, name: 'trace context and retention', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -109,8 +110,8 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6]);
-    expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null });
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null, trace_context: null });
     expect((await v1.listTurns('ag')).map((t) => t.content)).toEqual([
       '[{"type":"text","text":"goal"}]',
       '[{"type":"text","text":"hi"}]',
@@ -181,7 +182,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -208,6 +209,7 @@ describe('sqliteStorage', () => {
         spec: null,
         created_at: at(0),
         updated_at: at(2),
+        trace_context: null,
       };
       expect(await storage.getAgent('root')).toEqual(root);
       expect((await storage.listAgents({ limit: 10 })).rows.map((a) => [a.agent_id, a.spec])).toEqual([
@@ -250,7 +252,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

@@ -16,7 +16,6 @@ import type {
   LedgerRow,
   ReservationRefusal,
   ReservationRequest,
-  Settlement,
   StorageAdapter,
 } from '../adapter.js';
 import type { Db, Query } from './db.js';
@@ -115,34 +114,6 @@ async function dropReservation(q: Query, reservationId: string): Promise<void> {
   if (hold) await unmirrorHold(q, hold);
 }
 
-/** Releases the hold, debits min(cost, balance), writes the ledger row and counts the charge on tree and agent. */
-async function applySettlement(q: Query, s: Settlement): Promise<number> {
-  await dropReservation(q, s.reservation_id);
-  const { cost, ...entry } = s.ledger;
-  const [account] = await q<{ balance: number }>('SELECT balance FROM accounts WHERE id = $1 FOR UPDATE', [
-    entry.account_id,
-  ]);
-  if (!account) return 0;
-  const charge = Math.max(0, Math.min(cost, account.balance));
-  await q('UPDATE accounts SET balance = balance - $2 WHERE id = $1', [entry.account_id, charge]);
-  await insertLedger(q, { ...entry, amount: 0 - charge }); // not -charge: a zero charge must not be written as -0
-  await q('UPDATE agents SET tree_spent = tree_spent + $2 WHERE agent_id = $1', [s.root_id, charge]);
-  if (entry.agent_id !== null) {
-    await q('UPDATE agents SET credits_spent = credits_spent + $2 WHERE agent_id = $1', [entry.agent_id, charge]);
-  }
-  return charge;
-}
-
-/**
- * Applies settlements, in order, inside the caller's transaction (a step commit settles with its other writes).
- * Returns the micro-credits debited per settlement.
- */
-export async function settleIn(q: Query, settlements: readonly Settlement[]): Promise<number[]> {
-  const charged: number[] = [];
-  for (const s of settlements) charged.push(await applySettlement(q, s));
-  return charged;
-}
-
 /** Drops every hold of these agents inside the caller's transaction (deleting a tree). Returns how many. */
 export async function releaseAgentReservationsIn(q: Query, agentIds: readonly string[]): Promise<number> {
   if (agentIds.length === 0) return 0;
@@ -153,34 +124,22 @@ export async function releaseAgentReservationsIn(q: Query, agentIds: readonly st
      ) RETURNING account_id, root_id, amount`,
     [[...agentIds]],
   );
-  for (const hold of holds) await unmirrorHold(q, hold);
-  return holds.length;
-}
-
-/** Holds `amount` if the available balance and the root's cap both cover it; the refusal otherwise. */
-async function reserveIn(q: Query, r: ReservationRequest): Promise<ReservationRefusal | null> {
-  const [account] = await q<{ balance: number; reserved: number }>(
-    'SELECT balance, reserved FROM accounts WHERE id = $1 FOR UPDATE',
-    [r.account_id],
-  );
-  if (!account || account.balance - account.reserved < r.amount) return 'account';
-  const [root] = await q<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
-    'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = $1 FOR UPDATE',
-    [r.root_id],
-  );
-  if (root && root.max_credits !== null && root.tree_spent + root.tree_reserved + r.amount > root.max_credits) {
-    return 'tree_cap';
+  if (holds.length > 0) {
+    // One statement per table, whatever the number of holds: their sums come off their accounts, then their roots.
+    await q(
+      `UPDATE accounts a SET reserved = a.reserved - t.amount
+       FROM (SELECT id, sum(amount)::bigint AS amount FROM unnest($1::text[], $2::bigint[]) AS u(id, amount) GROUP BY id) t
+       WHERE a.id = t.id`,
+      [holds.map((h) => h.account_id), holds.map((h) => h.amount)],
+    );
+    await q(
+      `UPDATE agents a SET tree_reserved = a.tree_reserved - t.amount
+       FROM (SELECT id, sum(amount)::bigint AS amount FROM unnest($1::text[], $2::bigint[]) AS u(id, amount) GROUP BY id) t
+       WHERE a.agent_id = t.id`,
+      [holds.map((h) => h.root_id), holds.map((h) => h.amount)],
+    );
   }
-  await q('INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES ($1, $2, $3, $4, $5)', [
-    r.id,
-    r.account_id,
-    r.agent_id,
-    r.root_id,
-    r.amount,
-  ]);
-  await q('UPDATE accounts SET reserved = reserved + $2 WHERE id = $1', [r.account_id, r.amount]);
-  if (root) await q('UPDATE agents SET tree_reserved = tree_reserved + $2 WHERE agent_id = $1', [r.root_id, r.amount]);
-  return null;
+  return holds.length;
 }
 
 type AccountsStore = Pick<
@@ -260,13 +219,24 @@ export function accountsStore(db: Db): AccountsStore {
     listLedger: (accountId) =>
       db.q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId]),
 
-    reserve: (request) => db.tx((q) => reserveIn(q, request)),
+    // One round trip: agentry_reserve (functions.ts) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
+    reserve: async (request) =>
+      (
+        await db.q<{ refusal: ReservationRefusal | null }>('SELECT agentry_reserve($1::jsonb) AS refusal', [
+          JSON.stringify(request),
+        ])
+      )[0]?.refusal ?? null,
 
     release: (reservationId) => db.tx((q) => dropReservation(q, reservationId)),
 
     releaseAgentReservations: (agentIds) => db.tx((q) => releaseAgentReservationsIn(q, agentIds)),
 
-    settle: (settlements) => db.tx((q) => settleIn(q, settlements)),
+    settle: async (settlements) =>
+      (
+        await db.q<{ charged: number[] }>('SELECT agentry_settle_all($1::jsonb) AS charged', [
+          JSON.stringify(settlements),
+        ])
+      )[0]!.charged,
 
     async insertApiKey(k) {
       // An upsert, as in SQLite: a key written again keeps its place in the account's list.

@@ -14,6 +14,7 @@ import type {
   AgentSearch,
   AgentSearchPage,
   AgentRow,
+  FinishedRootsQuery,
   MessageRow,
   StatusChange,
   StepCommit,
@@ -24,7 +25,8 @@ import type {
   SpawnPage,
 } from '../adapter.js';
 import { asciiLower } from '../search.js';
-import { releaseAgentReservationsIn, settleIn } from './accounts.js';
+import { releaseAgentReservationsIn } from './accounts.js';
+import { groupCommit } from './batcher.js';
 import type { Db, Query } from './db.js';
 import { deleteAgentExtrasIn } from './extras.js';
 
@@ -129,6 +131,7 @@ const AGENT_FIELDS = [
   'spec',
   'created_at',
   'updated_at',
+  'trace_context',
 ] as const satisfies ReadonlyArray<keyof AgentRow>;
 const AGENT_COLUMNS = AGENT_FIELDS.join(', ');
 const ASCII_UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
@@ -164,6 +167,9 @@ type AgentsStore = Pick<
   | 'deleteAgentTree'
   | 'countChildrenByStatus'
   | 'listDescendantIds'
+  | 'countAgentsByStatus'
+  | 'listFinishedRoots'
+  | 'purgeAgentData'
   | 'listMessages'
   | 'listTurns'
   | 'listToolCalls'
@@ -175,29 +181,71 @@ type AgentsStore = Pick<
 
 const placeholders = (n: number, from = 1): string => Array.from({ length: n }, (_, i) => `$${from + i}`).join(', ');
 
-async function insertMessages(q: Query, messages: readonly MessageRow[]): Promise<void> {
-  for (const m of messages) {
-    await q(`INSERT INTO messages (${MESSAGE_COLUMNS}) VALUES (${placeholders(5)})`, [
-      m.message_id,
-      m.agent_id,
-      m.role,
-      m.text,
-      m.timestamp,
-    ]);
-  }
+/**
+ * Inserts rows with one statement, whatever their number: `INSERT … SELECT FROM unnest($1::type[], …) WITH ORDINALITY
+ * ORDER BY ordinality`, one array parameter per column, so rows keep their order (and their `seq` that order).
+ */
+async function insertMany<T extends object>(
+  q: Query,
+  table: string,
+  columns: ReadonlyArray<readonly [name: keyof T & string, type: string]>,
+  rows: readonly T[],
+): Promise<void> {
+  if (rows.length === 0) return;
+  const names = columns.map(([name]) => name);
+  const unnest = columns.map(([, type], i) => `$${i + 1}::${type}[]`).join(', ');
+  await q(
+    `INSERT INTO ${table} (${names.join(', ')})
+     SELECT ${names.join(', ')} FROM unnest(${unnest}) WITH ORDINALITY AS r(${names.join(', ')}, ord) ORDER BY ord`,
+    columns.map(([name]) => rows.map((row) => (row as Record<string, unknown>)[name] ?? null)),
+  );
 }
 
-async function insertTurns(q: Query, turns: readonly TurnRow[]): Promise<void> {
-  for (const t of turns) {
-    await q(`INSERT INTO turns (${TURN_COLUMNS}) VALUES (${placeholders(5)})`, [
-      t.agent_id,
-      t.idx,
-      t.role,
-      t.content,
-      t.created_at,
-    ]);
-  }
-}
+const MESSAGE_TYPES = [
+  ['message_id', 'text'],
+  ['agent_id', 'text'],
+  ['role', 'text'],
+  ['text', 'text'],
+  ['timestamp', 'text'],
+] as const satisfies ReadonlyArray<readonly [keyof MessageRow, string]>;
+
+const TURN_TYPES = [
+  ['agent_id', 'text'],
+  ['idx', 'bigint'],
+  ['role', 'text'],
+  ['content', 'text'],
+  ['created_at', 'text'],
+] as const satisfies ReadonlyArray<readonly [keyof TurnRow, string]>;
+
+/** The agents table's columns and their SQL types, for inserting many rows at once. */
+const AGENT_TYPES = [
+  ['agent_id', 'text'],
+  ['account_id', 'text'],
+  ['parent_id', 'text'],
+  ['root_id', 'text'],
+  ['spawn_key', 'text'],
+  ['goal', 'text'],
+  ['model', 'text'],
+  ['status', 'text'],
+  ['progress', 'double precision'],
+  ['status_message', 'text'],
+  ['token_count', 'bigint'],
+  ['message_count', 'bigint'],
+  ['credits_spent', 'bigint'],
+  ['sub_agent_count', 'bigint'],
+  ['max_credits', 'bigint'],
+  ['tree_spent', 'bigint'],
+  ['tree_reserved', 'bigint'],
+  ['step_count', 'bigint'],
+  ['started', 'boolean'],
+  ['active_ms', 'bigint'],
+  ['active_since', 'text'],
+  ['plan', 'text'],
+  ['spec', 'text'],
+  ['created_at', 'text'],
+  ['updated_at', 'text'],
+  ['trace_context', 'text'],
+] as const satisfies ReadonlyArray<readonly [(typeof AGENT_FIELDS)[number], string]>;
 
 /** Upserts by (agent_id, tool_use_id); the row keeps its seq, so its first position. */
 async function upsertToolCalls(q: Query, calls: readonly ToolCallRow[]): Promise<void> {
@@ -275,45 +323,105 @@ async function descendantsIn(q: Query, agentId: string): Promise<string[]> {
   return out;
 }
 
-async function insertAgent(q: Query, a: AgentRow): Promise<void> {
-  const row: AgentRow = { ...a, tree_reserved: 0 };
-  await q(
-    `INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${placeholders(AGENT_FIELDS.length)})`,
-    AGENT_FIELDS.map((f) => row[f] ?? null),
-  );
-  if (a.parent_id) {
-    await q('UPDATE agents SET sub_agent_count = sub_agent_count + 1 WHERE agent_id = $1', [a.parent_id]);
-  }
+/** Commits a batch of steps with one call of `agentry_commit_steps` (see functions.ts), one outcome per step. */
+async function commitSteps(db: Db, commits: StepCommit[]) {
+  // A transaction of its own so that db.tx retries a batch that met a deadlock (raised for the whole batch).
+  return db.tx(async (q) => {
+    const [row] = await q<{ out: Array<{ ok: boolean; value?: StepCommitResult; error?: string }> }>(
+      'SELECT agentry_commit_steps($1::jsonb) AS out',
+      [JSON.stringify(commits)],
+    );
+    return row!.out.map((o) =>
+      o.ok
+        ? { ok: true as const, value: o.value! }
+        : { ok: false as const, error: new Error(o.error ?? 'step commit failed') },
+    );
+  });
 }
 
-/** Appends a step's log and counters to a locked agent row. */
-async function applyStep(q: Query, commit: StepCommit): Promise<StepCommitResult['agent']> {
-  await insertTurns(q, commit.turns ?? []);
-  await insertMessages(q, commit.messages ?? []);
-  await upsertToolCalls(q, commit.tool_calls ?? []);
-  const p = commit.patch;
-  const set = setClauses({ progress: p.progress, status_message: p.status_message, plan: p.plan }, 6);
-  const [row] = await q<Rows<AgentRow>>(
-    `UPDATE agents SET ${[
-      'token_count = token_count + $2',
-      'message_count = message_count + $3',
-      'step_count = step_count + $4',
-      'updated_at = $5',
-      ...set.sql,
-    ].join(', ')} WHERE agent_id = $1 RETURNING ${AGENT_COLUMNS}`,
+interface StatusChangeRequest {
+  agentId: string;
+  change: StatusChange;
+  updatedAt: string;
+}
+
+/**
+ * Applies compare-and-set status changes, one outcome each (the row after it, or null when it did not apply). Changes
+ * of distinct agents are one UPDATE; a batch naming an agent twice goes one statement at a time, in order.
+ */
+async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
+  const ok = (value: AgentRow | null) => ({ ok: true as const, value });
+  if (new Set(changes.map((c) => c.agentId)).size !== changes.length) {
+    const out = [];
+    for (const c of changes) out.push(ok(await changeStatusIn(db.q, c.agentId, c.change, { updated_at: c.updatedAt })));
+    return out;
+  }
+  const rows = await db.q<Rows<AgentRow>>(
+    `UPDATE agents a SET
+       status = x.to_status,
+       progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
+       status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
+       started = CASE WHEN x.p ? 'started' THEN (x.p->>'started')::boolean ELSE a.started END,
+       active_ms = CASE WHEN x.p ? 'active_ms' THEN (x.p->>'active_ms')::bigint ELSE a.active_ms END,
+       active_since = CASE WHEN x.p ? 'active_since' THEN x.p->>'active_since' ELSE a.active_since END,
+       updated_at = x.updated_at
+     FROM jsonb_to_recordset($1::jsonb) AS x(agent_id text, from_status jsonb, to_status text, p jsonb, updated_at text)
+     WHERE a.agent_id = x.agent_id AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
+     RETURNING ${AGENT_FIELDS.map((f) => `a.${f}`).join(', ')}`,
     [
-      commit.agent_id,
-      p.token_count_delta ?? 0,
-      commit.messages?.length ?? 0,
-      p.step_count_delta ?? 0,
-      p.updated_at,
-      ...set.params,
+      JSON.stringify(
+        changes.map((c) => ({
+          agent_id: c.agentId,
+          from_status: c.change.from,
+          to_status: c.change.to,
+          p: statusPatch(c.change),
+          updated_at: c.updatedAt,
+        })),
+      ),
     ],
   );
-  return row ?? null;
+  const byId = new Map(rows.map((r) => [r.agent_id, r as AgentRow]));
+  return changes.map((c) => ok(byId.get(c.agentId) ?? null));
 }
 
+/** Reads of one kind per query at most, and such queries on their way at once (they need no order among them). */
+const MAX_READS_PER_BATCH = 256;
+const READS_IN_FLIGHT = 4;
+
+/** Step commits per batch at most (one JSON document each way). */
+const MAX_COMMITS_PER_BATCH = 256;
+
 export function agentsStore(db: Db): AgentsStore {
+  const commitStep = groupCommit((commits: StepCommit[]) => commitSteps(db, commits), MAX_COMMITS_PER_BATCH);
+  // Reads asked for in the same turn of the event loop (a thousand children starting) are one query each, too.
+  const getAgent = groupCommit(
+    async (ids: string[]) => {
+      const rows = await db.q<Rows<AgentRow>>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = ANY($1::text[])`, [
+        [...new Set(ids)],
+      ]);
+      const byId = new Map(rows.map((r) => [r.agent_id, r as AgentRow]));
+      return ids.map((id) => ({ ok: true as const, value: byId.get(id) ?? null }));
+    },
+    MAX_READS_PER_BATCH,
+    READS_IN_FLIGHT,
+  );
+  const listTurns = groupCommit(
+    async (ids: string[]) => {
+      const rows = await db.q<Rows<TurnRow>>(
+        `SELECT ${TURN_COLUMNS} FROM turns WHERE agent_id = ANY($1::text[]) ORDER BY agent_id, idx`,
+        [[...new Set(ids)]],
+      );
+      const byId = new Map<string, TurnRow[]>();
+      for (const r of rows) byId.set(r.agent_id, [...(byId.get(r.agent_id) ?? []), r as TurnRow]);
+      return ids.map((id) => ({ ok: true as const, value: (byId.get(id) ?? []).map((t) => ({ ...t })) }));
+    },
+    MAX_READS_PER_BATCH,
+    READS_IN_FLIGHT,
+  );
+  const changeStatus = groupCommit(
+    (changes: StatusChangeRequest[]) => changeStatuses(db, changes),
+    MAX_COMMITS_PER_BATCH,
+  );
   return {
     async insertAgents(agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]): Promise<void> {
       await db.tx(async (q) => {
@@ -323,23 +431,41 @@ export function agentsStore(db: Db): AgentsStore {
         ]);
         if (dup) throw new Error(`agent ${dup.agent_id} exists`);
         if (new Set(ids).size !== ids.length) throw new Error('agent ids repeat in one insert');
-        // One by one, in order: a child may follow its parent in the same batch.
-        for (const a of agents) await insertAgent(q, a);
-        const known = new Set(ids);
-        await insertMessages(
+        // One statement per table, whatever the number of agents (a fan-out of 1,000 children is one insert).
+        await insertMany(
           q,
+          'agents',
+          AGENT_TYPES,
+          agents.map((a) => ({ ...a, tree_reserved: 0 })),
+        );
+        const parents = agents.flatMap((a) => (a.parent_id ? [a.parent_id] : []));
+        if (parents.length > 0) {
+          // After the insert: a parent may be in the same batch.
+          await q(
+            `UPDATE agents a SET sub_agent_count = a.sub_agent_count + p.n
+             FROM (SELECT parent_id, count(*)::bigint AS n FROM unnest($1::text[]) AS u(parent_id) GROUP BY parent_id) p
+             WHERE a.agent_id = p.parent_id`,
+            [parents],
+          );
+        }
+        const known = new Set(ids);
+        await insertMany(
+          q,
+          'messages',
+          MESSAGE_TYPES,
           messages.filter((m) => known.has(m.agent_id)),
         );
-        await insertTurns(
+        await insertMany(
           q,
+          'turns',
+          TURN_TYPES,
           turns.filter((t) => known.has(t.agent_id)),
         );
       });
     },
 
     async getAgent(id: string): Promise<AgentRow | null> {
-      const [row] = await db.q<Rows<AgentRow>>(`SELECT ${AGENT_COLUMNS} FROM agents WHERE agent_id = $1`, [id]);
-      return row ?? null;
+      return getAgent(id);
     },
 
     async findAgentsBySpawnKey(parentId: string, spawnKeyPrefix: string, page?: SpawnPage): Promise<AgentRow[]> {
@@ -413,7 +539,8 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
-      return db.tx((q) => changeStatusIn(q, agentId, change, { updated_at: updatedAt }));
+      // Group commit: the status changes asked for while a batch is on its way go in one conditional UPDATE.
+      return changeStatus({ agentId, change, updatedAt });
     },
 
     async deleteAgentTree(agentId: string): Promise<string[]> {
@@ -452,6 +579,40 @@ export function agentsStore(db: Db): AgentsStore {
       return descendantsIn(db.q, agentId);
     },
 
+    async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {
+      const rows = await db.q<{ status: AgentStatus; n: number }>(
+        'SELECT status, count(*)::bigint AS n FROM agents GROUP BY status',
+      );
+      return Object.fromEntries(rows.map((r) => [r.status, r.n]));
+    },
+
+    async listFinishedRoots(query: FinishedRootsQuery): Promise<string[]> {
+      const transcript = query.withTranscript ? 'AND EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = a.agent_id)' : '';
+      const rows = await db.q<{ agent_id: string }>(
+        `SELECT agent_id FROM agents a WHERE parent_id IS NULL AND status = ANY($1::text[]) AND updated_at < $2
+         ${transcript} ORDER BY updated_at, seq LIMIT $3`,
+        [[...query.statuses], query.updatedBefore, query.limit],
+      );
+      return rows.map((r) => r.agent_id);
+    },
+
+    async purgeAgentData(agentIds: readonly string[]): Promise<number> {
+      if (agentIds.length === 0) return 0;
+      const ids = [...agentIds];
+      return db.tx(async (q) => {
+        let removed = 0;
+        for (const table of ['messages', 'turns', 'tool_calls', 'tool_state', 'artifacts', 'page_reads']) {
+          const rows = await q<{ n: number }>(
+            `WITH gone AS (DELETE FROM ${table} WHERE agent_id = ANY($1::text[]) RETURNING 1)
+             SELECT count(*)::bigint AS n FROM gone`,
+            [ids],
+          );
+          removed += rows[0]?.n ?? 0;
+        }
+        return removed;
+      });
+    },
+
     async listMessages(agentId: string): Promise<MessageRow[]> {
       return db.q<Rows<MessageRow>>(`SELECT ${MESSAGE_COLUMNS} FROM messages WHERE agent_id = $1 ORDER BY seq`, [
         agentId,
@@ -459,7 +620,7 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async listTurns(agentId: string): Promise<TurnRow[]> {
-      return db.q<Rows<TurnRow>>(`SELECT ${TURN_COLUMNS} FROM turns WHERE agent_id = $1 ORDER BY idx`, [agentId]);
+      return listTurns(agentId);
     },
 
     async listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]> {
@@ -488,33 +649,8 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async commitStep(commit: StepCommit): Promise<StepCommitResult> {
-      return db.tx(async (q) => {
-        // Settlements first: accounts.ts locks reservation, account, then agents; taking the agent's lock after them
-        // keeps that order.
-        const charged = await settleIn(q, commit.settlements ?? []);
-        const [locked] = await q<{ agent_id: string }>('SELECT agent_id FROM agents WHERE agent_id = $1 FOR UPDATE', [
-          commit.agent_id,
-        ]);
-        if (!locked) return { agent: null, statusChanged: false, charged };
-        const [{ n } = { n: 0 }] = await q<{ n: number }>(
-          'SELECT count(*)::bigint AS n FROM turns WHERE agent_id = $1',
-          [commit.agent_id],
-        );
-        (commit.turns ?? []).forEach((t, i) => {
-          // Throwing rolls the settlements back too, as memory checks before settling.
-          if (t.idx !== n + i) throw new Error(`turn ${t.idx} out of order for agent ${t.agent_id}`);
-        });
-        let agent = await applyStep(q, commit);
-        let statusChanged = false;
-        if (commit.status) {
-          const changed = await changeStatusIn(q, commit.agent_id, commit.status, {});
-          if (changed) {
-            agent = changed;
-            statusChanged = true;
-          }
-        }
-        return { agent, statusChanged, charged };
-      });
+      // Group commit: the steps committed while a batch is on its way go together in the next one (batcher.ts).
+      return commitStep(commit);
     },
 
     async putToolState(agentId: string, toolUseId: string, state: string): Promise<void> {

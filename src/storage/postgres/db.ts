@@ -5,6 +5,7 @@
  * function in one transaction on one connection and retries it when PostgreSQL reports a serialization failure or a
  * deadlock (the transaction then had no effect).
  */
+import { createHash } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 /** Runs one statement and returns its rows. */
@@ -29,11 +30,26 @@ export interface Db {
 /** SQLSTATE of failures after which a transaction can simply run again. */
 const RETRYABLE = new Set(['40001', '40P01']);
 
+/**
+ * The name a statement is prepared under on each connection: its text's hash, so the same text is parsed and planned
+ * once per connection and a name never stands for two texts. Only parametrised DML is prepared (PostgreSQL prepares
+ * nothing else); the adapter's statement texts are a bounded set (no values are ever written into them).
+ */
+function preparedName(sql: string): string | undefined {
+  if (!/^\s*(SELECT|INSERT|UPDATE|DELETE|WITH)\b/i.test(sql)) return undefined;
+  return `agentry_${createHash('sha1').update(sql).digest('hex').slice(0, 16)}`;
+}
+
 export function createDb(pool: Pool, schema: string): Db {
+  const names = new Map<string, string | undefined>();
   const run =
     (client: Pool | PoolClient): Query =>
-    async (sql, params) =>
-      (await client.query(sql, params as unknown[])).rows as never;
+    async (sql, params) => {
+      if (!params || params.length === 0) return (await client.query(sql)).rows as never;
+      let name = names.get(sql);
+      if (name === undefined && !names.has(sql)) names.set(sql, (name = preparedName(sql)));
+      return (await client.query({ text: sql, values: params as unknown[], ...(name ? { name } : {}) })).rows as never;
+    };
   return {
     q: run(pool),
     schema: `"${schema.replaceAll('"', '""')}"`,

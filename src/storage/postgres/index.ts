@@ -16,11 +16,13 @@
 import type { Pool, PoolClient } from 'pg';
 import { z } from 'zod';
 import { AgentryError } from '../../errors.js';
-import type { StorageAdapter } from '../adapter.js';
+import type { LedgerRow, ReservationRequest, Settlement, StepCommit, StorageAdapter } from '../adapter.js';
 import { accountsStore, ACCOUNTS_SCHEMA, releaseAllHoldsIn } from './accounts.js';
 import { agentsStore, AGENTS_SCHEMA } from './agents.js';
+import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
 import { extrasStore, EXTRAS_SCHEMA } from './extras.js';
+import { FUNCTIONS_SCHEMA } from './functions.js';
 
 const OptionsSchema = z
   .object({
@@ -30,12 +32,22 @@ const OptionsSchema = z
       .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a lower-case SQL identifier')
       .optional(),
     maxConnections: z.number().int().min(1).max(100).optional(),
+    synchronousCommit: z.boolean().optional(),
   })
   .strict();
 
+/**
+ * Options of {@link postgresStorage}.
+ * - `connectionString`: `postgres://…`; a `?schema=` parameter names the schema (else `schema`, else `agentry`).
+ * - `maxConnections`: the pool's size (default 10).
+ * - `synchronousCommit`: `false` sets PostgreSQL's `synchronous_commit = off` for the adapter's sessions: a commit
+ *   returns before its WAL is flushed, so a crash of the *database server* (not of the runtime) may lose the last
+ *   fraction of a second of commits, never corrupt them — the guarantee SQLite's `synchronous=NORMAL` gives. Default
+ *   `true`: every commit is on disk when it returns.
+ */
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
-/** Schema versions, applied in order; version 1 is the whole schema of this first stage. */
+/** Schema versions, applied in order: 1 the tables, 2 the server-side functions of the hot writes (functions.ts). */
 const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }> = [
   { version: 1, name: 'initial schema', up: [...ACCOUNTS_SCHEMA, ...AGENTS_SCHEMA, ...EXTRAS_SCHEMA] },
   // When each API key was last used (the console's key list, issue 28).
@@ -55,9 +67,23 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
       'CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)',
     ],
   },
+  // Operations (issue 29): the trace context stored with an agent, and the retention sweep's search for old roots.
+  {
+    version: 3,
+    name: 'trace context and retention',
+    up: [
+      'ALTER TABLE agents ADD COLUMN trace_context TEXT',
+      'CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL',
+    ],
+  },
+  { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
 ];
 
-/** Any fixed number: the advisory lock that serialises migrations and marks the process that drives the agents. */
+/**
+ * Any fixed numbers: the advisory locks that serialise migrations and mark the process that drives the agents. Each is
+ * taken as (number, hash of the schema's name): schemas on one database (tenants, parallel test suites) neither share a
+ * runner nor wait for each other's.
+ */
 const MIGRATION_LOCK = 7_305_001;
 const RUNNER_LOCK = 7_305_002;
 /** How long a new runner waits for the lock of one that is going away. */
@@ -65,7 +91,7 @@ const RUNNER_LOCK_WAIT_MS = 5_000;
 
 async function migrate(db: Db): Promise<void> {
   await db.tx(async (q) => {
-    await q('SELECT pg_advisory_xact_lock($1)', [MIGRATION_LOCK]);
+    await q('SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATION_LOCK, db.schema]);
     await q(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
     await q(
       `CREATE TABLE IF NOT EXISTS ${db.schema}.schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
@@ -82,6 +108,66 @@ async function migrate(db: Db): Promise<void> {
         new Date().toISOString(),
       ]);
     }
+  });
+}
+
+/**
+ * Puts the process's credit floats (credit-float.ts) in front of the stores' credit methods: holds carved from a float
+ * are made, released and settled in memory, and named to the server when they settle.
+ */
+function withFloats(s: StorageAdapter, floats: CreditFloats): void {
+  const db = {
+    reserve: s.reserve.bind(s),
+    release: s.release.bind(s),
+    releaseAgentReservations: s.releaseAgentReservations.bind(s),
+    settle: s.settle.bind(s),
+    commitStep: s.commitStep.bind(s),
+    insertAgents: s.insertAgents.bind(s),
+    deleteAgentTree: s.deleteAgentTree.bind(s),
+    getAccount: s.getAccount.bind(s),
+    listAccounts: s.listAccounts.bind(s),
+    setSubscription: s.setSubscription.bind(s),
+    addCredits: s.addCredits.bind(s),
+    findAccountByKeyHash: s.findAccountByKeyHash.bind(s),
+  };
+  Object.assign(s, {
+    reserveNow: (r: ReservationRequest) => floats.reserveNow(r),
+    async reserve(r: ReservationRequest) {
+      const carved = await floats.reserve(r);
+      return carved === undefined ? db.reserve(r) : carved;
+    },
+    async release(id: string) {
+      if (!floats.release(id)) await db.release(id);
+    },
+    async releaseAgentReservations(ids: readonly string[]) {
+      return floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
+    },
+    async settle(settlements: Settlement[]) {
+      const named = floats.forServer(settlements);
+      const charged = await db.settle(named);
+      floats.settled(named, charged);
+      return charged;
+    },
+    async commitStep(commit: StepCommit) {
+      const named = floats.forServer(commit.settlements ?? []);
+      const result = await db.commitStep(named.length ? { ...commit, settlements: named } : commit);
+      floats.settled(named, result.charged);
+      return result;
+    },
+    async insertAgents(...args: Parameters<StorageAdapter['insertAgents']>) {
+      await db.insertAgents(...args);
+      floats.noteAgents(args[0]);
+    },
+    async deleteAgentTree(id: string) {
+      const ids = await db.deleteAgentTree(id);
+      floats.releaseAgents(ids);
+      return ids;
+    },
+    getAccount: async (id: string) => floats.view(await db.getAccount(id)),
+    listAccounts: async () => (await db.listAccounts()).map((a) => floats.view(a)),
+    setSubscription: async (id: string, active: boolean) => floats.view(await db.setSubscription(id, active)),
+    addCredits: async (entry: LedgerRow) => floats.view(await db.addCredits(entry)),
+    findAccountByKeyHash: async (hash: string) => floats.view(await db.findAccountByKeyHash(hash)),
   });
 }
 
@@ -103,7 +189,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       cause: parsed.error,
     });
   }
-  const { maxConnections = 10 } = parsed.data;
+  const { maxConnections = 10, synchronousCommit = true } = parsed.data;
   // A `schema` parameter of the URL (for the CLI's --db and AGENTRY_DB) is the adapter's, not the driver's.
   const url = new URL(parsed.data.connectionString);
   const schema = parsed.data.schema ?? url.searchParams.get('schema') ?? 'agentry';
@@ -118,6 +204,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
   let pool: Pool | undefined;
   let runnerClient: PoolClient | undefined;
   let db: Db | undefined;
+  let floats: CreditFloats | undefined;
 
   const adapter = {
     kind: 'postgres',
@@ -135,7 +222,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         pool = new pg.Pool({
           connectionString,
           max: maxConnections,
-          options: `-c search_path=${schema}`,
+          options: `-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}`,
           types: {
             // int8 (micro-credits, counters) as numbers: they stay far below 2^53.
             getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
@@ -143,7 +230,9 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           },
         });
         db = createDb(pool, schema);
+        floats = new CreditFloats(db);
         Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
+        withFloats(adapter as unknown as StorageAdapter, floats);
       }
       await migrate(db!);
     },
@@ -154,7 +243,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         // Waits a little rather than refusing at once: the server ends the session of a runner that was just killed
         // a moment after its socket closed, and only then frees its lock.
         await client.query(`SET lock_timeout = ${RUNNER_LOCK_WAIT_MS}`);
-        await client.query('SELECT pg_advisory_lock($1)', [RUNNER_LOCK]);
+        await client.query('SELECT pg_advisory_lock($1::int, hashtext($2))', [RUNNER_LOCK, db!.schema]);
         await client.query('SET lock_timeout = 0');
       } catch (error) {
         client.release(true); // a fresh connection next time, not one with a half-set session
@@ -168,8 +257,10 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       }
       runnerClient = client; // the session lock lives as long as this connection
       await db!.tx(releaseAllHoldsIn);
+      floats?.reset();
     },
     async close() {
+      await floats?.close();
       runnerClient?.release();
       runnerClient = undefined;
       await pool?.end();

@@ -18,6 +18,7 @@ import type {
   ConsoleSessionRow,
   AgentRow,
   ApiKeyRow,
+  FinishedRootsQuery,
   ArtifactLimits,
   ArtifactRow,
   IdempotencyRecord,
@@ -564,6 +565,46 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async listDescendantIds(agentId: string): Promise<string[]> {
     return this.s.descendants.all(agentId);
+  }
+
+  async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {
+    const counts: Partial<Record<AgentStatus, number>> = {};
+    for (const r of this.s.countByStatus.all()) counts[r.status] = r.n;
+    return counts;
+  }
+
+  async listFinishedRoots(query: FinishedRootsQuery): Promise<string[]> {
+    const stmt = query.withTranscript ? this.s.finishedRootsWithTranscript : this.s.finishedRoots;
+    return stmt.all(JSON.stringify(query.statuses), query.updatedBefore, query.limit);
+  }
+
+  async purgeAgentData(agentIds: readonly string[]): Promise<number> {
+    if (agentIds.length === 0) return 0;
+    return this.write('purgeAgentData', agentIds);
+  }
+
+  /**
+   * Hands the free pages back to the file system. A database made with `auto_vacuum = INCREMENTAL` (every new one)
+   * frees them with `incremental_vacuum`; an older one keeps them for reuse until `agentry gc` converts it.
+   */
+  async reclaimSpace(): Promise<void> {
+    const db = this.c.db;
+    if (Number(db.pragma('auto_vacuum', { simple: true })) !== 2) return;
+    db.pragma('incremental_vacuum');
+    // The freed pages leave the file at a checkpoint; readers in the way only postpone it to a later one.
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  }
+
+  /**
+   * Converts a database made before `auto_vacuum = INCREMENTAL` with one VACUUM (it rewrites the file: seconds per
+   * hundred megabytes, and no writer may run meanwhile). Returns whether it had to.
+   */
+  async enableIncrementalVacuum(): Promise<boolean> {
+    const db = this.c.db;
+    if (Number(db.pragma('auto_vacuum', { simple: true })) === 2) return false;
+    db.pragma('auto_vacuum = INCREMENTAL');
+    db.exec('VACUUM');
+    return true;
   }
 
   // step log

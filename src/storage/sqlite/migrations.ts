@@ -322,6 +322,17 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
     `,
   },
+  // --- migration 7: operations (issue 29): the trace context stored with an agent, and finding finished roots.
+  {
+    version: 7,
+    name: 'trace context and retention',
+    // A span context is 55 characters; agents made before (or without tracing) have none. The partial index keeps the
+    // retention sweep's search for old finished roots off the 10,000 children of a fan-out.
+    up: `
+      ALTER TABLE agents ADD COLUMN trace_context TEXT;
+      CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL;
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

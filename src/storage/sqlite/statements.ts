@@ -34,6 +34,9 @@ export function openConnection(path: string, busyTimeoutMs: number, readonly = f
   makePrivate(path);
   const db = new Database(path, { timeout: busyTimeoutMs });
   try {
+    // Free pages can go back to the file system (retention's incremental_vacuum). It takes effect only on a database
+    // with no tables yet; an older one is converted by `agentry gc` (a VACUUM).
+    db.pragma('auto_vacuum = INCREMENTAL');
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     // Checkpoint every ~40 MB of WAL rather than every 4 MB: a busy runtime commits often, and each checkpoint
@@ -103,6 +106,7 @@ export type AgentTuple = [
   spec: string | null,
   created_at: string,
   updated_at: string,
+  trace_context: string | null,
 ];
 export type ToolCallRecord = Omit<ToolCallRow, 'idempotent' | 'is_error'> & { idempotent: Flag; is_error: Flag };
 export type Bind = string | number | null | Uint8Array;
@@ -151,6 +155,7 @@ export const toAgent = ([
   spec,
   created_at,
   updated_at,
+  trace_context,
 ]: AgentTuple): AgentRow => ({
   agent_id,
   account_id,
@@ -177,6 +182,7 @@ export const toAgent = ([
   spec,
   created_at,
   updated_at,
+  trace_context,
 });
 
 export const toToolCall = (r: ToolCallRecord): ToolCallRow => ({
@@ -195,7 +201,7 @@ export const toToolCall = (r: ToolCallRecord): ToolCallRow => ({
 export const AGENT_COLUMNS =
   'agent_id, account_id, parent_id, root_id, spawn_key, goal, model, status, progress, status_message, token_count, ' +
   'message_count, credits_spent, sub_agent_count, max_credits, tree_spent, tree_reserved, step_count, started, ' +
-  'active_ms, active_since, plan, spec, created_at, updated_at';
+  'active_ms, active_since, plan, spec, created_at, updated_at, trace_context';
 export const SELECT_AGENTS = `SELECT seq, ${AGENT_COLUMNS} FROM agents`;
 export const TOOL_CALL_COLUMNS =
   'agent_id, tool_use_id, turn_idx, name, input, status, idempotent, result, is_error, updated_at';
@@ -335,6 +341,16 @@ export function prepareStatements(db: Database.Database) {
         'AND substr(spawn_key, 1, length(?)) = ? GROUP BY status',
     ),
     idsByStatus: pluck<string>(`SELECT agent_id FROM agents WHERE status IN ${ID_SET} ORDER BY seq`),
+    countByStatus: p<{ status: AgentStatus; n: number }>('SELECT status, count(*) AS n FROM agents GROUP BY status'),
+    // Retention: the partial index agents_finished_roots (migration 7) serves both.
+    finishedRoots: pluck<string>(
+      `SELECT agent_id FROM agents WHERE parent_id IS NULL AND status IN ${ID_SET} AND updated_at < ? ` +
+        'ORDER BY updated_at, seq LIMIT ?',
+    ),
+    finishedRootsWithTranscript: pluck<string>(
+      `SELECT agent_id FROM agents a WHERE parent_id IS NULL AND status IN ${ID_SET} AND updated_at < ? ` +
+        'AND EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = a.agent_id) ORDER BY updated_at, seq LIMIT ?',
+    ),
     descendants: pluck<string>(DESCENDANTS),
     deleteAgents: p(`DELETE FROM agents WHERE agent_id IN ${ID_SET}`),
     deleteMessagesOf: p(`DELETE FROM messages WHERE agent_id IN ${ID_SET}`),

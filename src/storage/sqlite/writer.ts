@@ -67,6 +67,7 @@ export interface WriteOps {
   insertAgents: [agents: AgentRow[], messages: MessageRow[], turns: TurnRow[]];
   changeStatus: [agentId: string, change: StatusChange, updatedAt: string];
   deleteAgentTree: [agentId: string];
+  purgeAgentData: [agentIds: readonly string[]];
   putToolCalls: [calls: ToolCallRow[], onlyWhile: AgentStatus | undefined];
   commitStep: [commit: StepCommit];
   putToolState: [agentId: string, toolUseId: string, state: string];
@@ -103,6 +104,7 @@ export interface WriteResults {
   insertAgents: void;
   changeStatus: AgentRow | null;
   deleteAgentTree: string[];
+  purgeAgentData: number;
   putToolCalls: boolean;
   commitStep: StepCommitResult;
   putToolState: void;
@@ -258,6 +260,8 @@ export class SqliteWriter {
         return this.changeStatus(...w.args);
       case 'deleteAgentTree':
         return this.deleteAgentTree(...w.args);
+      case 'purgeAgentData':
+        return this.purgeAgentData(...w.args);
       case 'putToolCalls': {
         const [calls, onlyWhile] = w.args;
         if (onlyWhile !== undefined && calls.some((c) => s.agentStatus.get(c.agent_id) !== onlyWhile)) return false;
@@ -425,6 +429,7 @@ export class SqliteWriter {
           a.spec,
           a.created_at,
           a.updated_at,
+          a.trace_context ?? null,
         );
       } catch (err) {
         if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
@@ -469,6 +474,22 @@ export class SqliteWriter {
     deleteMonitorsOf(this.monitors, idSet);
     s.deleteAgents.run(idSet);
     return ids;
+  }
+
+  /** Retention: the agents' work goes, their rows and the ledger stay. */
+  private purgeAgentData(agentIds: readonly string[]): number {
+    const s = this.s;
+    const idSet = JSON.stringify(agentIds);
+    // An artifact's bytes are part of its row: counted once, with the artifacts.
+    s.deleteArtifactDataOf.run(idSet);
+    return (
+      s.deleteMessagesOf.run(idSet).changes +
+      s.deleteTurnsOf.run(idSet).changes +
+      s.deleteToolCallsOf.run(idSet).changes +
+      s.deleteToolStatesOf.run(idSet).changes +
+      s.deleteArtifactsOf.run(idSet).changes +
+      s.deletePageReadsOf.run(idSet).changes
+    );
   }
 
   /** Checks what needs the data (the storage checked the rest), then writes the row and its bytes. */
