@@ -416,7 +416,8 @@ export class AgentRuntime {
   static async open(options: RuntimeOptions = {}): Promise<AgentRuntime> {
     const o = parseArgs(RuntimeOptionsSchema, options, 'runtime options');
     const storage = o.storage ?? (await defaultStorage());
-    const model = o.model ?? (await defaultModel());
+    // A manual runtime (the CLI's admin commands, tests) steps nothing by itself: no warning about a missing model.
+    const model = o.model ?? (await defaultModel(o.scheduler === 'auto'));
     const prices = mergePrices(o.prices);
     const clock = o.clock ?? systemClock;
     if (!model.models.includes(o.defaultModel)) {
@@ -1021,9 +1022,9 @@ async function defaultStorage(): Promise<StorageAdapter> {
 /** Whether this process has already been told that no model is configured: once is enough. */
 let warnedNoModel = false;
 
-async function defaultModel(): Promise<ModelProvider> {
+async function defaultModel(warnWithoutKey: boolean): Promise<ModelProvider> {
   const { anthropicProvider, hasAnthropicCredentials } = await import('../models/anthropic.js');
-  if (!hasAnthropicCredentials() && !warnedNoModel) {
+  if (warnWithoutKey && !hasAnthropicCredentials() && !warnedNoModel) {
     // The runtime still opens (reads, admin and a later key all work), but every agent would fail at its first step.
     warnedNoModel = true;
     process.emitWarning(

@@ -481,7 +481,11 @@ export class McpServerConnection {
       return this.error(`did not answer ${tool} within ${timeoutMs} ms; the call was cancelled (the server is kept)`);
     }
     if (this.state === 'closed') return this.error(`was shut down during the call to ${tool}`);
-    if (errorCode(err) === CONNECTION_CLOSED) {
+    // Over HTTP a server that goes away mid-call shows as the SDK's "connection closed" or, depending on which read
+    // breaks first, as a transport error with no JSON-RPC code (a broken stream, a refused fetch): the same event.
+    const lost =
+      errorCode(err) === CONNECTION_CLOSED || (this.config.transport === 'http' && errorCode(err) === undefined);
+    if (lost && !(err instanceof McpServerError)) {
       if (this.config.transport === 'http') {
         return this.error(
           `${this.failure ?? 'closed the connection'} — during the call to ${tool}; its outcome is unknown`,

@@ -50,7 +50,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(6);
+    expect(SCHEMA_VERSION).toBe(7);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
