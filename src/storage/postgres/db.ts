@@ -5,7 +5,7 @@
  * function in one transaction on one connection and retries it when PostgreSQL reports a serialization failure or a
  * deadlock (the transaction then had no effect).
  */
-import { createHash } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Pool, PoolClient, QueryResultRow } from 'pg';
 
 /** Runs one statement and returns its rows. */
@@ -25,6 +25,20 @@ export interface Db {
   tx<T>(fn: (q: Query) => Promise<T>): Promise<T>;
   /** The schema's name, quoted for SQL (e.g. `"agentry"`). */
   schema: string;
+  /**
+   * This adapter's worker id (a `workers` row while it drives agents; DESIGN §9). Every adapter instance is one worker:
+   * it tags the holds it takes, the messages it queues and the timers and agents it claims with it.
+   */
+  workerId: string;
+  /**
+   * Whether several processes may drive this database's agents at once (leases, claimed timers), or only one
+   * (`exclusive`: an advisory lock refuses a second, as before issue 27).
+   */
+  mode: 'workers' | 'exclusive';
+  /** How long a lease (of an agent, of a due timer) lasts unless renewed, in ms; a gone worker's work waits this long. */
+  leaseMs: number;
+  /** How often a worker renews its leases and heartbeat and looks for pause and delete requests, in ms. */
+  heartbeatMs: number;
 }
 
 /** SQLSTATE of failures after which a transaction can simply run again. */
@@ -40,7 +54,16 @@ function preparedName(sql: string): string | undefined {
   return `agentry_${createHash('sha1').update(sql).digest('hex').slice(0, 16)}`;
 }
 
-export function createDb(pool: Pool, schema: string): Db {
+export function createDb(
+  pool: Pool,
+  schema: string,
+  worker: Pick<Db, 'workerId' | 'mode' | 'leaseMs' | 'heartbeatMs'> = {
+    workerId: randomUUID(),
+    mode: 'exclusive',
+    leaseMs: 15_000,
+    heartbeatMs: 2_000,
+  },
+): Db {
   const names = new Map<string, string | undefined>();
   const run =
     (client: Pool | PoolClient): Query =>
@@ -52,6 +75,7 @@ export function createDb(pool: Pool, schema: string): Db {
     };
   return {
     q: run(pool),
+    ...worker,
     schema: `"${schema.replaceAll('"', '""')}"`,
     async tx(fn) {
       for (let attempt = 1; ; attempt++) {

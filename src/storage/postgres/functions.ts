@@ -137,10 +137,10 @@ export const FUNCTIONS_SCHEMA: string[] = [
         WHERE agent_id = id AND status IN (SELECT jsonb_array_elements_text(st->'from'))
         RETURNING * INTO changed;
       IF FOUND THEN
-        RETURN jsonb_build_object('agent', to_jsonb(changed) - 'seq', 'statusChanged', true, 'charged', charged);
+        RETURN jsonb_build_object('agent', to_jsonb(changed) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', true, 'charged', charged);
       END IF;
     END IF;
-    RETURN jsonb_build_object('agent', to_jsonb(a) - 'seq', 'statusChanged', false, 'charged', charged);
+    RETURN jsonb_build_object('agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', false, 'charged', charged);
   END
   $fn$`,
 
@@ -314,7 +314,7 @@ export const FUNCTIONS_SCHEMA: string[] = [
           RETURNING a.agent_id
       ) SELECT coalesce(array_agg(agent_id), '{}') INTO changed FROM ch;
       SELECT jsonb_agg(jsonb_build_object('ok', true, 'value', jsonb_build_object(
-          'agent', to_jsonb(a) - 'seq',
+          'agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested',
           'statusChanged', (x.c->>'agent_id') = ANY(changed),
           'charged', coalesce(ch.charged, '[]'::jsonb))) ORDER BY x.cn)
         INTO out

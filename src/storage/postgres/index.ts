@@ -13,6 +13,7 @@
  * This first stage serves one runtime process per database (a runner lock enforces it, as with SQLite); claiming
  * agents across processes (leases, `FOR UPDATE SKIP LOCKED`, LISTEN/NOTIFY) is not built yet.
  */
+import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { z } from 'zod';
 import { AgentryError } from '../../errors.js';
@@ -23,6 +24,7 @@ import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
 import { extrasStore, EXTRAS_SCHEMA } from './extras.js';
 import { FUNCTIONS_SCHEMA } from './functions.js';
+import { WORKERS_SCHEMA } from './workers-schema.js';
 
 const OptionsSchema = z
   .object({
@@ -33,6 +35,9 @@ const OptionsSchema = z
       .optional(),
     maxConnections: z.number().int().min(1).max(100).optional(),
     synchronousCommit: z.boolean().optional(),
+    exclusive: z.boolean().optional(),
+    leaseMs: z.number().int().min(1_000).max(600_000).optional(),
+    heartbeatMs: z.number().int().min(100).max(60_000).optional(),
   })
   .strict();
 
@@ -44,6 +49,13 @@ const OptionsSchema = z
  *   returns before its WAL is flushed, so a crash of the *database server* (not of the runtime) may lose the last
  *   fraction of a second of commits, never corrupt them — the guarantee SQLite's `synchronous=NORMAL` gives. Default
  *   `true`: every commit is on disk when it returns.
+ * - `exclusive`: `true` lets one process only drive the agents of this database (an advisory lock refuses a second,
+ *   the mode before issue 27). Default `false`: every runtime that drives agents on it is a *worker*; workers share the
+ *   agents through leases (README, "Several processes").
+ * - `leaseMs`: how long a worker's claim on an agent or a due timer lasts unless renewed (default 15,000): what a
+ *   worker's death costs its agents before another worker continues them.
+ * - `heartbeatMs`: how often a worker renews its leases and heartbeat and checks for pause and delete requests
+ *   (default 2,000; at most a third of `leaseMs`).
  */
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
@@ -77,6 +89,8 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
     ],
   },
   { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
+  // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
+  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
 ];
 
 /**
@@ -189,7 +203,8 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       cause: parsed.error,
     });
   }
-  const { maxConnections = 10, synchronousCommit = true } = parsed.data;
+  const { maxConnections = 10, synchronousCommit = true, exclusive = false, leaseMs = 15_000 } = parsed.data;
+  const heartbeatMs = Math.min(parsed.data.heartbeatMs ?? 2_000, Math.floor(leaseMs / 3));
   // A `schema` parameter of the URL (for the CLI's --db and AGENTRY_DB) is the adapter's, not the driver's.
   const url = new URL(parsed.data.connectionString);
   const schema = parsed.data.schema ?? url.searchParams.get('schema') ?? 'agentry';
@@ -229,7 +244,12 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as never)) as never,
           },
         });
-        db = createDb(pool, schema);
+        db = createDb(pool, schema, {
+          workerId: randomUUID(),
+          mode: exclusive ? 'exclusive' : 'workers',
+          leaseMs,
+          heartbeatMs,
+        });
         floats = new CreditFloats(db);
         Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
         withFloats(adapter as unknown as StorageAdapter, floats);
