@@ -7,6 +7,7 @@
  * The one contract suite in `test/storage/contract.ts` defines the behaviour every adapter must have.
  */
 import type { AgentStatus } from '../core/status.js';
+import type { WorkerCoordination } from './workers.js';
 
 export interface AccountRow {
   id: string;
@@ -470,6 +471,11 @@ export interface StorageAdapter {
    * server's poll thread uses it to answer polls from a connection of its own.
    */
   sharedLocation?(): { kind: 'sqlite'; path: string } | null;
+  /**
+   * Present (after `init()`) when several runtime processes may drive this storage's agents at once: PostgreSQL unless
+   * opened `exclusive` (storage/workers.ts). Absent: one process drives them (`acquireRunnerLock`).
+   */
+  readonly workers?: WorkerCoordination;
 
   // accounts and credits
   /** Creates the account; a positive `balance` is also written as a `topup` ledger row. */
