@@ -67,11 +67,79 @@ export function resolveDb(db: string | undefined): string {
   return target === undefined || target.trim() === '' ? './agentry.db' : target;
 }
 
+/**
+ * How a process that drives agents on PostgreSQL takes part (README, "Several processes"): `serve` and `worker` take
+ * these flags; each falls back to its environment variable, then to postgresStorage's default.
+ */
+export const WORKER_OPTIONS = {
+  exclusive: { type: 'boolean', default: false },
+  'lease-ms': { type: 'string' },
+  'heartbeat-ms': { type: 'string' },
+  'max-connections': { type: 'string' },
+} as const satisfies Options;
+
+/** The part of `agentry <command> --help` that explains {@link WORKER_OPTIONS}. */
+export const WORKER_OPTIONS_USAGE = `  --exclusive           PostgreSQL: this process alone drives the database's agents (an advisory lock refuses a
+                        second); default: it is one worker among any number (serve or worker) on the database
+  --lease-ms <ms>       PostgreSQL: how long a worker's claim on an agent lasts unless renewed, i.e. how long a dead
+                        worker's agents wait before another worker continues them ($AGENTRY_LEASE_MS, default 15000)
+  --heartbeat-ms <ms>   PostgreSQL: how often a worker renews its leases and looks for pause and delete requests
+                        ($AGENTRY_HEARTBEAT_MS, default 2000, at most a third of the lease)
+  --max-connections <n> PostgreSQL: the size of this process's connection pool ($AGENTRY_PG_MAX_CONNECTIONS,
+                        default 10)`;
+
+/** postgresStorage's part of {@link WORKER_OPTIONS}; the ranges are checked by postgresStorage itself. */
+export interface StorageSettings {
+  exclusive?: boolean;
+  leaseMs?: number;
+  heartbeatMs?: number;
+  maxConnections?: number;
+}
+
+const isPostgres = (target: string) => /^postgres(?:ql)?:\/\//i.test(target);
+
+/**
+ * {@link StorageSettings} from the parsed {@link WORKER_OPTIONS} and the environment. The flags are refused with a
+ * SQLite database (one process drives a SQLite file, always); the variables, set for a whole deployment, are ignored.
+ */
+export function storageSettings(
+  target: string,
+  values: { exclusive?: boolean; 'lease-ms'?: string; 'heartbeat-ms'?: string; 'max-connections'?: string },
+  env: NodeJS.ProcessEnv = process.env,
+): StorageSettings {
+  const flags = ['exclusive', 'lease-ms', 'heartbeat-ms', 'max-connections'].filter(
+    (f) => values[f as keyof typeof values] !== undefined && values[f as keyof typeof values] !== false,
+  );
+  if (!isPostgres(target)) {
+    if (flags.length > 0) {
+      throw new UsageError(`--${flags.join(', --')}: only for a postgres:// database (a SQLite file has one process)`);
+    }
+    return {};
+  }
+  const number = (flag: string, value: string | undefined, variable: string): number | undefined => {
+    const text = value ?? env[variable];
+    if (text === undefined || text.trim() === '') return undefined;
+    if (!/^\d{1,9}$/.test(text.trim())) {
+      throw new UsageError(`${value === undefined ? variable : `--${flag}`} must be a whole number, got ${text}`);
+    }
+    return Number(text);
+  };
+  const settings: StorageSettings = {};
+  if (values.exclusive) settings.exclusive = true;
+  const leaseMs = number('lease-ms', values['lease-ms'], 'AGENTRY_LEASE_MS');
+  const heartbeatMs = number('heartbeat-ms', values['heartbeat-ms'], 'AGENTRY_HEARTBEAT_MS');
+  const maxConnections = number('max-connections', values['max-connections'], 'AGENTRY_PG_MAX_CONNECTIONS');
+  if (leaseMs !== undefined) settings.leaseMs = leaseMs;
+  if (heartbeatMs !== undefined) settings.heartbeatMs = heartbeatMs;
+  if (maxConnections !== undefined) settings.maxConnections = maxConnections;
+  return settings;
+}
+
 /** Opens (and migrates) the storage behind a `--db` value. */
-export async function openStorage(target: string): Promise<StorageAdapter> {
-  if (/^postgres(?:ql)?:\/\//i.test(target)) {
+export async function openStorage(target: string, settings: StorageSettings = {}): Promise<StorageAdapter> {
+  if (isPostgres(target)) {
     const { postgresStorage } = await import('../storage/postgres/index.js');
-    return postgresStorage({ connectionString: target });
+    return postgresStorage({ connectionString: target, ...settings });
   }
   return sqliteStorage({ path: target });
 }

@@ -14,6 +14,10 @@ export const COMMANDS: Record<string, { summary: string; load: () => Promise<Com
     load: () => import('./run.js'),
   },
   serve: { summary: 'serve the HTTP API (SQLite at ./agentry.db by default)', load: () => import('./serve.js') },
+  worker: {
+    summary: 'step agents without HTTP (on PostgreSQL: one more worker beside the serve processes)',
+    load: () => import('./worker.js'),
+  },
   keys: { summary: 'create, list or delete API keys', load: () => import('./keys.js') },
   credits: { summary: 'add credits or show the balance', load: () => import('./credits.js') },
   subscription: { summary: 'activate or deactivate the subscription', load: () => import('./subscription.js') },
@@ -50,6 +54,9 @@ function usage(): string {
     ...lines,
     '',
     'Every command takes --db <path or postgres:// URL> (default: $AGENTRY_DB, else ./agentry.db).',
+    'On PostgreSQL, `serve` and `worker` may run many times at once: each process is a worker that steps agents under a',
+    'lease; --exclusive, --lease-ms ($AGENTRY_LEASE_MS), --heartbeat-ms ($AGENTRY_HEARTBEAT_MS) and --max-connections',
+    '($AGENTRY_PG_MAX_CONNECTIONS) set how (`agentry worker --help`).',
     'Run `agentry <command> --help` for its options, `agentry --version` for the version.',
   ].join('\n');
 }

@@ -1,20 +1,21 @@
 /**
  * @module cli/serve
- * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite. On its first start against a database it
- * creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of its own:
- * `API key: agk_…`. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
+ * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite or PostgreSQL. On its first start against a
+ * database it creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of
+ * its own: `API key: agk_…`; later starts (and the other processes of a simultaneous start) print `Database ready: …`.
+ * On PostgreSQL every `serve` is also a worker, so N of them are N workers behind N stateless HTTP front ends. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
  * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
  * place (see `demo-model.ts`), so the API can be tried offline.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LevelWithSilent, Logger } from 'pino';
-import { AgentRuntime, anthropicProvider, hasAnthropicCredentials } from '../index.js';
+import { AgentRuntime } from '../index.js';
 import { runtimeMetrics } from '../observability/metrics.js';
 import { startTraceExportFromEnv } from '../observability/otel-sdk.js';
 import { createServeLogger, LOG_LEVELS } from './logging.js';
 import { startServer, type FetchHandlerOptions, type RunningServer } from '../http/index.js';
-import { demoModel } from './demo-model.js';
+import { commandModel, untilSignal } from './lifecycle.js';
 import {
   COMMON_OPTIONS,
   formatCredits,
@@ -24,18 +25,24 @@ import {
   positionals,
   resolveDb,
   SERVE_ACCOUNT_ID,
+  storageSettings,
   UsageError,
+  WORKER_OPTIONS,
+  WORKER_OPTIONS_USAGE,
 } from './common.js';
 
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
 
-export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo] [--metrics-port <n>] [--metrics-host 127.0.0.1] [--log-level info]
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo] [--metrics-port <n>] [--metrics-host 127.0.0.1] [--log-level info] [--exclusive] [--lease-ms <ms>] [--heartbeat-ms <ms>] [--max-connections <n>]
 
 Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth,
 and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key), and the console (settings
 and a live dashboard, signed in with an API key) at /console.
-On the first start against a database it creates an account with ${INITIAL_CREDITS} credits and prints its API key once.
+On the first start against a database it creates an account with ${INITIAL_CREDITS} credits and prints its API key once
+(later starts print "Database ready").
+On PostgreSQL, start it as many times as you like (any ports, any machines): each process is a worker that steps
+agents and an HTTP front end that answers for any agent of the database. \`agentry worker\` steps agents without HTTP.
 
 Options:
   --port <n>            port to listen on; 0 picks a free one (default 8787)
@@ -50,6 +57,7 @@ Options:
   --metrics-port <n>    serve Prometheus metrics at /metrics on this port too (no API key; nothing else there)
   --metrics-host <addr> address of the metrics listener (default 127.0.0.1)
   --log-level <level>   fatal, error, warn, info, debug, trace or silent (default info); JSON lines on stdout
+${WORKER_OPTIONS_USAGE}
 
 GET /healthz and /readyz answer without a key. Traces are exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
 (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf (default) or http/json,
@@ -60,6 +68,7 @@ The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server
 export async function run(args: string[]): Promise<number> {
   const { values, positionals: rest } = parseCommandArgs(args, {
     ...COMMON_OPTIONS,
+    ...WORKER_OPTIONS,
     port: { type: 'string', default: '8787' },
     host: { type: 'string', default: '127.0.0.1' },
     'rate-limit': { type: 'string' },
@@ -105,20 +114,11 @@ export async function run(args: string[]): Promise<number> {
   }
 
   const db = resolveDb(values.db);
-  if (values.demo) {
-    console.log(
-      'Demo mode: a scripted stand-in plays the model (no key, no network). Agents complete with a canned answer ' +
-        'after a few seconds; run without --demo, with ANTHROPIC_API_KEY set, for real work.',
-    );
-  } else if (!hasAnthropicCredentials()) {
-    console.error(
-      'warning: ANTHROPIC_API_KEY is not set, so agents will fail at their first step. Set it (or ANTHROPIC_BASE_URL ' +
-        'for a server that speaks the Messages API) and restart.',
-    );
-  }
+  const settings = storageSettings(db, values);
+  const model = commandModel(values.demo);
   const runtime = await AgentRuntime.open({
-    storage: await openStorage(db),
-    model: values.demo ? demoModel() : anthropicProvider(),
+    storage: await openStorage(db, settings),
+    model,
     ...mcpServersOption(values['mcp-config']),
     logger,
   });
@@ -148,38 +148,12 @@ export async function run(args: string[]): Promise<number> {
     'agentry serve started',
   );
 
-  return new Promise<number>((resolve) => {
-    let stopping = false;
-    const stop = (signal: NodeJS.Signals) => {
-      if (stopping) {
-        console.error(`agentry: ${signal} again, exiting without waiting`);
-        process.exit(130);
-      }
-      stopping = true;
-      console.error(`agentry: ${signal}, shutting down`);
-      logger.info({ signal }, 'shutting down');
-      metricsServer?.closeAllConnections();
-      metricsServer?.close();
-      server
-        .close()
-        .then(() => runtime.close())
-        .then(() => traces?.shutdown())
-        .then(
-          () => exitAfterLog(0),
-          (error: unknown) => {
-            logger.error({ err: error }, 'shutdown failed');
-            console.error('agentry: shutdown failed:', error);
-            exitAfterLog(1);
-          },
-        );
-    };
-    // The log is written asynchronously (a request must not wait for stdout): what is buffered goes out first.
-    const exitAfterLog = (code: number) => {
-      resolve(code);
-      logger.flush(() => process.exit(code));
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
+  return untilSignal(logger, async () => {
+    metricsServer?.closeAllConnections();
+    metricsServer?.close();
+    await server.close();
+    await runtime.close();
+    await traces?.shutdown();
   });
 }
 
@@ -219,16 +193,22 @@ function hostForUrl(host: string): string {
   return host.includes(':') ? `[${host}]` : host;
 }
 
-/** First start against this database: create the serve account and print its key, once. */
+/**
+ * First start against this database: create the serve account and print its key, once. When several processes start
+ * on one empty database at the same moment, the account's insert decides which one creates it
+ * (`accounts.createIfAbsent`): that one prints the key, the others that the database is ready.
+ */
 async function ensureServeAccount(runtime: AgentRuntime): Promise<void> {
-  const existing = await runtime.accounts.list();
-  if (existing.some((a) => a.account_id === SERVE_ACCOUNT_ID)) return;
-  const { account, apiKey } = await runtime.accounts.create({
+  const { account, apiKey, created } = await runtime.accounts.createIfAbsent({
     id: SERVE_ACCOUNT_ID,
     name: 'agentry serve',
     credits: INITIAL_CREDITS,
     subscribe: true,
   });
+  if (!created) {
+    console.log(`Database ready: account "${account.account_id}" exists (\`agentry keys create\` makes a key).`);
+    return;
+  }
   console.log(
     `Created account "${account.account_id}" with ${formatCredits(account.balance)} credits and an active subscription.`,
   );

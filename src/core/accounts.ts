@@ -100,21 +100,47 @@ export class Accounts {
     options: z.input<typeof CreateAccountSchema> = {},
   ): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null }> {
     const o = parseArgs(CreateAccountSchema, options, 'accounts.create');
-    const id = o.id ?? randomUUID();
-    if (await this.storage.getAccount(id))
-      throw new AgentryError('invalid_request', `Account ${JSON.stringify(id)} already exists`);
+    const { account, apiKey, created } = await this.createIfAbsent({ ...o, id: o.id ?? randomUUID() });
+    if (!created)
+      throw new AgentryError('invalid_request', `Account ${JSON.stringify(account.account_id)} already exists`);
+    return { account, apiKey };
+  }
+
+  /**
+   * Creates the account `id` unless it exists, and says which happened. Race-free across processes: the account's
+   * insert decides (the storage refuses a second row with the same id), so when several processes call this at the
+   * same moment on one database exactly one gets `created: true` — and with it the first API key, when `subscribe`.
+   * The others get the account as it is, and no key.
+   *
+   * @example
+   * const { created, apiKey } = await runtime.accounts.createIfAbsent({ id: 'serve', credits: 100 });
+   * if (created) console.log(`API key: ${apiKey?.key}`);
+   */
+  async createIfAbsent(
+    options: z.input<typeof CreateAccountSchema> & { id: string },
+  ): Promise<{ account: AccountInfo; apiKey: CreatedApiKey | null; created: boolean }> {
+    const o = parseArgs(CreateAccountSchema.required({ id: true }), options, 'accounts.createIfAbsent');
+    const existing = await this.storage.getAccount(o.id);
+    if (existing) return { account: toInfo(existing), apiKey: null, created: false };
     const row: AccountRow = {
-      id,
-      name: o.name ?? id,
+      id: o.id,
+      name: o.name ?? o.id,
       subscription_active: false,
       balance: creditsToMicros(o.credits ?? 0),
       reserved: 0,
       created_at: isoTime(this.clock.now()),
     };
-    await this.storage.createAccount(row);
-    if (o.subscribe === false) return { account: toInfo(row), apiKey: null };
-    const { account, apiKey } = await this.subscribe(id);
-    return { account, apiKey };
+    try {
+      await this.storage.createAccount(row);
+    } catch (error) {
+      // Another process inserted it between our read and our insert: theirs is the account (and the key).
+      const won = await this.storage.getAccount(o.id).catch(() => null);
+      if (won) return { account: toInfo(won), apiKey: null, created: false };
+      throw error;
+    }
+    if (o.subscribe === false) return { account: toInfo(row), apiKey: null, created: true };
+    const { account, apiKey } = await this.subscribe(o.id);
+    return { account, apiKey, created: true };
   }
 
   async get(accountId: string): Promise<AccountInfo> {
