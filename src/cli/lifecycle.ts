@@ -30,6 +30,9 @@ export function commandModel(demo: boolean): ModelProvider {
  */
 export function untilSignal(logger: Logger, shutdown: () => Promise<void>): Promise<number> {
   return new Promise<number>((resolve) => {
+    // A worker has no listening socket, and the runtime's timers do not hold the process open: this does, until the
+    // signal (without it Node would end a worker with nothing to do at once, exit code 13).
+    const keepAlive = setInterval(() => {}, 1 << 30);
     let stopping = false;
     const stop = (signal: NodeJS.Signals) => {
       if (stopping) {
@@ -50,6 +53,7 @@ export function untilSignal(logger: Logger, shutdown: () => Promise<void>): Prom
     };
     // The log is written asynchronously (a request must not wait for stdout): what is buffered goes out first.
     const exitAfterLog = (code: number) => {
+      clearInterval(keepAlive);
       resolve(code);
       logger.flush(() => process.exit(code));
     };
