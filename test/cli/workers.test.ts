@@ -15,7 +15,6 @@ import {
   CLI,
   cliEnv,
   eventually,
-  HOLD,
   ROOT,
   runCli,
   startGoalDrivenAnthropic,
