@@ -1,0 +1,63 @@
+/**
+ * Several workers on one PostgreSQL database: two runtimes — in production two processes (`agentry serve` or
+ * `agentry worker` started twice), here two in one process, each with its own postgresStorage(), which is what makes
+ * them two workers. Twelve agents are created through the first; each runtime takes only two at a time
+ * (`concurrency.runSlots`), so the second claims what the first has no room for, and the agents finish across both.
+ * Each worker's stand-in model (no key needed) signs its answers, so the output shows who ran what.
+ *
+ * Uses a schema of its own on AGENTRY_EXAMPLE_POSTGRES_URL (default postgres://root@127.0.0.1:5432/test) and drops it
+ * at the end. Run: npx tsx examples/several-workers.ts   (needs `pg` installed and a PostgreSQL server)
+ */
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import { AgentRuntime, type ModelRequest } from 'agentry';
+import { postgresStorage } from 'agentry/storage/postgres';
+import { scriptedModel } from 'agentry/testing';
+
+const url = process.env.AGENTRY_EXAMPLE_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
+const schema = `agentry_example_${randomBytes(4).toString('hex')}`;
+const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
+
+/** One worker: its own storage adapter (its own worker id and leases) and a model that signs with the worker's name. */
+function openWorker(name: string, first: boolean): Promise<AgentRuntime> {
+  return AgentRuntime.open({
+    storage: postgresStorage({ connectionString: url, schema, maxConnections: 4 }),
+    // A tenth of a second per answer, as if a model were thinking, so that the work outlasts one worker's two slots.
+    model: scriptedModel({ turns: (req) => ({ text: `${goalOf(req)}: done by worker ${name}`, delayMs: 100 }) }),
+    builtinTools: false,
+    concurrency: { runSlots: 2 },
+    ...(first ? { defaultAccount: { id: 'local', credits: 10 } } : {}),
+  });
+}
+
+let workers: AgentRuntime[] = [];
+try {
+  workers = [await openWorker('A', true), await openWorker('B', false)];
+  const [a, b] = workers as [AgentRuntime, AgentRuntime];
+  console.log(`worker A: ${a.storage.workers?.workerId ?? 'no worker id'}`);
+  console.log(`worker B: ${b.storage.workers?.workerId ?? 'no worker id'}`);
+
+  // Every agent is created through A; any worker with room may step it.
+  const ids: string[] = [];
+  for (let i = 1; i <= 12; i++) ids.push((await a.create({ goal: `Task ${i}` })).agent_id);
+  const finished = await Promise.all(ids.map((id) => a.waitFor(id)));
+
+  const by = { A: 0, B: 0 };
+  for (const agent of finished) {
+    const { messages } = await b.get(agent.agent_id); // either runtime reads any agent of the database
+    const answer = messages.at(-1)?.text ?? '';
+    const worker = answer.endsWith('worker B') ? 'B' : 'A';
+    by[worker]++;
+    console.log(`  ${agent.goal}: ${agent.status}, "${answer}"`);
+  }
+  console.log(`${finished.filter((f) => f.status === 'COMPLETED').length} of 12 COMPLETED`);
+  console.log(`worker A finished ${by.A}, worker B finished ${by.B}`);
+  const account = await b.accounts.get('local');
+  console.log(`credits left: ${account.balance} (one account, shared by both workers)`);
+} finally {
+  for (const w of workers) await w.close();
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await client.end();
+}
