@@ -1,8 +1,9 @@
 /**
  * Several workers on one PostgreSQL database: two runtimes — in production two processes (`agentry serve` or
  * `agentry worker` started twice), here two in one process, each with its own postgresStorage(), which is what makes
- * them two workers. Twelve agents are created through the first; each runtime takes only two at a time
- * (`concurrency.runSlots`), so the second claims what the first has no room for, and the agents finish across both.
+ * them two workers. Sixty agents are created through the first; a worker steps two at a time here
+ * (`concurrency.runSlots`) and claims only a bounded number ahead of that (32), so the second claims what the first
+ * has no room for, and the agents finish across both.
  * Each worker's stand-in model (no key needed) signs its answers, so the output shows who ran what.
  *
  * Uses a schema of its own on AGENTRY_EXAMPLE_POSTGRES_URL (default postgres://root@127.0.0.1:5432/test) and drops it
@@ -10,25 +11,41 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { AgentRuntime, type ModelRequest } from 'agentry';
+import { AgentRuntime, type Agent, type ModelRequest } from 'agentry';
 import { postgresStorage } from 'agentry/storage/postgres';
 import { scriptedModel } from 'agentry/testing';
 
 const url = process.env.AGENTRY_EXAMPLE_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
 const schema = `agentry_example_${randomBytes(4).toString('hex')}`;
+const TASKS = 60;
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
 
 /** One worker: its own storage adapter (its own worker id and leases) and a model that signs with the worker's name. */
 function openWorker(name: string, first: boolean): Promise<AgentRuntime> {
   return AgentRuntime.open({
-    storage: postgresStorage({ connectionString: url, schema, maxConnections: 4 }),
-    // A tenth of a second per answer, as if a model were thinking, so that the work outlasts one worker's two slots.
-    model: scriptedModel({ turns: (req) => ({ text: `${goalOf(req)}: done by worker ${name}`, delayMs: 100 }) }),
+    storage: postgresStorage({ connectionString: url, schema, maxConnections: 4, heartbeatMs: 500 }),
+    // A fifth of a second per answer, as if a model were thinking, so that the work outlasts one worker's two slots.
+    model: scriptedModel({ turns: (req) => ({ text: `${goalOf(req)}: done by worker ${name}`, delayMs: 200 }) }),
     builtinTools: false,
     concurrency: { runSlots: 2 },
-    ...(first ? { defaultAccount: { id: 'local', credits: 10 } } : {}),
+    ...(first ? { defaultAccount: { id: 'local', credits: 1000 } } : {}),
   });
 }
+
+/**
+ * Reads the agents until every one has finished, wherever it ran. (`waitFor` hears at once of the agents its own
+ * runtime steps; reading the database sees every worker's.)
+ */
+async function untilFinished(runtime: AgentRuntime, ids: string[]): Promise<Agent[]> {
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    const agents = await Promise.all(ids.map(async (id) => (await runtime.get(id)).agent));
+    if (agents.every((agent) => FINISHED.has(agent.status))) return agents;
+    if (Date.now() > deadline) throw new Error('the agents did not finish within a minute');
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+const FINISHED = new Set(['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS']);
 
 let workers: AgentRuntime[] = [];
 try {
@@ -39,19 +56,18 @@ try {
 
   // Every agent is created through A; any worker with room may step it.
   const ids: string[] = [];
-  for (let i = 1; i <= 12; i++) ids.push((await a.create({ goal: `Task ${i}` })).agent_id);
-  const finished = await Promise.all(ids.map((id) => a.waitFor(id)));
+  for (let i = 1; i <= TASKS; i++) ids.push((await a.create({ goal: `Task ${i}` })).agent_id);
+  const finished = await untilFinished(a, ids);
 
-  const by = { A: 0, B: 0 };
-  for (const agent of finished) {
+  const by: Record<string, number[]> = { A: [], B: [] };
+  for (const [i, agent] of finished.entries()) {
     const { messages } = await b.get(agent.agent_id); // either runtime reads any agent of the database
-    const answer = messages.at(-1)?.text ?? '';
-    const worker = answer.endsWith('worker B') ? 'B' : 'A';
-    by[worker]++;
-    console.log(`  ${agent.goal}: ${agent.status}, "${answer}"`);
+    const signed = /: done by worker ([AB])$/.exec(messages.at(-1)?.text ?? '');
+    if (agent.status === 'COMPLETED' && signed) by[signed[1]!]!.push(i + 1);
   }
-  console.log(`${finished.filter((f) => f.status === 'COMPLETED').length} of 12 COMPLETED`);
-  console.log(`worker A finished ${by.A}, worker B finished ${by.B}`);
+  console.log(`${finished.filter((f) => f.status === 'COMPLETED').length} of ${TASKS} COMPLETED`);
+  for (const name of ['A', 'B'])
+    console.log(`worker ${name} finished ${by[name]!.length}: tasks ${by[name]!.join(', ')}`);
   const account = await b.accounts.get('local');
   console.log(`credits left: ${account.balance} (one account, shared by both workers)`);
 } finally {
