@@ -99,6 +99,8 @@ const SCENARIOS: Scenario[] = [
   { id: 'pg-fanout-1k', file: 'scenarios/pg-fanout.js', args: ['--n', '1000'] },
   { id: 'pg-fanout-1k-async', file: 'scenarios/pg-fanout.js', args: ['--n', '1000', '--sync', 'off'] },
   { id: 'pg-fanout-10k', file: 'scenarios/pg-fanout.js', args: ['--n', '10000'] },
+  // Several workers (issue 27): the 10k fan-out on one schema driven by 3 processes, against 1 in the same run.
+  { id: 'pg-fanout-10k-3w', file: 'scenarios/pg-fanout-workers.js', args: ['--n', '10000', '--workers', '3'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },
@@ -224,6 +226,12 @@ const targets = [
     target: 'pg-fanout-10k µs per child / SQLite in the same run',
     value: num('pg-fanout-10k', 'per_child_over_sqlite'),
     limit: '<= 3',
+  },
+  // Issue 27: three workers are no slower than one on the same fan-out (both runs in the same scenario).
+  {
+    target: 'pg-fanout-10k-3w wall / 1 worker wall',
+    value: num('pg-fanout-10k-3w', 'wall_over_one_worker'),
+    limit: '<= 1',
   },
   ...['peer:ai-sdk', 'peer:openai-agents', 'peer:langgraph'].map((p) => ({
     target: `${p} wall / fanout-10k wall`,
