@@ -9,8 +9,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { findChromium } from '../src/browser/chromium-path.js';
 import { bubblewrapSandbox } from '../src/sandbox/bubblewrap.js';
-import { postgresStorage } from '../src/storage/postgres/index.js';
-import { dropSchemas, newSchemaName, postgresUnreachable, urlWithSchema } from './support/postgres.js';
+import { postgresUnreachable } from './support/postgres.js';
 import { skippable } from './support/skip.js';
 
 const run = promisify(execFile);
@@ -19,21 +18,6 @@ const sandboxProbe = await bubblewrapSandbox().probe();
 const sandboxReady = sandboxProbe.ok;
 const postgresUnreachableReason = await postgresUnreachable(process.env.AGENTRY_EXAMPLE_POSTGRES_URL);
 const postgresReady = postgresUnreachableReason === null;
-/** Why examples/several-workers.ts cannot run yet: postgresStorage without issue 27's worker mode (null: it can). */
-async function workerModeMissing(): Promise<string | null> {
-  if (!postgresReady) return postgresUnreachableReason;
-  const url = process.env.AGENTRY_EXAMPLE_POSTGRES_URL;
-  const schema = newSchemaName('agentry_example_probe');
-  const probe = postgresStorage({ connectionString: urlWithSchema(schema, url), maxConnections: 1 });
-  try {
-    await probe.init();
-    return probe.workers === undefined ? 'postgresStorage has no worker mode yet (issue 27)' : null;
-  } finally {
-    await probe.close();
-    await dropSchemas([schema], url);
-  }
-}
-const noWorkerMode = await workerModeMissing();
 const chromium = findChromium();
 const root = join(import.meta.dirname, '..');
 const tsx = (file: string) =>
@@ -138,11 +122,11 @@ describe('examples', () => {
     },
   );
 
-  // Needs PostgreSQL (as above) with the worker mode of issue 27; under AGENTRY_CI_STRICT=1 it runs anyway.
-  it.skipIf(noWorkerMode !== null && !strict)(
+  // Needs PostgreSQL (as above); under AGENTRY_CI_STRICT=1 it runs anyway.
+  it.skipIf(!postgresReady && !strict)(
     skippable(
       'examples/several-workers.ts runs sixty agents created through one worker on two workers sharing one schema',
-      !strict && noWorkerMode,
+      !strict && postgresUnreachableReason,
     ),
     async () => {
       const { stdout } = await tsx('examples/several-workers.ts');

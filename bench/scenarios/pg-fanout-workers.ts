@@ -118,7 +118,18 @@ interface Extra {
 function startExtraWorker(schema: string): Extra {
   const child = spawn(
     process.execPath,
-    [fileURLToPath(import.meta.url), '--role', 'worker', '--schema', schema, '--n', String(n), '--lane', String(lane)],
+    [
+      ...process.execArgv,
+      fileURLToPath(import.meta.url),
+      '--role',
+      'worker',
+      '--schema',
+      schema,
+      '--n',
+      String(n),
+      '--lane',
+      String(lane),
+    ],
     { stdio: ['ignore', 'pipe', 'inherit'] },
   );
   let out = '';
@@ -155,12 +166,18 @@ async function runOnWorkers(admin: pg.Client, workers: number): Promise<Record<s
     await Promise.all(extras.map((e) => e.ready));
     const t0 = performance.now();
     const { agent_id: root } = await main.create({ goal: `fan out ${n}` });
-    // The root's last step may run in another worker: read its row (waitFor hears this runtime's own agents).
+    // The root's last step may run in another worker: read its row (waitFor hears this runtime's own agents). A run
+    // that stalls fails with where it stood rather than hanging the bench.
+    const deadline = t0 + 600_000;
     for (;;) {
       const row = await main.storage.getAgent(root);
       if (row && ['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS'].includes(row.status)) {
         if (row.status !== 'COMPLETED') throw new Error(`the root ended ${row.status}`);
         break;
+      }
+      if (performance.now() > deadline) {
+        const { rows } = await admin.query(`SELECT status, count(*)::int AS n FROM "${schema}".agents GROUP BY 1`);
+        throw new Error(`${workers} worker(s): the root did not finish in 600 s; agents: ${JSON.stringify(rows)}`);
       }
       await new Promise((r) => setTimeout(r, 10));
     }

@@ -27,23 +27,6 @@ import { skippable } from '../support/skip.js';
 const strict = process.env.AGENTRY_CI_STRICT === '1';
 const unreachable = await postgresUnreachable();
 const reachable = unreachable === null;
-/**
- * Whether postgresStorage() opens as one worker among several (issue 27's worker mode). Until the runtime has it, a
- * second `agentry serve` on one schema is refused by the single-runner lock, and the test of two at once says so.
- */
-async function workerModeMissing(): Promise<string | null> {
-  if (!reachable) return null;
-  const schema = newSchemaName('agentry_cli_probe');
-  const probe = postgresStorage({ connectionString: urlWithSchema(schema), maxConnections: 1 });
-  try {
-    await probe.init();
-    return probe.workers === undefined ? 'postgresStorage has no worker mode yet (issue 27)' : null;
-  } finally {
-    await probe.close();
-    await dropSchemas([schema]);
-  }
-}
-const noWorkerMode = await workerModeMissing();
 
 interface WorkerProcess {
   readyLine: string;
@@ -257,35 +240,29 @@ describe.skipIf(!reachable && !strict)(
       }
     });
 
-    it.skipIf(noWorkerMode !== null)(
-      skippable(
-        'two `agentry serve` started at once on one empty schema: both healthy, exactly one printed a key',
-        noWorkerMode,
-      ),
-      async () => {
-        const db = urlWithSchema(schema('agentry_cli_two'));
-        const [a, b] = await Promise.all([startServe(['--db', db], env), startServe(['--db', db], env)]);
-        try {
-          for (const s of [a, b]) expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
-          const keys = [a, b].map((s) => s.apiKey).filter((k) => k !== null);
-          expect(keys).toHaveLength(1);
-          expect([a, b].filter((s) => /^Database ready: account "serve" exists/m.test(s.stdout()))).toHaveLength(1);
-          // Either front end answers for an agent created through the other, with the one key.
-          const headers = { 'x-api-key': keys[0]!, 'content-type': 'application/json' };
-          const created = (await (
-            await fetch(`${a.url}/api/agents`, { method: 'POST', headers, body: JSON.stringify({ goal: 'Say done' }) })
-          ).json()) as { agent_id: string };
-          await eventually(async () => {
-            const r = (await (await fetch(`${b.url}/api/agents/${created.agent_id}`, { headers })).json()) as {
-              agent: { status: string };
-            };
-            return r.agent.status === 'COMPLETED' ? true : undefined;
-          }, 'the agent to complete, seen through the other serve');
-        } finally {
-          expect(await a.stop('SIGTERM')).toBe(0);
-          expect(await b.stop('SIGTERM')).toBe(0);
-        }
-      },
-    );
+    it('two `agentry serve` started at once on one empty schema: both healthy, exactly one printed a key', async () => {
+      const db = urlWithSchema(schema('agentry_cli_two'));
+      const [a, b] = await Promise.all([startServe(['--db', db], env), startServe(['--db', db], env)]);
+      try {
+        for (const s of [a, b]) expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+        const keys = [a, b].map((s) => s.apiKey).filter((k) => k !== null);
+        expect(keys).toHaveLength(1);
+        expect([a, b].filter((s) => /^Database ready: account "serve" exists/m.test(s.stdout()))).toHaveLength(1);
+        // Either front end answers for an agent created through the other, with the one key.
+        const headers = { 'x-api-key': keys[0]!, 'content-type': 'application/json' };
+        const created = (await (
+          await fetch(`${a.url}/api/agents`, { method: 'POST', headers, body: JSON.stringify({ goal: 'Say done' }) })
+        ).json()) as { agent_id: string };
+        await eventually(async () => {
+          const r = (await (await fetch(`${b.url}/api/agents/${created.agent_id}`, { headers })).json()) as {
+            agent: { status: string };
+          };
+          return r.agent.status === 'COMPLETED' ? true : undefined;
+        }, 'the agent to complete, seen through the other serve');
+      } finally {
+        expect(await a.stop('SIGTERM')).toBe(0);
+        expect(await b.stop('SIGTERM')).toBe(0);
+      }
+    });
   },
 );
