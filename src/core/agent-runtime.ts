@@ -39,6 +39,7 @@ import {
   toStatusForm,
 } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
+import { RemoteAgents } from './remote-agents.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import { monitorTimerId, TimerService } from './timers.js';
 import { backgroundServices } from './background.js';
@@ -262,6 +263,8 @@ export class AgentRuntime {
   /** Tracing and metrics observers (core/telemetry.ts). */
   private readonly telemetry = new TelemetryHub();
   private readonly retention: RetentionSweeper | null;
+  /** Relays changes of agents stepping in other processes to watchers here (core/remote-agents.ts); null alone. */
+  private readonly remote: RemoteAgents | null;
 
   private constructor(
     readonly storage: StorageAdapter,
@@ -405,6 +408,16 @@ export class AgentRuntime {
       auto: options.scheduler === 'auto',
       onError: (error, agentId) => this.reportError(error, agentId),
     });
+    this.remote = storage.workers
+      ? new RemoteAgents({
+          storage,
+          bus: storage.workers.bus,
+          events: this.events,
+          stepping: (id) => this.scheduler.controlOf(id) !== undefined,
+          onStatus: (id, row) => [...(this.statusWaiters.get(id) ?? [])].forEach((waiter) => waiter(row)),
+          onError: (error, agentId) => this.reportError(error, agentId),
+        })
+      : null;
   }
 
   /**
@@ -735,7 +748,10 @@ export class AgentRuntime {
     const until: readonly AgentStatus[] = o.until ?? ['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS'];
     const id = parseArgs(AgentIdSchema, agentId, 'agent id');
     return new Promise<Agent>((resolve, reject) => {
+      // The agent may step in another process: its changes are relayed here while someone waits.
+      const watch = this.remote?.watch(id);
       const cleanup = () => {
+        watch?.release();
         const set = this.statusWaiters.get(id);
         set?.delete(onChange);
         if (set?.size === 0) this.statusWaiters.delete(id);
@@ -762,10 +778,12 @@ export class AgentRuntime {
       set.add(onChange);
       o.signal?.addEventListener('abort', onAbort, { once: true });
       // Subscribed first, then read: a change between the two cannot be missed.
-      this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }).then(onChange, (err: unknown) => {
-        cleanup();
-        reject(err);
-      });
+      Promise.resolve(watch?.ready)
+        .then(() => this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }))
+        .then(onChange, (err: unknown) => {
+          cleanup();
+          reject(err);
+        });
     });
   }
 
@@ -781,6 +799,19 @@ export class AgentRuntime {
     const row = await this.row(agentId, {});
     await this.scheduler.stepOnce(row.agent_id);
     return toStatusForm(await this.row(agentId, {}));
+  }
+
+  /**
+   * Makes this process emit the events of an agent that steps in another process (several processes on one
+   * PostgreSQL database), until the returned function is called. Resolves once no later change can be missed: subscribe
+   * to the events first, then follow, then read the agent. Without worker coordination it does nothing (every agent
+   * steps in this process). `GET /api/agents/{id}/events` uses it.
+   */
+  async follow(agentId: string): Promise<() => void> {
+    this.assertOpen();
+    const watch = this.remote?.watch(parseArgs(AgentIdSchema, agentId, 'agent id'));
+    await watch?.ready;
+    return watch?.release ?? (() => {});
   }
 
   /** Subscribes to an event; returns a function that unsubscribes. */
@@ -892,6 +923,7 @@ export class AgentRuntime {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.remote?.close();
     await this.retention?.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
