@@ -407,6 +407,7 @@ export class AgentRuntime {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
       auto: options.scheduler === 'auto',
       onError: (error, agentId) => this.reportError(error, agentId),
+      beforeSteps: (agentId) => this.remote?.catchUp(agentId),
     });
     this.remote = storage.workers
       ? new RemoteAgents({

@@ -69,6 +69,8 @@ interface Watched {
   reading: Promise<void> | null;
   /** A notification came during a read: read once more after it. */
   again: boolean;
+  /** The next read is a catch-up before this process steps the agent: it reads although the agent is stepping. */
+  catchUp: boolean;
 }
 
 const knownOf = (row: AgentRow): Known => ({
@@ -139,6 +141,7 @@ export class RemoteAgents {
         gone: false,
         reading: null,
         again: false,
+        catchUp: false,
       };
       this.watched.set(agentId, w);
       w.ready = this.refresh(agentId, w);
@@ -158,6 +161,18 @@ export class RemoteAgents {
         if (this.watched.size === 0) this.stop();
       },
     };
+  }
+
+  /**
+   * Called before this process steps an agent: a watched agent's changes made elsewhere (the steps of the worker that
+   * held it before) are emitted first, so the messages of this step come after them, in transcript order. Undefined
+   * (nothing to wait for) when nobody here watches the agent.
+   */
+  catchUp(agentId: string): Promise<void> | undefined {
+    const w = this.watched.get(agentId);
+    if (!w?.known || w.gone) return undefined;
+    w.catchUp = true;
+    return this.refresh(agentId, w);
   }
 
   /** How many agents are watched (for tests and metrics). */
@@ -240,7 +255,9 @@ export class RemoteAgents {
   }
 
   private async readOnce(agentId: string, w: Watched): Promise<void> {
-    if (w.gone || (w.known && this.o.stepping(agentId))) return;
+    const catchUp = w.catchUp;
+    w.catchUp = false;
+    if (w.gone || (w.known && !catchUp && this.o.stepping(agentId))) return;
     const { storage, events } = this.o;
     const row = await storage.getAgent(agentId);
     if (!this.isCurrent(agentId, w) || w.gone) return;
@@ -271,7 +288,7 @@ export class RemoteAgents {
       checked = all.length;
     }
     // A step started here meanwhile: it emits what it commits, and this read is done again after it.
-    if (this.o.stepping(agentId)) return;
+    if (!catchUp && this.o.stepping(agentId)) return;
     const known = w.known;
     const statusChanged = row.status !== known.status;
     this.relaying = true;
