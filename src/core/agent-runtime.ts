@@ -318,6 +318,7 @@ export class AgentRuntime {
       specOf: (task) => this.toolboxes.specOf(task),
       kick: (id) => this.scheduler.kick(id),
       onError: (error, agentId) => this.reportError(error, agentId),
+      ...(storage.workers ? { shared: { bus: storage.workers.bus, recountMs: 2_000 } } : {}),
     });
     const runtimeTools = [createPlanTool(), ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : [])];
     const builtins = options.builtinTools === false ? [] : (platform?.tools ?? []);
@@ -902,6 +903,7 @@ export class AgentRuntime {
     if (this.closed) return;
     this.closed = true;
     await this.retention?.close();
+    this.subAgents.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
     await this.platform?.close();
