@@ -134,6 +134,11 @@ export class TimerService implements Timers {
   private readonly maxInFlight: number;
   /** Called (once each) when a handler ends: the loop waits on this, never on a race over every handler's promise. */
   private finishWaiters: Array<() => void> = [];
+  /**
+   * Firings (timer id → due time) whose handler ended while a read of due timers was under way: that read may answer
+   * the row as it was before the handler moved or deleted it, and must not fire it again.
+   */
+  private endedDuringRead: Map<string, number> | undefined;
   private sleeping: { until: number; controller: AbortController } | undefined;
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -349,16 +354,23 @@ export class TimerService implements Timers {
   /** Starts the handlers of the timers due at `now` (a batch); returns how many it started. */
   private async fireDue(now: number): Promise<number> {
     // Skips the ones already running, so the batch asks for that many more.
-    const due = await this.storage.listDueTimers(now, this.batchSize + this.inFlight.size);
+    const ended = (this.endedDuringRead = new Map());
+    let due: TimerRow[];
+    try {
+      due = await this.storage.listDueTimers(now, this.batchSize + this.inFlight.size);
+    } finally {
+      this.endedDuringRead = undefined;
+    }
     let started = 0;
     for (const timer of due) {
       if (this.closed) break;
-      if (this.inFlight.has(timer.timer_id)) continue;
+      if (this.inFlight.has(timer.timer_id) || ended.get(timer.timer_id) === timer.due_at) continue;
       const late = Math.max(0, this.clock.now() - timer.due_at);
       const lost = new AbortController();
       const run = this.lane
         .run(() => this.fire(timer, late, lost.signal))
         .finally(() => {
+          this.endedDuringRead?.set(timer.timer_id, timer.due_at);
           this.inFlight.delete(timer.timer_id);
           const waiters = this.finishWaiters;
           this.finishWaiters = [];

@@ -489,13 +489,16 @@ export function extrasStore(db: Db): ExtrasStore {
         : // Reading claims (issue 27): rows another worker is claiming right now are skipped, not waited for, and
           // this worker's own claims are read again (its timer loop skips the ones still running), as in one process.
           db.q<Rows<TimerRow>>(
-            `WITH claimed AS (
-               UPDATE timers SET claimed_by = $3, claim_expires_at = now() + $4::int * interval '1 millisecond'
-               WHERE timer_id IN (
-                 SELECT timer_id FROM timers
-                 WHERE due_at <= $1 AND (${CLAIMABLE_BY_3})
-                 ORDER BY due_at, timer_id LIMIT $2 FOR UPDATE SKIP LOCKED)
-               RETURNING ${TIMER_COLUMNS}
+            // MATERIALIZED: the locking SELECT runs once, so no plan can re-run it and claim more than it locked.
+            `WITH due AS MATERIALIZED (
+               SELECT timer_id FROM timers
+               WHERE due_at <= $1 AND (${CLAIMABLE_BY_3})
+               ORDER BY due_at, timer_id LIMIT $2 FOR UPDATE SKIP LOCKED
+             ),
+             claimed AS (
+               UPDATE timers t SET claimed_by = $3, claim_expires_at = now() + $4::int * interval '1 millisecond'
+               FROM due WHERE t.timer_id = due.timer_id
+               RETURNING ${TIMER_COLUMNS.replace(/(^|, )/g, '$1t.')}
              )
              SELECT ${TIMER_COLUMNS} FROM claimed ORDER BY due_at, timer_id`,
             [dueBy, limit, db.workerId, db.leaseMs],
