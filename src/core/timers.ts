@@ -223,7 +223,13 @@ export class TimerService implements Timers {
     if (this.loop || this.closed) return;
     this.unsubscribe = this.bus?.subscribe('timers', (payloads) => {
       // null: the bus reconnected and may have missed announcements; look again.
-      const due = payloads === null ? -Infinity : Math.min(...payloads.map(Number).filter(Number.isFinite));
+      const due =
+        payloads === null
+          ? -Infinity
+          : payloads.reduce(
+              (soonest, p) => (Number.isFinite(Number(p)) ? Math.min(soonest, Number(p)) : soonest),
+              Infinity,
+            );
       if (due !== Infinity) this.wake(due);
     });
     const claims = this.storage.timerClaims;
