@@ -295,7 +295,7 @@ export class Scheduler {
         this.running.delete(agentId);
         release();
         if (this.again.delete(agentId)) this.kick(agentId);
-        else if (this.options.leases?.holds(agentId)) this.letGo(agentId, this.options.leases);
+        else if (this.options.leases) this.letGo(agentId, this.options.leases);
         this.pump();
       }
     })();

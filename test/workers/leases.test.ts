@@ -85,8 +85,11 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
       [id],
     );
     expect(await b.storage.workers!.claim([id], 1)).toEqual([id]);
+    // a's heartbeat finds out, and a drops the agent.
+    await until(() => a.lost.includes(id), "a's heartbeat to report the lease lost");
+    expect(a.storage.workers!.holds(id)).toBe(false);
 
-    // Everything a still tries for the agent is refused.
+    // Everything a's lingering work still tries for the agent is refused.
     await expect(
       a.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.5 } }),
     ).rejects.toBeInstanceOf(LeaseLostError);
@@ -107,9 +110,6 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
     expect(await b.storage.putToolCalls([call], 'ACTIVE')).toBe(true);
     await b.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.7 } });
     expect((await b.storage.getAgent(id))!.progress).toBe(0.7); // a's 0.5 never landed
-    // a's heartbeat finds out, and a drops the agent.
-    await until(() => a.lost.includes(id), "a's heartbeat to report the lease lost");
-    expect(a.storage.workers!.holds(id)).toBe(false);
     expect(b.lost).toEqual([]);
   });
 });

@@ -24,7 +24,7 @@ import { accountsStore, ACCOUNTS_SCHEMA, releaseAllHoldsIn } from './accounts.js
 import { agentsStore, AGENTS_SCHEMA } from './agents.js';
 import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
-import { extrasStore, EXTRAS_SCHEMA } from './extras.js';
+import { extrasStore, EXTRAS_SCHEMA, markOutboxOfWorkersUnknown } from './extras.js';
 import { FUNCTIONS_SCHEMA } from './functions.js';
 import { LEASE_FUNCTIONS, PgWorkers } from './leases.js';
 import { NotifyBus } from './notify.js';
@@ -189,6 +189,11 @@ function withFloats(s: StorageAdapter, floats: CreditFloats): void {
   });
 }
 
+/** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash, issue 17). */
+const UNKNOWN_AFTER_WORKER_GONE =
+  'The worker process sending this message stopped after it was recorded and before the provider answered: it may ' +
+  'have been sent. It is never sent again automatically.';
+
 /** `pg` is an optional peer dependency: loaded when the first adapter opens. */
 const loadPg = async () => (await import('pg')).default;
 
@@ -269,7 +274,8 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           });
           workers = new PgWorkers(db, {
             bus,
-            onGone: [],
+            // What a gone worker leaves: its queued messages may have left (never sent again), and its holds.
+            onGone: [(q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE)],
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
           });
           Object.assign(adapter, { workers });

@@ -27,6 +27,8 @@ const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
 /** A worker that has not renewed for this share of a lease stops stepping: its leases may be another's soon. */
 const RENEW_DEADLINE_SHARE = 0.7;
 const MAX_BATCH = 1_000;
+/** The epoch of a lease this worker lost (see `loseAll`): no lease has it, so every fenced write fails. */
+const LOST = -1;
 
 export const LEASE_FUNCTIONS: string[] = [
   // Claims agents for worker `w`: the ids given (`ids` not null) or any claimable ones, `lim` at most. Answers the
@@ -158,7 +160,7 @@ export class PgWorkers implements WorkerCoordination {
     this.unsubscribe.push(
       this.bus.subscribe('control', (ids) => {
         // A pause or delete somewhere: check the agents named that this worker holds (all of them after a reconnect).
-        const mine = ids === null ? [...this.db.held.keys()] : ids.filter((id) => this.db.held.has(id));
+        const mine = ids === null ? this.live() : ids.filter((id) => this.holds(id));
         if (mine.length > 0) void this.renew(mine).catch((e: unknown) => this.hooks?.onError(e));
       }),
       this.bus.subscribe('work', () => this.mayHaveWork()),
@@ -168,11 +170,11 @@ export class PgWorkers implements WorkerCoordination {
   }
 
   holds(agentId: string): boolean {
-    return this.db.held.has(agentId);
+    return (this.db.held.get(agentId) ?? LOST) !== LOST;
   }
 
   async claim(agentIds: readonly string[], limit: number): Promise<string[]> {
-    const wanted = agentIds.filter((id) => !this.db.held.has(id));
+    const wanted = agentIds.filter((id) => !this.holds(id));
     const results = await Promise.all(wanted.map((id) => this.claimIds({ id, limit })));
     return wanted.filter((_, i) => results[i]);
   }
@@ -180,9 +182,8 @@ export class PgWorkers implements WorkerCoordination {
   async release(agentIds: readonly string[]): Promise<string[]> {
     const items = agentIds.flatMap((id) => {
       const epoch = this.db.held.get(id);
-      if (epoch === undefined) return [];
-      this.db.held.delete(id);
-      return [{ id, epoch }];
+      this.db.held.delete(id); // a lost lease's tombstone goes with its driver
+      return epoch === undefined || epoch === LOST ? [] : [{ id, epoch }];
     });
     const again = await Promise.all(items.map((i) => this.releaseOne(i)));
     const kept = items.filter((_, k) => again[k]);
@@ -193,7 +194,7 @@ export class PgWorkers implements WorkerCoordination {
 
   async mayProceed(agentId: string): Promise<boolean> {
     const epoch = this.db.held.get(agentId);
-    if (epoch === undefined || this.overdue()) return false;
+    if (epoch === undefined || epoch === LOST || this.overdue()) return false;
     return this.gate({ id: agentId, epoch });
   }
 
@@ -237,7 +238,7 @@ export class PgWorkers implements WorkerCoordination {
     clearTimeout(this.timer);
     for (const off of this.unsubscribe) off();
     await this.claiming;
-    const ids = [...this.db.held.keys()];
+    const ids = this.live();
     this.db.held.clear();
     try {
       // Runnable agents it held are claimable at once by the others; the row tells the sweeper this worker is gone.
@@ -269,6 +270,20 @@ export class PgWorkers implements WorkerCoordination {
     return rows.map((r) => r.agent_id);
   }
 
+  /** The agents whose lease this worker holds (not those it lost). */
+  private live(): string[] {
+    return [...this.db.held].filter(([, epoch]) => epoch !== LOST).map(([id]) => id);
+  }
+
+  /**
+   * Leases lost: the agents stay in `db.held` as tombstones until their drivers stop, so that whatever their work still
+   * tries to write is fenced out (an epoch no lease has) instead of written unfenced.
+   */
+  private loseAll(ids: string[]): void {
+    for (const id of ids) this.db.held.set(id, LOST);
+    if (ids.length > 0) this.hooks?.onLost(ids);
+  }
+
   /** Whether the last successful renewal is so old that the leases may be someone else's soon. */
   private overdue(): boolean {
     return performance.now() - this.renewedAt > this.db.leaseMs * RENEW_DEADLINE_SHARE;
@@ -278,7 +293,7 @@ export class PgWorkers implements WorkerCoordination {
    * Renews the leases of `ids` (default: all held) and the worker's row; reports lost and stopped agents. Returns
    * false when the worker's row is gone (the sweeper took this worker for dead: every lease was lost with it).
    */
-  private async renew(ids: string[] = [...this.db.held.keys()]): Promise<void> {
+  private async renew(ids: string[] = this.live()): Promise<void> {
     const sent = performance.now();
     const epochs = ids.map((id) => this.db.held.get(id) ?? -1);
     const [alive] = await this.db.q<{ ok: boolean }>(
@@ -297,9 +312,8 @@ export class PgWorkers implements WorkerCoordination {
           );
     if (!alive) {
       // Taken for dead and cleaned up after: nothing it holds is its own any more. It starts a new life.
-      const all = [...this.db.held.keys()];
-      this.db.held.clear();
-      if (all.length > 0) this.hooks?.onLost(all);
+      const all = this.live();
+      this.loseAll(all);
       await this.db.q(
         `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
          ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
@@ -312,8 +326,7 @@ export class PgWorkers implements WorkerCoordination {
     const kept = new Map(rows.map((r) => [r.agent_id, r.status]));
     // An agent claimed again meanwhile has a newer epoch than the one sent: not lost.
     const lost = ids.filter((id, k) => !kept.has(id) && this.db.held.get(id) === epochs[k]);
-    for (const id of lost) this.db.held.delete(id);
-    if (lost.length > 0) this.hooks?.onLost(lost);
+    this.loseAll(lost);
     const stopped = [...kept].filter(([, status]) => !RUNNABLE.includes(status)).map(([id]) => id);
     if (stopped.length > 0) this.hooks?.onStopped(stopped);
   }
@@ -324,11 +337,9 @@ export class PgWorkers implements WorkerCoordination {
       await this.renew();
     } catch (error) {
       this.hooks?.onError(error);
-      if (this.overdue() && this.db.held.size > 0) {
+      if (this.overdue()) {
         // Could not renew for most of a lease: stop stepping before another worker may take the agents.
-        const all = [...this.db.held.keys()];
-        this.db.held.clear();
-        this.hooks?.onLost(all);
+        this.loseAll(this.live());
       }
     }
     try {
