@@ -26,7 +26,7 @@ import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
 import { extrasStore, EXTRAS_SCHEMA, markOutboxOfWorkersUnknown } from './extras.js';
 import { FUNCTIONS_SCHEMA } from './functions.js';
-import { LEASE_FUNCTIONS, PgWorkers } from './leases.js';
+import { PgWorkers } from './leases.js';
 import { NotifyBus } from './notify.js';
 import { WORKERS_SCHEMA } from './workers-schema.js';
 
@@ -94,7 +94,7 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   },
   { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
   // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
-  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA, ...LEASE_FUNCTIONS] },
+  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
 ];
 
 /**

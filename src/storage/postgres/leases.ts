@@ -4,7 +4,7 @@
  * `workers`; it steps an agent only while it holds the agent's lease.
  *
  * - **Claim**: `SELECT … FOR UPDATE SKIP LOCKED LIMIT n`, then `UPDATE … SET lease_owner, lease_epoch + 1,
- *   lease_expires_at` (database time), one statement (`agentry_claim`). An agent another live worker holds gets
+ *   lease_expires_at` (database time), one statement. An agent another live worker holds gets
  *   `wake_requested` instead: its holder sees it when it releases the agent and drives it again.
  * - **Fence**: the adapter adds `{worker, epoch}` of every agent it holds to that agent's step commits, status changes
  *   and "started" marks of calls that must never run twice (`db.held`); a write whose lease is gone writes nothing.
@@ -30,29 +30,31 @@ const MAX_BATCH = 1_000;
 /** The epoch of a lease this worker lost (see `loseAll`): no lease has it, so every fenced write fails. */
 const LOST = -1;
 
-export const LEASE_FUNCTIONS: string[] = [
-  // Claims agents for worker `w`: the ids given (`ids` not null) or any claimable ones, `lim` at most. Answers the
-  // agents claimed, with their new epoch and the previous owner when that lease had run out (a takeover).
-  `CREATE OR REPLACE FUNCTION agentry_claim(w text, ids text[], lim int, lease_ms bigint)
-   RETURNS TABLE (agent_id text, epoch bigint, previous text) LANGUAGE plpgsql AS $fn$
-  BEGIN
-    RETURN QUERY
-    WITH c AS (
-      SELECT a.agent_id AS id, a.lease_owner AS old_owner FROM agents a
-      WHERE a.status IN ('ACTIVE', 'STARTING_UP')
-        AND (CASE WHEN ids IS NULL
-               THEN (a.lease_owner IS NULL AND a.wake_requested) OR a.lease_expires_at < now()
-               ELSE a.agent_id = ANY(ids) AND (a.lease_owner IS NULL OR a.lease_expires_at < now()) END)
-      ORDER BY a.seq LIMIT lim
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE agents a SET lease_owner = w, lease_epoch = a.lease_epoch + 1,
-        lease_expires_at = now() + lease_ms * interval '1 millisecond', wake_requested = false
-      FROM c WHERE a.agent_id = c.id
-      RETURNING a.agent_id, a.lease_epoch, CASE WHEN c.old_owner IS DISTINCT FROM w THEN c.old_owner END;
-  END
-  $fn$`,
-];
+/**
+ * Claims agents for worker $1, $3 at most, and answers them with their new epoch and the owner whose lease had run out
+ * (a takeover). `%s` is what to claim: the ids given (an index lookup), or any claimable agent (the partial index
+ * `agents_claimable`, whose predicate the query repeats so that the planner uses it).
+ */
+const CLAIM = `WITH c AS (
+    SELECT agent_id AS id, lease_owner AS old_owner FROM agents
+    WHERE %s
+    ORDER BY seq LIMIT $3
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE agents a SET lease_owner = $1, lease_epoch = a.lease_epoch + 1,
+      lease_expires_at = now() + $4::bigint * interval '1 millisecond', wake_requested = false
+    FROM c WHERE a.agent_id = c.id
+    RETURNING a.agent_id, a.lease_epoch AS epoch, CASE WHEN c.old_owner IS DISTINCT FROM $1 THEN c.old_owner END AS previous`;
+const CLAIM_IDS = CLAIM.replace(
+  '%s',
+  `agent_id = ANY($2::text[]) AND status IN ('ACTIVE', 'STARTING_UP')
+      AND (lease_owner IS NULL OR lease_expires_at < now())`,
+);
+const CLAIM_ANY = CLAIM.replace(
+  '%s',
+  `status IN ('ACTIVE', 'STARTING_UP') AND (wake_requested OR lease_owner IS NOT NULL)
+      AND ((lease_owner IS NULL AND wake_requested) OR lease_expires_at < now()) AND $2::text[] IS NULL`,
+);
 
 interface Held {
   id: string;
@@ -261,7 +263,7 @@ export class PgWorkers implements WorkerCoordination {
   private async claimWith(ids: string[] | null, limit: number): Promise<string[]> {
     if (limit <= 0 || this.stopped) return [];
     const rows = await this.db.q<{ agent_id: string; epoch: number; previous: string | null }>(
-      'SELECT agent_id, epoch, previous FROM agentry_claim($1, $2::text[], $3, $4)',
+      ids === null ? CLAIM_ANY : CLAIM_IDS,
       [this.db.workerId, ids, limit, this.db.leaseMs],
     );
     for (const r of rows) this.db.held.set(r.agent_id, r.epoch);
