@@ -277,6 +277,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
             // What a gone worker leaves: its queued messages may have left (never sent again), and its holds.
             onGone: [(q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE)],
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
+            onRevived: () => floats?.reset(),
           });
           Object.assign(adapter, { workers });
         }

@@ -67,6 +67,11 @@ export interface PgWorkersOptions {
   onGone: readonly GoneWorkersHook[];
   /** Drops the stale holds of agents taken over from a gone worker. */
   dropHoldsOf(agentIds: string[]): Promise<unknown>;
+  /**
+   * This worker was taken for gone (it could not renew for a whole lease: frozen, partitioned) and its holds and
+   * float were dropped by the sweeper: forget what this process thought it held.
+   */
+  onRevived(): void;
 }
 
 export class PgWorkers implements WorkerCoordination {
@@ -314,8 +319,8 @@ export class PgWorkers implements WorkerCoordination {
           );
     if (!alive) {
       // Taken for dead and cleaned up after: nothing it holds is its own any more. It starts a new life.
-      const all = this.live();
-      this.loseAll(all);
+      this.loseAll(this.live());
+      this.options.onRevived();
       await this.db.q(
         `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
          ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
