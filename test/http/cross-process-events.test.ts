@@ -353,6 +353,42 @@ describe('events across processes (memory storage, fake coordination)', () => {
 describe.skipIf(unreachable !== null && !strict)(
   skippable('events across processes (PostgreSQL, three adapters on one schema)', !strict && unreachable),
   () => {
+    it('streams from C an agent that worker B claims and drives by itself, to COMPLETED; waitFor in C resolves', async () => {
+      const world = postgresWorld();
+      const open3 = async (scheduler: 'auto' | 'manual', storage: StorageAdapter) => {
+        const runtime = await AgentRuntime.open({
+          storage,
+          model: scriptedModel({ turns: script(), record: false }),
+          builtinTools: false,
+          scheduler,
+          defaultAccount: { id: 'local', credits: 100 },
+        });
+        open.push(runtime);
+        return runtime;
+      };
+      const a = await open3('manual', world.storages[0]);
+      const c = await open3('manual', world.storages[2]);
+      const { account, apiKey } = await a.accounts.create({ credits: 100 });
+      const { agent_id } = await a.create({ goal: 'Count to three', accountId: account.account_id });
+      const response = await createFetchHandler(c)(
+        new Request(`http://c/api/agents/${agent_id}/events`, { headers: { 'x-api-key': apiKey!.key } }),
+      );
+      const events: Sse[] = [];
+      const done = readEvents(response.body!, events);
+      const waited = c.waitFor(agent_id, { signal: AbortSignal.timeout(30_000) });
+      await open3('auto', world.storages[1]); // B claims the agent A made and drives it
+      await done;
+      const messages = events.filter((e) => e.event === 'message');
+      expect(messages.map((e) => `${e.id} ${JSON.parse(e.data).text as string}`)).toEqual([
+        '1 Count to three',
+        '2 First.',
+        '3 Second.',
+        '4 Third.',
+        '5 Done.',
+      ]);
+      expect(JSON.parse(events.at(-1)!.data).status).toBe('COMPLETED');
+      expect((await waited).status).toBe('COMPLETED');
+    });
     describe('with notifications', () => scenarios(() => postgresWorld(), { handoff: false }));
     describe('by the poll alone (no changed or control notification sent)', () =>
       scenarios(() => postgresWorld({ silent: true }), { handoff: false }));
