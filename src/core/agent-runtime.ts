@@ -40,6 +40,7 @@ import {
   toStatusForm,
 } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
+import { RemoteAgents } from './remote-agents.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import { monitorTimerId, TimerService } from './timers.js';
 import { backgroundServices } from './background.js';
@@ -263,6 +264,8 @@ export class AgentRuntime {
   /** Tracing and metrics observers (core/telemetry.ts). */
   private readonly telemetry = new TelemetryHub();
   private readonly retention: RetentionSweeper | null;
+  /** Relays changes of agents stepping in other processes to watchers here (core/remote-agents.ts); null alone. */
+  private readonly remote: RemoteAgents | null;
 
   private constructor(
     readonly storage: StorageAdapter,
@@ -318,6 +321,7 @@ export class AgentRuntime {
       specOf: (task) => this.toolboxes.specOf(task),
       kick: (id) => this.scheduler.kick(id),
       onError: (error, agentId) => this.reportError(error, agentId),
+      ...(storage.workers ? { shared: { bus: storage.workers.bus, recountMs: 2_000 } } : {}),
     });
     const runtimeTools = [createPlanTool(), ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : [])];
     const builtins = options.builtinTools === false ? [] : (platform?.tools ?? []);
@@ -408,8 +412,19 @@ export class AgentRuntime {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
       auto: options.scheduler === 'auto',
       onError: (error, agentId) => this.reportError(error, agentId),
+      beforeSteps: (agentId) => this.remote?.catchUp(agentId),
       ...(storage.workers && options.scheduler === 'auto' ? { leases: storage.workers } : {}),
     });
+    this.remote = storage.workers
+      ? new RemoteAgents({
+          storage,
+          bus: storage.workers.bus,
+          events: this.events,
+          stepping: (id) => this.scheduler.controlOf(id) !== undefined,
+          onStatus: (id, row) => [...(this.statusWaiters.get(id) ?? [])].forEach((waiter) => waiter(row)),
+          onError: (error, agentId) => this.reportError(error, agentId),
+        })
+      : null;
   }
 
   /**
@@ -744,7 +759,10 @@ export class AgentRuntime {
     const until: readonly AgentStatus[] = o.until ?? ['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS'];
     const id = parseArgs(AgentIdSchema, agentId, 'agent id');
     return new Promise<Agent>((resolve, reject) => {
+      // The agent may step in another process: its changes are relayed here while someone waits.
+      const watch = this.remote?.watch(id);
       const cleanup = () => {
+        watch?.release();
         const set = this.statusWaiters.get(id);
         set?.delete(onChange);
         if (set?.size === 0) this.statusWaiters.delete(id);
@@ -771,10 +789,12 @@ export class AgentRuntime {
       set.add(onChange);
       o.signal?.addEventListener('abort', onAbort, { once: true });
       // Subscribed first, then read: a change between the two cannot be missed.
-      this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }).then(onChange, (err: unknown) => {
-        cleanup();
-        reject(err);
-      });
+      Promise.resolve(watch?.ready)
+        .then(() => this.row(id, o.accountId === undefined ? {} : { accountId: o.accountId }))
+        .then(onChange, (err: unknown) => {
+          cleanup();
+          reject(err);
+        });
     });
   }
 
@@ -790,6 +810,19 @@ export class AgentRuntime {
     const row = await this.row(agentId, {});
     await this.scheduler.stepOnce(row.agent_id);
     return toStatusForm(await this.row(agentId, {}));
+  }
+
+  /**
+   * Makes this process emit the events of an agent that steps in another process (several processes on one
+   * PostgreSQL database), until the returned function is called. Resolves once no later change can be missed: subscribe
+   * to the events first, then follow, then read the agent. Without worker coordination it does nothing (every agent
+   * steps in this process). `GET /api/agents/{id}/events` uses it.
+   */
+  async follow(agentId: string): Promise<() => void> {
+    this.assertOpen();
+    const watch = this.remote?.watch(parseArgs(AgentIdSchema, agentId, 'agent id'));
+    await watch?.ready;
+    return watch?.release ?? (() => {});
   }
 
   /** Subscribes to an event; returns a function that unsubscribes. */
@@ -901,7 +934,9 @@ export class AgentRuntime {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.remote?.close();
     await this.retention?.close();
+    this.subAgents.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
     await this.platform?.close();

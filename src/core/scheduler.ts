@@ -20,6 +20,11 @@ export interface SchedulerOptions {
   /** Whether agents are driven automatically; `false` leaves stepping to `runtime.step()`. */
   auto: boolean;
   onError(error: unknown, agentId: string): void;
+  /**
+   * Awaited before this process starts stepping an agent (a drive or a manual step): changes another process made are
+   * emitted here first (core/remote-agents.ts). Never rejects.
+   */
+  beforeSteps?: (agentId: string) => Promise<void> | undefined;
 }
 
 export interface LaneOptions {
@@ -186,6 +191,7 @@ export class Scheduler {
     const done = new Promise<void>((r) => (release = r));
     this.running.set(agentId, { control, done });
     try {
+      await this.options.beforeSteps?.(agentId);
       await runStep(this.deps, agentId, control);
     } finally {
       control.trace?.end();
@@ -274,6 +280,7 @@ export class Scheduler {
     this.running.set(agentId, { control, done });
     void (async () => {
       try {
+        await this.options.beforeSteps?.(agentId);
         while (!this.closing) {
           const outcome = await runStep(this.deps, agentId, control);
           if (outcome.kind === 'continue') continue;
@@ -295,7 +302,7 @@ export class Scheduler {
         this.running.delete(agentId);
         release();
         if (this.again.delete(agentId)) this.kick(agentId);
-        else if (this.options.leases?.holds(agentId)) this.letGo(agentId, this.options.leases);
+        else if (this.options.leases) this.letGo(agentId, this.options.leases);
         this.pump();
       }
     })();

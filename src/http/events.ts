@@ -7,7 +7,8 @@
  * `deleted` event, or with a `closed` event: `{"reason":"access"}` when its key was deleted or the subscription lapsed
  * (do not reconnect), `{"reason":"lifetime"}` when it reached its lifetime (reconnect with `Last-Event-ID`; a `retry:`
  * line says after how long). A reader that falls too far behind is dropped without an event, and resumes the same
- * way. Limits: event-streams.ts.
+ * way. Limits: event-streams.ts. Any process on the database serves the stream of any agent, wherever it steps
+ * (`AgentRuntime.follow`); positions are the transcript's, so `Last-Event-ID` resumes on another process too.
  */
 import type { AgentRuntime } from '../core/agent-runtime.js';
 import type { StreamEnd, StreamTicket } from './event-streams.js';
@@ -63,10 +64,16 @@ export async function agentEventStream(
     runtime.on('agent.message', (e) => e.agent_id === agentId && push({ kind: 'message', message: e.message })),
     runtime.on('agent.deleted', (e) => e.agent_id === agentId && push({ kind: 'deleted' })),
   ];
-  const stop = () => unsubscribe.forEach((off) => off());
+  let unfollow = () => {};
+  const stop = () => {
+    unsubscribe.forEach((off) => off());
+    unfollow();
+  };
 
   let snapshot: Awaited<ReturnType<AgentRuntime['get']>>;
   try {
+    // The agent may step in another process: its changes are relayed to this one's events while the stream is open.
+    unfollow = await runtime.follow(agentId);
     snapshot = await runtime.get(agentId, { accountId });
   } catch (error) {
     stop();

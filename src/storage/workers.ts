@@ -28,8 +28,10 @@ export interface WorkerBus {
  * - `changed`: an agent's status, progress or transcript changed (payload: its id); event streams and `waitFor` of
  *   other processes read it again.
  * - `timers`: a timer was scheduled (payload: its due time in ms); timer loops look sooner.
+ * - `children`: a child of this agent stopped running (payload: the parent's id); the process where the parent waits
+ *   for its children counts them again.
  */
-export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers';
+export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers' | 'children';
 
 /** What the runtime hears from its worker coordination. */
 export interface WorkerHooks {

@@ -21,6 +21,14 @@ const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: st
 const schemas: string[] = [];
 const open: AgentRuntime[] = [];
 
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 afterEach(async () => {
   for (const runtime of open.splice(0)) await runtime.close().catch(() => undefined);
   await dropSchemas(schemas.splice(0));
@@ -91,4 +99,83 @@ describe.skipIf(!reachable && !strict)(skippable('Several workers on PostgreSQL'
       await storage.close();
     }
   }, 90_000);
+
+  it('pauses through a process that does not step the agent: its model call is aborted, none starts after; resume there finishes it', async () => {
+    const schema = newSchemaName('agentry_wk');
+    schemas.push(schema);
+    const log: string[] = [];
+    let firstCall = true;
+    const base = scriptedModel({ record: false, turns: () => ({ text: 'finished' }) });
+    const model = {
+      ...base,
+      async generate(req: ModelRequest, opts: { signal: AbortSignal }) {
+        log.push('call');
+        if (firstCall) {
+          firstCall = false;
+          // Hangs until aborted: the pause must reach this worker and abort it.
+          await new Promise<void>((_, reject) =>
+            opts.signal.addEventListener('abort', () => reject(opts.signal.reason as Error), { once: true }),
+          );
+        }
+        return base.generate(req, opts);
+      },
+    };
+    const a = await openWorker(schema, model as unknown as ReturnType<typeof scriptedModel>);
+    // The front end: opened 'manual', it steps nothing.
+    const front = await AgentRuntime.open({
+      storage: postgresStorage({ connectionString: url, schema }),
+      model: base,
+      builtinTools: false,
+      scheduler: 'manual',
+    });
+    open.push(front);
+    const { agent_id } = await front.create({ goal: 'slow' });
+    await until(() => log.length === 1, 'the worker to start the model call');
+    const paused = await front.pause(agent_id);
+    expect(paused.status).toBe('PAUSED');
+    log.push('paused');
+    await until(async () => (await a.load()).runSlots.running === 0, 'the worker to drop the paused agent');
+    expect(log).toEqual(['call', 'paused']); // aborted, and nothing started after the pause answered
+    await front.resume(agent_id);
+    await until(async () => (await front.get(agent_id)).agent.status === 'COMPLETED', 'the resumed agent to finish');
+    expect(log).toEqual(['call', 'paused', 'call']);
+  }, 60_000);
+
+  it('deletes through another process a tree stepping in two workers: their work stops', async () => {
+    const schema = newSchemaName('agentry_wk');
+    schemas.push(schema);
+    const calls: string[] = [];
+    const hanging = (goal: string) => goal.startsWith('child');
+    const base = fanOutModel(80, calls); // more than one worker claims ahead (32)
+    const model = {
+      ...base,
+      async generate(req: ModelRequest, opts: { signal: AbortSignal }) {
+        if (hanging(goalOf(req))) {
+          calls.push(goalOf(req));
+          await new Promise<void>((_, reject) =>
+            opts.signal.addEventListener('abort', () => reject(opts.signal.reason as Error), { once: true }),
+          );
+        }
+        return base.generate(req, opts);
+      },
+    };
+    const a = await openWorker(schema, model as unknown as ReturnType<typeof scriptedModel>, 4);
+    const b = await openWorker(schema, model as unknown as ReturnType<typeof scriptedModel>, 4);
+    const front = await AgentRuntime.open({
+      storage: postgresStorage({ connectionString: url, schema }),
+      model: base,
+      builtinTools: false,
+      scheduler: 'manual',
+    });
+    open.push(front);
+    const { agent_id } = await front.create({ goal: 'lead' });
+    // Both workers are in children's model calls (4 run slots each).
+    await until(() => a.load().runSlots.running > 0 && b.load().runSlots.running > 0, 'both workers to step children');
+    await front.delete(agent_id);
+    await until(
+      () => a.load().runSlots.running === 0 && b.load().runSlots.running === 0,
+      'both workers to stop the deleted tree',
+    );
+    await expect(front.get(agent_id)).rejects.toMatchObject({ code: 'not_found' });
+  }, 60_000);
 });

@@ -32,8 +32,11 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
   }
 }
 
-function worker(schema: string): { storage: StorageAdapter; lost: string[]; hooks: WorkerHooks } {
-  const storage = postgresStorage({ connectionString: url, schema, leaseMs: 1_000, heartbeatMs: 100 });
+function worker(
+  schema: string,
+  timing = { leaseMs: 1_000, heartbeatMs: 100 },
+): { storage: StorageAdapter; lost: string[]; hooks: WorkerHooks } {
+  const storage = postgresStorage({ connectionString: url, schema, ...timing });
   closers.push(() => storage.close());
   const lost: string[] = [];
   const hooks: WorkerHooks = {
@@ -59,7 +62,8 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
     closers.push(() => creator.close());
     const { agent_id: id } = await creator.create({ goal: 'lease me' });
 
-    const a = worker(schema);
+    // a renews rarely: it stands for a worker frozen between two heartbeats.
+    const a = worker(schema, { leaseMs: 60_000, heartbeatMs: 20_000 });
     const b = worker(schema);
     await a.storage.init();
     await b.storage.init();
@@ -76,7 +80,7 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
     expect(await a.storage.workers!.release([id])).toEqual([id]);
     expect(a.storage.workers!.holds(id)).toBe(true);
 
-    // a stops renewing (frozen): its lease runs out and b takes the agent over.
+    // a does not renew in time: its lease runs out and b takes the agent over.
     const admin = new pg.Client({ connectionString: url });
     await admin.connect();
     closers.push(() => admin.end());
@@ -85,8 +89,12 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
       [id],
     );
     expect(await b.storage.workers!.claim([id], 1)).toEqual([id]);
+    // Told (as a pause or delete would tell it), a renews at once, finds out, and drops the agent.
+    b.storage.workers!.bus.publish('control', id);
+    await until(() => a.lost.includes(id), 'a to find the lease lost');
+    expect(a.storage.workers!.holds(id)).toBe(false);
 
-    // Everything a still tries for the agent is refused.
+    // Everything a's lingering work still tries for the agent is refused.
     await expect(
       a.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.5 } }),
     ).rejects.toBeInstanceOf(LeaseLostError);
@@ -107,9 +115,6 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
     expect(await b.storage.putToolCalls([call], 'ACTIVE')).toBe(true);
     await b.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.7 } });
     expect((await b.storage.getAgent(id))!.progress).toBe(0.7); // a's 0.5 never landed
-    // a's heartbeat finds out, and a drops the agent.
-    await until(() => a.lost.includes(id), "a's heartbeat to report the lease lost");
-    expect(a.storage.workers!.holds(id)).toBe(false);
     expect(b.lost).toEqual([]);
   });
 });

@@ -24,9 +24,9 @@ import { accountsStore, ACCOUNTS_SCHEMA, releaseAllHoldsIn } from './accounts.js
 import { agentsStore, AGENTS_SCHEMA } from './agents.js';
 import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
-import { extrasStore, EXTRAS_SCHEMA } from './extras.js';
+import { extrasStore, EXTRAS_SCHEMA, markOutboxOfWorkersUnknown } from './extras.js';
 import { FUNCTIONS_SCHEMA } from './functions.js';
-import { LEASE_FUNCTIONS, PgWorkers } from './leases.js';
+import { PgWorkers } from './leases.js';
 import { NotifyBus } from './notify.js';
 import { WORKERS_SCHEMA } from './workers-schema.js';
 
@@ -94,7 +94,7 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   },
   { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
   // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
-  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA, ...LEASE_FUNCTIONS] },
+  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
 ];
 
 /**
@@ -189,6 +189,11 @@ function withFloats(s: StorageAdapter, floats: CreditFloats): void {
   });
 }
 
+/** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash, issue 17). */
+const UNKNOWN_AFTER_WORKER_GONE =
+  'The worker process sending this message stopped after it was recorded and before the provider answered: it may ' +
+  'have been sent. It is never sent again automatically.';
+
 /** `pg` is an optional peer dependency: loaded when the first adapter opens. */
 const loadPg = async () => (await import('pg')).default;
 
@@ -269,8 +274,10 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           });
           workers = new PgWorkers(db, {
             bus,
-            onGone: [],
+            // What a gone worker leaves: its queued messages may have left (never sent again), and its holds.
+            onGone: [(q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE)],
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
+            onRevived: () => floats?.reset(),
           });
           Object.assign(adapter, { workers });
         }

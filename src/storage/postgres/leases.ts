@@ -4,7 +4,7 @@
  * `workers`; it steps an agent only while it holds the agent's lease.
  *
  * - **Claim**: `SELECT … FOR UPDATE SKIP LOCKED LIMIT n`, then `UPDATE … SET lease_owner, lease_epoch + 1,
- *   lease_expires_at` (database time), one statement (`agentry_claim`). An agent another live worker holds gets
+ *   lease_expires_at` (database time), one statement. An agent another live worker holds gets
  *   `wake_requested` instead: its holder sees it when it releases the agent and drives it again.
  * - **Fence**: the adapter adds `{worker, epoch}` of every agent it holds to that agent's step commits, status changes
  *   and "started" marks of calls that must never run twice (`db.held`); a write whose lease is gone writes nothing.
@@ -27,30 +27,34 @@ const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
 /** A worker that has not renewed for this share of a lease stops stepping: its leases may be another's soon. */
 const RENEW_DEADLINE_SHARE = 0.7;
 const MAX_BATCH = 1_000;
+/** The epoch of a lease this worker lost (see `loseAll`): no lease has it, so every fenced write fails. */
+const LOST = -1;
 
-export const LEASE_FUNCTIONS: string[] = [
-  // Claims agents for worker `w`: the ids given (`ids` not null) or any claimable ones, `lim` at most. Answers the
-  // agents claimed, with their new epoch and the previous owner when that lease had run out (a takeover).
-  `CREATE OR REPLACE FUNCTION agentry_claim(w text, ids text[], lim int, lease_ms bigint)
-   RETURNS TABLE (agent_id text, epoch bigint, previous text) LANGUAGE plpgsql AS $fn$
-  BEGIN
-    RETURN QUERY
-    WITH c AS (
-      SELECT a.agent_id AS id, a.lease_owner AS old_owner FROM agents a
-      WHERE a.status IN ('ACTIVE', 'STARTING_UP')
-        AND (CASE WHEN ids IS NULL
-               THEN (a.lease_owner IS NULL AND a.wake_requested) OR a.lease_expires_at < now()
-               ELSE a.agent_id = ANY(ids) AND (a.lease_owner IS NULL OR a.lease_expires_at < now()) END)
-      ORDER BY a.seq LIMIT lim
-      FOR UPDATE SKIP LOCKED
-    )
-    UPDATE agents a SET lease_owner = w, lease_epoch = a.lease_epoch + 1,
-        lease_expires_at = now() + lease_ms * interval '1 millisecond', wake_requested = false
-      FROM c WHERE a.agent_id = c.id
-      RETURNING a.agent_id, a.lease_epoch, CASE WHEN c.old_owner IS DISTINCT FROM w THEN c.old_owner END;
-  END
-  $fn$`,
-];
+/**
+ * Claims agents for worker $1, $3 at most, and answers them with their new epoch and the owner whose lease had run out
+ * (a takeover). `%s` is what to claim: the ids given (an index lookup), or any claimable agent (the partial index
+ * `agents_claimable`, whose predicate the query repeats so that the planner uses it).
+ */
+const CLAIM = `WITH c AS (
+    SELECT agent_id AS id, lease_owner AS old_owner FROM agents
+    WHERE %s
+    ORDER BY seq LIMIT $3
+    FOR UPDATE SKIP LOCKED
+  )
+  UPDATE agents a SET lease_owner = $1, lease_epoch = a.lease_epoch + 1,
+      lease_expires_at = now() + $4::bigint * interval '1 millisecond', wake_requested = false
+    FROM c WHERE a.agent_id = c.id
+    RETURNING a.agent_id, a.lease_epoch AS epoch, CASE WHEN c.old_owner IS DISTINCT FROM $1 THEN c.old_owner END AS previous`;
+const CLAIM_IDS = CLAIM.replace(
+  '%s',
+  `agent_id = ANY($2::text[]) AND status IN ('ACTIVE', 'STARTING_UP')
+      AND (lease_owner IS NULL OR lease_expires_at < now())`,
+);
+const CLAIM_ANY = CLAIM.replace(
+  '%s',
+  `status IN ('ACTIVE', 'STARTING_UP') AND (wake_requested OR lease_owner IS NOT NULL)
+      AND ((lease_owner IS NULL AND wake_requested) OR lease_expires_at < now()) AND $2::text[] IS NULL`,
+);
 
 interface Held {
   id: string;
@@ -63,6 +67,11 @@ export interface PgWorkersOptions {
   onGone: readonly GoneWorkersHook[];
   /** Drops the stale holds of agents taken over from a gone worker. */
   dropHoldsOf(agentIds: string[]): Promise<unknown>;
+  /**
+   * This worker was taken for gone (it could not renew for a whole lease: frozen, partitioned) and its holds and
+   * float were dropped by the sweeper: forget what this process thought it held.
+   */
+  onRevived(): void;
 }
 
 export class PgWorkers implements WorkerCoordination {
@@ -158,7 +167,7 @@ export class PgWorkers implements WorkerCoordination {
     this.unsubscribe.push(
       this.bus.subscribe('control', (ids) => {
         // A pause or delete somewhere: check the agents named that this worker holds (all of them after a reconnect).
-        const mine = ids === null ? [...this.db.held.keys()] : ids.filter((id) => this.db.held.has(id));
+        const mine = ids === null ? this.live() : ids.filter((id) => this.holds(id));
         if (mine.length > 0) void this.renew(mine).catch((e: unknown) => this.hooks?.onError(e));
       }),
       this.bus.subscribe('work', () => this.mayHaveWork()),
@@ -168,11 +177,11 @@ export class PgWorkers implements WorkerCoordination {
   }
 
   holds(agentId: string): boolean {
-    return this.db.held.has(agentId);
+    return (this.db.held.get(agentId) ?? LOST) !== LOST;
   }
 
   async claim(agentIds: readonly string[], limit: number): Promise<string[]> {
-    const wanted = agentIds.filter((id) => !this.db.held.has(id));
+    const wanted = agentIds.filter((id) => !this.holds(id));
     const results = await Promise.all(wanted.map((id) => this.claimIds({ id, limit })));
     return wanted.filter((_, i) => results[i]);
   }
@@ -180,9 +189,8 @@ export class PgWorkers implements WorkerCoordination {
   async release(agentIds: readonly string[]): Promise<string[]> {
     const items = agentIds.flatMap((id) => {
       const epoch = this.db.held.get(id);
-      if (epoch === undefined) return [];
-      this.db.held.delete(id);
-      return [{ id, epoch }];
+      this.db.held.delete(id); // a lost lease's tombstone goes with its driver
+      return epoch === undefined || epoch === LOST ? [] : [{ id, epoch }];
     });
     const again = await Promise.all(items.map((i) => this.releaseOne(i)));
     const kept = items.filter((_, k) => again[k]);
@@ -193,7 +201,7 @@ export class PgWorkers implements WorkerCoordination {
 
   async mayProceed(agentId: string): Promise<boolean> {
     const epoch = this.db.held.get(agentId);
-    if (epoch === undefined || this.overdue()) return false;
+    if (epoch === undefined || epoch === LOST || this.overdue()) return false;
     return this.gate({ id: agentId, epoch });
   }
 
@@ -237,7 +245,7 @@ export class PgWorkers implements WorkerCoordination {
     clearTimeout(this.timer);
     for (const off of this.unsubscribe) off();
     await this.claiming;
-    const ids = [...this.db.held.keys()];
+    const ids = this.live();
     this.db.held.clear();
     try {
       // Runnable agents it held are claimable at once by the others; the row tells the sweeper this worker is gone.
@@ -260,13 +268,27 @@ export class PgWorkers implements WorkerCoordination {
   private async claimWith(ids: string[] | null, limit: number): Promise<string[]> {
     if (limit <= 0 || this.stopped) return [];
     const rows = await this.db.q<{ agent_id: string; epoch: number; previous: string | null }>(
-      'SELECT agent_id, epoch, previous FROM agentry_claim($1, $2::text[], $3, $4)',
+      ids === null ? CLAIM_ANY : CLAIM_IDS,
       [this.db.workerId, ids, limit, this.db.leaseMs],
     );
     for (const r of rows) this.db.held.set(r.agent_id, r.epoch);
     const takenOver = rows.filter((r) => r.previous !== null).map((r) => r.agent_id);
     if (takenOver.length > 0) await this.options.dropHoldsOf(takenOver);
     return rows.map((r) => r.agent_id);
+  }
+
+  /** The agents whose lease this worker holds (not those it lost). */
+  private live(): string[] {
+    return [...this.db.held].filter(([, epoch]) => epoch !== LOST).map(([id]) => id);
+  }
+
+  /**
+   * Leases lost: the agents stay in `db.held` as tombstones until their drivers stop, so that whatever their work still
+   * tries to write is fenced out (an epoch no lease has) instead of written unfenced.
+   */
+  private loseAll(ids: string[]): void {
+    for (const id of ids) this.db.held.set(id, LOST);
+    if (ids.length > 0) this.hooks?.onLost(ids);
   }
 
   /** Whether the last successful renewal is so old that the leases may be someone else's soon. */
@@ -278,7 +300,7 @@ export class PgWorkers implements WorkerCoordination {
    * Renews the leases of `ids` (default: all held) and the worker's row; reports lost and stopped agents. Returns
    * false when the worker's row is gone (the sweeper took this worker for dead: every lease was lost with it).
    */
-  private async renew(ids: string[] = [...this.db.held.keys()]): Promise<void> {
+  private async renew(ids: string[] = this.live()): Promise<void> {
     const sent = performance.now();
     const epochs = ids.map((id) => this.db.held.get(id) ?? -1);
     const [alive] = await this.db.q<{ ok: boolean }>(
@@ -297,9 +319,8 @@ export class PgWorkers implements WorkerCoordination {
           );
     if (!alive) {
       // Taken for dead and cleaned up after: nothing it holds is its own any more. It starts a new life.
-      const all = [...this.db.held.keys()];
-      this.db.held.clear();
-      if (all.length > 0) this.hooks?.onLost(all);
+      this.loseAll(this.live());
+      this.options.onRevived();
       await this.db.q(
         `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
          ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
@@ -312,8 +333,7 @@ export class PgWorkers implements WorkerCoordination {
     const kept = new Map(rows.map((r) => [r.agent_id, r.status]));
     // An agent claimed again meanwhile has a newer epoch than the one sent: not lost.
     const lost = ids.filter((id, k) => !kept.has(id) && this.db.held.get(id) === epochs[k]);
-    for (const id of lost) this.db.held.delete(id);
-    if (lost.length > 0) this.hooks?.onLost(lost);
+    this.loseAll(lost);
     const stopped = [...kept].filter(([, status]) => !RUNNABLE.includes(status)).map(([id]) => id);
     if (stopped.length > 0) this.hooks?.onStopped(stopped);
   }
@@ -324,11 +344,9 @@ export class PgWorkers implements WorkerCoordination {
       await this.renew();
     } catch (error) {
       this.hooks?.onError(error);
-      if (this.overdue() && this.db.held.size > 0) {
+      if (this.overdue()) {
         // Could not renew for most of a lease: stop stepping before another worker may take the agents.
-        const all = [...this.db.held.keys()];
-        this.db.held.clear();
-        this.hooks?.onLost(all);
+        this.loseAll(this.live());
       }
     }
     try {
