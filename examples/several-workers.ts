@@ -11,7 +11,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { AgentRuntime, type Agent, type ModelRequest } from 'agentry';
+import { AgentRuntime, type ModelRequest } from 'agentry';
 import { postgresStorage } from 'agentry/storage/postgres';
 import { scriptedModel } from 'agentry/testing';
 
@@ -32,21 +32,6 @@ function openWorker(name: string, first: boolean): Promise<AgentRuntime> {
   });
 }
 
-/**
- * Reads the agents until every one has finished, wherever it ran. (`waitFor` hears at once of the agents its own
- * runtime steps; reading the database sees every worker's.)
- */
-async function untilFinished(runtime: AgentRuntime, ids: string[]): Promise<Agent[]> {
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    const agents = await Promise.all(ids.map(async (id) => (await runtime.get(id)).agent));
-    if (agents.every((agent) => FINISHED.has(agent.status))) return agents;
-    if (Date.now() > deadline) throw new Error('the agents did not finish within a minute');
-    await new Promise((resolve) => setTimeout(resolve, 200));
-  }
-}
-const FINISHED = new Set(['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS']);
-
 let workers: AgentRuntime[] = [];
 try {
   workers = [await openWorker('A', true), await openWorker('B', false)];
@@ -57,7 +42,8 @@ try {
   // Every agent is created through A; any worker with room may step it.
   const ids: string[] = [];
   for (let i = 1; i <= TASKS; i++) ids.push((await a.create({ goal: `Task ${i}` })).agent_id);
-  const finished = await untilFinished(a, ids);
+  // waitFor hears of an agent's end wherever it ran (the workers announce changes to each other).
+  const finished = await Promise.all(ids.map((id) => a.waitFor(id)));
 
   const by: Record<string, number[]> = { A: [], B: [] };
   for (const [i, agent] of finished.entries()) {

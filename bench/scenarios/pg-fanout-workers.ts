@@ -166,7 +166,7 @@ async function runOnWorkers(admin: pg.Client, workers: number): Promise<Record<s
     await Promise.all(extras.map((e) => e.ready));
     const t0 = performance.now();
     const { agent_id: root } = await main.create({ goal: `fan out ${n}` });
-    // The root's last step may run in another worker: read its row (waitFor hears this runtime's own agents). A run
+    // The root's last step may run in another worker: its row is read (no notification in the measured path). A run
     // that stalls fails with where it stood rather than hanging the bench.
     const deadline = t0 + 600_000;
     for (;;) {
