@@ -184,7 +184,10 @@ async function runOnWorkers(admin: pg.Client, workers: number): Promise<Record<s
     const wallMs = performance.now() - t0;
     const cpuMs = await serverCpuMs(admin, schema);
     const completed = (await main.storage.listAgentIdsByStatus(['COMPLETED'])).length;
-    if (completed !== n + 1) throw new Error(`expected ${n + 1} COMPLETED agents, got ${completed}`);
+    if (completed !== n + 1) {
+      const { rows } = await admin.query(`SELECT status, count(*)::int AS n FROM "${schema}".agents GROUP BY 1`);
+      throw new Error(`${workers} worker(s): expected ${n + 1} COMPLETED agents, got ${JSON.stringify(rows)}`);
+    }
     const account = (await main.storage.getAccount('local'))!;
     const ledger = await main.storage.listLedger('local');
     if (ledger.reduce((s, l) => s + l.amount, 0) !== account.balance) throw new Error('ledger invariant broken');
