@@ -895,6 +895,7 @@ export class AgentRuntime {
     await this.retention?.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
+    this.credits.close();
     await this.platform?.close();
     // Every MCP server process is gone when close() resolves.
     await this.mcp?.close();

@@ -28,8 +28,12 @@ export interface WorkerBus {
  * - `changed`: an agent's status, progress or transcript changed (payload: its id); event streams and `waitFor` of
  *   other processes read it again.
  * - `timers`: a timer was scheduled (payload: its due time in ms); timer loops look sooner.
+ * - `credits`: the credit gates of the workers (core/credit-gate.ts). Payload `wait:<account id>`: a reservation of
+ *   this account waits for credits that other workers hold (they give back what they hold in advance, and say when
+ *   their holds of it end); `free:<account id>`: credits of this account came back (released, settled, topped up),
+ *   waiting reservations ask again.
  */
-export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers';
+export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers' | 'credits';
 
 /** What the runtime hears from its worker coordination. */
 export interface WorkerHooks {

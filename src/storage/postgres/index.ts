@@ -148,26 +148,39 @@ function withFloats(s: StorageAdapter, floats: CreditFloats): void {
     reserveNow: (r: ReservationRequest) => floats.reserveNow(r),
     async reserve(r: ReservationRequest) {
       const carved = await floats.reserve(r);
-      return carved === undefined ? db.reserve(r) : carved;
+      if (carved !== undefined) return carved;
+      const refusal = await db.reserve(r);
+      // A hold row may be refused for credits this worker's own float keeps unused (a capped tree's call, or an
+      // account another worker contests): they go back, and the row is asked once more.
+      if (refusal === 'account' && (await floats.giveBackUnused(r.account_id)) > 0) return db.reserve(r);
+      return refusal;
     },
+    // Each path below waits for the float's give-backs it started (a contested account's credits go straight back),
+    // so that the gate's word to other workers that credits are back comes after they are.
     async release(id: string) {
       if (!floats.release(id)) await db.release(id);
+      await floats.flush();
     },
     async releaseAgentReservations(ids: readonly string[]) {
-      return floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
+      const n = floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
+      await floats.flush();
+      return n;
     },
     async settle(settlements: Settlement[]) {
       const named = floats.forServer(settlements);
       const charged = await db.settle(named);
       floats.settled(named, charged);
+      await floats.flush();
       return charged;
     },
     async commitStep(commit: StepCommit) {
       const named = floats.forServer(commit.settlements ?? []);
       const result = await db.commitStep(named.length ? { ...commit, settlements: named } : commit);
       floats.settled(named, result.charged);
+      if (named.length) await floats.flush();
       return result;
     },
+    yieldCredits: (accountId: string) => floats.yield(accountId),
     async insertAgents(...args: Parameters<StorageAdapter['insertAgents']>) {
       await db.insertAgents(...args);
       floats.noteAgents(args[0]);
