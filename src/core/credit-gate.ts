@@ -99,9 +99,7 @@ interface LiveHold {
 }
 
 type Outcome =
-  | { kind: 'granted' }
-  | { kind: 'refused'; result: Reservation }
-  | { kind: 'wait'; key: string; remote: boolean };
+  { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string; remote: boolean };
 
 const accountKey = (id: string) => `a:${id}`;
 const treeKey = (id: string) => `t:${id}`;

@@ -12,10 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { CreditGate, type Reservation } from '../../src/core/credit-gate.js';
 import type { AgentRow, ReservationRequest, Settlement, StorageAdapter } from '../../src/storage/adapter.js';
-import {
-  releaseHoldsOfGoneWorkersIn,
-  releaseHoldsOfWorkers,
-} from '../../src/storage/postgres/accounts.js';
+import { releaseHoldsOfGoneWorkersIn, releaseHoldsOfWorkers } from '../../src/storage/postgres/accounts.js';
 import type { Query } from '../../src/storage/postgres/db.js';
 import { postgresStorage } from '../../src/storage/postgres/index.js';
 import type { WorkerBus, WorkerTopic } from '../../src/storage/workers.js';
@@ -245,7 +242,7 @@ describe.skipIf(!reachable && !strict)(
         })();
 
         let seed = lossy ? 7 : 3;
-        const random = () => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31); // reproducible
+        const random = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31; // reproducible
         const shortCharges: string[] = [];
         const badRefusals: string[] = [];
         let granted = 0;
@@ -382,7 +379,9 @@ describe.skipIf(!reachable && !strict)(
 
       // A hold of no worker (an exclusive runner's, or from before migration 5): what a starting worker drops; every
       // live worker's hold stays.
-      await q(`INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES ('old', 'acct', 'c2', 'root', 50)`);
+      await q(
+        `INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES ('old', 'acct', 'c2', 'root', 50)`,
+      );
       await q(`UPDATE accounts SET reserved = reserved + 50 WHERE id = 'acct'`);
       expect(await releaseHoldsOfGoneWorkersIn(q, workerA, 15_000)).toBe(1);
       expect(await sums(q)).toMatchObject({ reserved: 850, rows: 850 });
