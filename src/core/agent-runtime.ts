@@ -939,6 +939,7 @@ export class AgentRuntime {
     this.subAgents.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
+    this.credits.close();
     await this.platform?.close();
     // Every MCP server process is gone when close() resolves.
     await this.mcp?.close();

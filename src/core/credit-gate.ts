@@ -14,8 +14,19 @@
  *
  * Every reservation of the runtime goes through one gate, which therefore knows which holds are live; a wait is only
  * entered while a live hold stands in the way, which is what guarantees that every wait ends.
+ *
+ * Several workers on one database (storage with `workers`, issue 27): each process has its own gate, and the holds of
+ * the others are rows this gate does not track. A refused request whose settled balance would cover it then also waits
+ * while *other workers* hold credits of its account (or tree): the account's `reserved` less what this gate holds. It
+ * is asked again when a worker says on the bus (`credits` topic) that credits of the account came back, and, because
+ * notifications are best effort, by a jittered poll while it waits. Waiting, it says so on the bus (`wait:<account>`,
+ * again at every poll); a worker that hears it gives back its unused float (`yieldCredits`) and, for a while, says
+ * `free:<account>` whenever its holds of that account end. Never overshooting stays the database's job
+ * (`agentry_reserve` checks the balance; every charge is at most the balance). Requests are granted first in first
+ * out within a process; across processes, whoever asks the database first after credits come back gets them.
  */
 import type { ReservationRefusal, ReservationRequest, Settlement, StorageAdapter } from '../storage/adapter.js';
+import type { WorkerBus } from '../storage/workers.js';
 
 /** What a reservation came to. */
 export type Reservation =
@@ -32,6 +43,25 @@ export interface ReserveOptions {
   /** Called once if the request has to wait, with the number of live holds it waits behind. */
   onWait?(heldBy: number): void;
 }
+
+export interface CreditGateOptions {
+  /**
+   * The bus to the other workers of the database. Default: the storage's (`storage.workers?.bus`, looked up when
+   * first needed, since it appears with `init()`). Without one the gate knows every hold (one process).
+   */
+  bus?: WorkerBus;
+  /**
+   * How often a reservation waiting for other workers' holds is asked again without a word from them, ms (each wait
+   * between half and one and a half of it, so that workers do not ask in step).
+   * @default 1000
+   */
+  pollMs?: number;
+}
+
+/** How long this gate tells of the ends of its holds of an account after another worker said it waits for it, ms. */
+const CONTESTED_MS = 5_000;
+/** How often a reservation waiting for other workers' holds and not granted is asked again at most, in one go. */
+const SHARED_RETRIES = 3;
 
 interface Waiter {
   request: ReservationRequest;
@@ -56,15 +86,20 @@ interface Queue {
   toldUpTo: number;
   pumping: boolean;
   pumpAgain: boolean;
+  /** The head waits for holds of other workers (asked again by the poll and by their word on the bus). */
+  remote: boolean;
 }
 
 interface LiveHold {
+  accountId: string;
   accountKey: string;
   treeKey: string;
   agentId: string;
+  amount: number;
 }
 
-type Outcome = { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string };
+type Outcome =
+  { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string; remote: boolean };
 
 const accountKey = (id: string) => `a:${id}`;
 const treeKey = (id: string) => `t:${id}`;
@@ -78,8 +113,33 @@ export class CreditGate {
   private readonly liveByAgent = new Map<string, number>();
   /** Per account, the end of the chain of reservation decisions under way (see decide). */
   private readonly deciding = new Map<string, Promise<void>>();
+  /** Micro-credits of live holds per queue key: what of the database's `reserved` sums is this gate's. */
+  private readonly liveAmount = new Map<string, number>();
+  /** Accounts other workers wait for, until when (ms): the ends of this gate's holds of them are told on the bus. */
+  private readonly contested = new Map<string, number>();
+  /** When this gate last said on the bus that it waits for an account (ms). */
+  private readonly waitSaid = new Map<string, number>();
+  private bus: WorkerBus | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private pollTimer: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly pollMs: number;
 
-  constructor(private readonly storage: StorageAdapter) {}
+  constructor(
+    private readonly storage: StorageAdapter,
+    private readonly options: CreditGateOptions = {},
+  ) {
+    this.pollMs = options.pollMs ?? 1_000;
+  }
+
+  /** Stops listening to the other workers and polling; waiting requests stay as they are. */
+  close(): void {
+    this.closed = true;
+    clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
+    this.unsubscribe?.();
+    this.unsubscribe = undefined;
+  }
 
   /** Requests waiting, over all queues. */
   get waitingCount(): number {
@@ -96,6 +156,7 @@ export class CreditGate {
    */
   reserve(request: ReservationRequest, options: ReserveOptions = {}): Promise<Reservation> {
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
+    this.shared(); // listens to the other workers from the first reservation on: they may soon wait for its holds
     // Nothing waits or is being decided for this account or tree, and the storage can answer at once: the hold is made
     // and counted in one synchronous step, so no other request can come between (the common, uncontended case). A
     // refusal goes the ordinary way, where it is judged (and asked again) in order.
@@ -144,25 +205,31 @@ export class CreditGate {
     this.forget(ids);
   }
 
-  /** Call after credits were added to an account: its waiting requests may fit now. */
+  /** Call after credits were added to an account: its waiting requests may fit now (in every worker). */
   toppedUp(accountId: string): void {
     this.pump(accountKey(accountId));
+    this.shared()?.publish('credits', `free:${accountId}`);
   }
 
   private track(request: ReservationRequest): void {
     const hold: LiveHold = {
+      accountId: request.account_id,
       accountKey: accountKey(request.account_id),
       treeKey: treeKey(request.root_id),
       agentId: request.agent_id,
+      amount: request.amount,
     };
     this.live.set(request.id, hold);
     this.count(this.liveCount, hold.accountKey, 1);
     this.count(this.liveCount, hold.treeKey, 1);
     this.count(this.liveByAgent, hold.agentId, 1);
+    this.count(this.liveAmount, hold.accountKey, hold.amount);
+    this.count(this.liveAmount, hold.treeKey, hold.amount);
   }
 
   private forget(reservationIds: readonly string[]): void {
     const keys = new Set<string>();
+    const accounts = new Set<string>();
     for (const id of reservationIds) {
       const hold = this.live.get(id);
       if (!hold) continue;
@@ -170,9 +237,84 @@ export class CreditGate {
       this.count(this.liveCount, hold.accountKey, -1);
       this.count(this.liveCount, hold.treeKey, -1);
       this.count(this.liveByAgent, hold.agentId, -1);
+      this.count(this.liveAmount, hold.accountKey, -hold.amount);
+      this.count(this.liveAmount, hold.treeKey, -hold.amount);
       keys.add(hold.accountKey).add(hold.treeKey);
+      accounts.add(hold.accountId);
     }
     for (const key of keys) this.pump(key);
+    // Other workers wait for these accounts: their credits are back in the database now (storage has applied it).
+    for (const account of accounts) if (this.isContested(account)) this.bus?.publish('credits', `free:${account}`);
+  }
+
+  /**
+   * The bus to the other workers, subscribed on first use; undefined with one process. The storage's coordination
+   * appears with its `init()`, after the gate was made, hence the late lookup.
+   */
+  private shared(): WorkerBus | undefined {
+    if (this.bus || this.closed) return this.bus;
+    const bus = this.options.bus ?? this.storage.workers?.bus;
+    if (!bus) return undefined;
+    this.bus = bus;
+    this.unsubscribe = bus.subscribe('credits', (payloads) => this.heard(payloads));
+    return bus;
+  }
+
+  /** What other workers (and this one) said on the `credits` topic. */
+  private heard(payloads: string[] | null): void {
+    if (this.closed) return;
+    if (payloads === null) {
+      // The bus reconnected: words may have been lost meanwhile. Everyone waiting on other workers asks again.
+      for (const [key, q] of this.queues) if (q.remote) this.pump(key);
+      return;
+    }
+    for (const payload of new Set(payloads)) {
+      const colon = payload.indexOf(':');
+      const what = payload.slice(0, colon);
+      const accountId = payload.slice(colon + 1);
+      if (colon < 0 || !accountId) continue;
+      if (what === 'wait') {
+        this.contested.set(accountId, Date.now() + CONTESTED_MS);
+        // Credits this process holds in advance go back, and the waiters hear that they did.
+        void this.storage
+          .yieldCredits?.(accountId)
+          .then((gaveBack) => gaveBack && this.bus?.publish('credits', `free:${accountId}`))
+          .catch(() => undefined); // best effort: the float goes back when idle anyway, and waiters poll
+      } else if (what === 'free') {
+        for (const [key, q] of this.queues) {
+          if (key === accountKey(accountId) || (q.remote && q.waiters[q.head]?.request.account_id === accountId)) {
+            this.pump(key);
+          }
+        }
+      }
+    }
+  }
+
+  private isContested(accountId: string): boolean {
+    const until = this.contested.get(accountId);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.contested.delete(accountId);
+    return false;
+  }
+
+  /** The head of a queue waits for other workers' holds of its account: they hear it, and the poll is on. */
+  private waitForOthers(accountId: string): void {
+    const bus = this.shared();
+    const now = Date.now();
+    if (bus && now - (this.waitSaid.get(accountId) ?? -Infinity) >= this.pollMs / 2) {
+      this.waitSaid.set(accountId, now);
+      bus.publish('credits', `wait:${accountId}`);
+    }
+    if (this.pollTimer || this.closed) return;
+    this.pollTimer = setTimeout(
+      () => {
+        this.pollTimer = undefined;
+        for (const [key, q] of this.queues) if (q.remote) this.pump(key);
+      },
+      this.pollMs * (0.5 + Math.random()),
+    );
+    this.pollTimer.unref();
   }
 
   private count(counts: Map<string, number>, key: string, delta: number): void {
@@ -190,7 +332,7 @@ export class CreditGate {
   private async judge(
     request: ReservationRequest,
     refusal: ReservationRefusal,
-  ): Promise<{ final: true; result: Reservation; fits: boolean } | { final: false; key: string }> {
+  ): Promise<{ final: true; result: Reservation; fits: boolean } | { final: false; key: string; remote: boolean }> {
     const [account, root] = await Promise.all([
       this.storage.getAccount(request.account_id),
       this.storage.getAgent(request.root_id),
@@ -200,13 +342,21 @@ export class CreditGate {
     const payable = Math.min(balance, capLeft);
     const key = refusal === 'tree_cap' ? treeKey(request.root_id) : accountKey(request.account_id);
     const othersHolds = (this.liveCount.get(key) ?? 0) - (this.liveByAgent.get(request.agent_id) ?? 0);
-    if (request.amount <= payable && othersHolds > 0) return { final: false, key };
+    if (request.amount <= payable && othersHolds > 0) return { final: false, key, remote: false };
+    if (request.amount <= payable && this.shared()) {
+      // What the database counts as held less what this gate holds: other workers' holds and floats, which end too.
+      const reserved = refusal === 'tree_cap' ? (root?.tree_reserved ?? 0) : (account?.reserved ?? 0);
+      if (reserved - (this.liveAmount.get(key) ?? 0) > 0) return { final: false, key, remote: true };
+    }
     return { final: true, result: { granted: false, refusal, payable }, fits: request.amount <= payable };
   }
 
   private push(waiter: Waiter): void {
     let q = this.queues.get(waiter.key);
-    if (!q) this.queues.set(waiter.key, (q = { waiters: [], head: 0, toldUpTo: 0, pumping: false, pumpAgain: false }));
+    if (!q) {
+      q = { waiters: [], head: 0, toldUpTo: 0, pumping: false, pumpAgain: false, remote: false };
+      this.queues.set(waiter.key, q);
+    }
     q.waiters.push(waiter);
   }
 
@@ -233,6 +383,7 @@ export class CreditGate {
   }
 
   private async grantFromHead(key: string, q: Queue): Promise<void> {
+    q.remote = false;
     while (q.head < q.waiters.length) {
       const waiter = q.waiters[q.head]!;
       if (waiter.settled) {
@@ -275,6 +426,8 @@ export class CreditGate {
       if (outcome.kind === 'wait') {
         if (outcome.key === key) {
           // The head waits for holds to end, and so does everyone behind it.
+          q.remote = outcome.remote;
+          if (outcome.remote) this.waitForOthers(waiter.request.account_id);
           this.tellWaiting(q, key);
           return;
         }
@@ -301,18 +454,19 @@ export class CreditGate {
    */
   private decide(request: ReservationRequest): Promise<Outcome> {
     return this.exclusive(request.account_id, async () => {
-      for (let retried = false; ; retried = true) {
+      for (let retries = 0; ; retries++) {
         const refusal = await this.storage.reserve(request);
         if (refusal === null) {
           this.track(request);
           return { kind: 'granted' };
         }
         const verdict = await this.judge(request, refusal);
-        if (!verdict.final) return { kind: 'wait', key: verdict.key };
+        if (!verdict.final) return { kind: 'wait', key: verdict.key, remote: verdict.remote };
         // The settled balance covers it and no other live hold is in the way: the hold that made storage refuse
-        // ended in between (released or settled while the refusal was on its way). Asked once more, not in a loop:
-        // holds this gate does not know of (another process's) would make it spin.
-        if (verdict.fits && !retried) continue;
+        // ended in between (released or settled while the refusal was on its way). Asked again a bounded number of
+        // times, not in a loop: only the requester's own holds may be in the way, and waiting for them never ends.
+        // With other workers a few more, as their holds come and go between the refusal and its judgement.
+        if (verdict.fits && retries < (this.shared() ? SHARED_RETRIES : 1)) continue;
         return { kind: 'refused', result: verdict.result };
       }
     });

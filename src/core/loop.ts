@@ -975,7 +975,13 @@ async function reserveCredits(
 }
 
 async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: number): Promise<void> {
-  const calls = heldBy === 1 ? '1 running call' : `${heldBy.toLocaleString('en-US')} running calls`;
+  // 0: the holds in the way are other workers' (processes sharing the database), which this one does not count.
+  const calls =
+    heldBy === 0
+      ? 'running calls of other workers'
+      : heldBy === 1
+        ? '1 running call'
+        : `${heldBy.toLocaleString('en-US')} running calls`;
   // Only while the agent still has the status it waits in: a pause that landed meanwhile keeps saying "Paused". A
   // change to the same status is a compare-and-set of the message alone.
   const updated = await deps.storage.changeStatus(

@@ -519,6 +519,12 @@ export interface StorageAdapter {
   reserveNow?(request: ReservationRequest): ReservationRefusal | null;
   /** Drops a hold without spending it. Unknown ids are ignored. */
   release(reservationId: string): Promise<void>;
+  /**
+   * Another worker waits for credits of this account (storage with {@link StorageAdapter.workers}): gives back what
+   * this process holds of it in advance and holds nothing in advance for a while. True when credits went back.
+   * Absent: the adapter holds nothing in advance.
+   */
+  yieldCredits?(accountId: string): Promise<boolean>;
   /** Drops every hold of these agents (recovery after a crash). Returns how many were dropped. */
   releaseAgentReservations(agentIds: readonly string[]): Promise<number>;
   /** Settles reservations outside of a step (tool calls of an agent that was deleted meanwhile, etc.). */

@@ -30,8 +30,12 @@ export interface WorkerBus {
  * - `timers`: a timer was scheduled (payload: its due time in ms); timer loops look sooner.
  * - `children`: a child of this agent stopped running (payload: the parent's id); the process where the parent waits
  *   for its children counts them again.
+ * - `credits`: the credit gates of the workers (core/credit-gate.ts). Payload `wait:<account id>`: a reservation of
+ *   this account waits for credits that other workers hold (they give back what they hold in advance, and say when
+ *   their holds of it end); `free:<account id>`: credits of this account came back (released, settled, topped up),
+ *   waiting reservations ask again.
  */
-export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers' | 'children';
+export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers' | 'children' | 'credits';
 
 /** What the runtime hears from its worker coordination. */
 export interface WorkerHooks {

@@ -114,15 +114,17 @@ async function dropReservation(q: Query, reservationId: string): Promise<void> {
   if (hold) await unmirrorHold(q, hold);
 }
 
-/** Drops every hold of these agents inside the caller's transaction (deleting a tree). Returns how many. */
-export async function releaseAgentReservationsIn(q: Query, agentIds: readonly string[]): Promise<number> {
-  if (agentIds.length === 0) return 0;
-  // Ordered by id so that two callers releasing overlapping holds lock them in the same order.
+/**
+ * Deletes the holds `where` selects (a condition on `reservations r`, with `params`) and takes their amounts off the
+ * sums that mirror them; returns how many. Ordered by id so that two callers dropping overlapping holds lock them in
+ * the same order. A float (credit-float.ts) has an empty root, so only its account's sum changes.
+ */
+async function dropHoldsWhere(q: Query, where: string, params: unknown[]): Promise<number> {
   const holds = await q<Rows<ReservationRequest>>(
     `DELETE FROM reservations WHERE id IN (
-       SELECT id FROM reservations WHERE agent_id = ANY($1::text[]) ORDER BY id FOR UPDATE
+       SELECT r.id FROM reservations r WHERE ${where} ORDER BY r.id FOR UPDATE
      ) RETURNING account_id, root_id, amount`,
-    [[...agentIds]],
+    params,
   );
   if (holds.length > 0) {
     // One statement per table, whatever the number of holds: their sums come off their accounts, then their roots.
@@ -140,6 +142,57 @@ export async function releaseAgentReservationsIn(q: Query, agentIds: readonly st
     );
   }
   return holds.length;
+}
+
+/**
+ * SQL: the hold `r` belongs to no live worker other than this one (`me`, a parameter like `$2`). A worker is live while
+ * its `workers` row is not `stopped` and its heartbeat is younger than the lease (`leaseMs`, database time). A hold
+ * without a worker (taken by an exclusive-mode runner, or before migration 5) and one whose worker has no row (the
+ * sweeper deleted it) belong to nobody live: a worker registers its row before it takes holds (DESIGN §9).
+ */
+const notOfAnotherLiveWorker = (me: string, leaseMs: string) => `(r.worker_id IS NULL OR r.worker_id = ${me} OR
+  NOT EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = r.worker_id AND NOT w.stopped
+    AND w.heartbeat_at >= now() - ${leaseMs}::bigint * interval '1 millisecond'))`;
+
+/**
+ * Drops holds of these agents inside the caller's transaction; returns how many. Without `scope` every hold of them
+ * (deleting a tree: its holds go whoever took them). With `scope` (workers mode) only the holds of this worker and of
+ * workers that are gone: another live worker's holds are its calls in flight, which it settles or releases itself.
+ */
+export async function releaseAgentReservationsIn(
+  q: Query,
+  agentIds: readonly string[],
+  scope?: { workerId: string; leaseMs: number },
+): Promise<number> {
+  if (agentIds.length === 0) return 0;
+  if (!scope) return dropHoldsWhere(q, 'r.agent_id = ANY($1::text[])', [[...agentIds]]);
+  return dropHoldsWhere(q, `r.agent_id = ANY($1::text[]) AND ${notOfAnotherLiveWorker('$2', '$3')}`, [
+    [...agentIds],
+    scope.workerId,
+    scope.leaseMs,
+  ]);
+}
+
+/**
+ * For the sweeper, in its transaction: drops every hold and every float (`float:<worker>:<account>`) of these gone
+ * workers, taking their amounts off `accounts.reserved` and `agents.tree_reserved`. Returns how many rows went.
+ */
+export async function releaseHoldsOfWorkers(q: Query, workerIds: string[]): Promise<number> {
+  if (workerIds.length === 0) return 0;
+  return dropHoldsWhere(q, 'r.worker_id = ANY($1::text[])', [workerIds]);
+}
+
+/**
+ * What a worker does at startup in workers mode, instead of {@link releaseAllHoldsIn}: drops the holds that belong to
+ * no live worker (see notOfAnotherLiveWorker: untagged ones, and those of gone workers that no sweeper has
+ * cleaned up yet). Nothing of a live worker is touched. Returns how many rows went.
+ */
+export async function releaseHoldsOfGoneWorkersIn(q: Query, workerId: string, leaseMs: number): Promise<number> {
+  // This worker's own holds are left too: it has just started and has none, unless it is running already.
+  return dropHoldsWhere(q, `r.worker_id IS DISTINCT FROM $1 AND ${notOfAnotherLiveWorker('$1', '$2')}`, [
+    workerId,
+    leaseMs,
+  ]);
 }
 
 type AccountsStore = Pick<
@@ -220,16 +273,24 @@ export function accountsStore(db: Db): AccountsStore {
       db.q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId]),
 
     // One round trip: agentry_reserve (functions.ts) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
+    // The hold is tagged with this worker, so that only it (or, once it is gone, the sweeper) drops it.
     reserve: async (request) =>
       (
         await db.q<{ refusal: ReservationRefusal | null }>('SELECT agentry_reserve($1::jsonb) AS refusal', [
-          JSON.stringify(request),
+          JSON.stringify({ ...request, worker_id: db.workerId }),
         ])
       )[0]?.refusal ?? null,
 
     release: (reservationId) => db.tx((q) => dropReservation(q, reservationId)),
 
-    releaseAgentReservations: (agentIds) => db.tx((q) => releaseAgentReservationsIn(q, agentIds)),
+    releaseAgentReservations: (agentIds) =>
+      db.tx((q) =>
+        releaseAgentReservationsIn(
+          q,
+          agentIds,
+          db.mode === 'workers' ? { workerId: db.workerId, leaseMs: db.leaseMs } : undefined,
+        ),
+      ),
 
     settle: async (settlements) =>
       (

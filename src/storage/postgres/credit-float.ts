@@ -9,7 +9,14 @@
  * from the float in memory. A settlement of such a hold debits the balance as always and shrinks the float by what it
  * charged (at most the hold) in the same transaction; a release only gives the credits back to the float. A float
  * nobody draws on goes back to the account after {@link FLOAT_IDLE_MS}; a process that dies leaves its float as it
- * leaves any hold (the next runner drops every hold).
+ * leaves any hold (the next exclusive runner drops every hold; in workers mode the sweeper drops the holds and floats
+ * of a gone worker, whose float rows carry its id in `worker_id` and in their id, `float:<worker>:<account>`).
+ *
+ * Several workers (DESIGN §9, issue 27): a float never takes more than {@link FLOAT_SHARE} of the available balance
+ * (but always what the request at hand needs), so one worker cannot sit on credits that another needs. And when
+ * another worker waits for an account (`yield`, called when the credit gate hears so on the bus), the account is
+ * *contested* for {@link CONTESTED_MS}: the unused part of its float goes back at once, and until then its holds are
+ * rows (`agentry_reserve`) and every carved hold that ends gives its credits straight back to the account.
  *
  * Never more than the balance: a float is taken only from the available balance (balance less every hold), and every
  * charge is at most the balance, as before. Only trees without `max_credits` draw on the float: a capped tree's holds
@@ -17,7 +24,6 @@
  *
  * What callers see: `getAccount().reserved` counts what this process's calls hold, not the float's unused part.
  */
-import { randomUUID } from 'node:crypto';
 import type { AccountRow, ReservationRefusal, ReservationRequest, Settlement } from '../adapter.js';
 import type { Db } from './db.js';
 
@@ -25,6 +31,10 @@ import type { Db } from './db.js';
 const FLOAT_REQUESTS = 128;
 /** How long a float that holds no call's credits stays before it goes back to the account. */
 export const FLOAT_IDLE_MS = 200;
+/** The most of an account's available balance one worker's float takes in workers mode (exclusive: all of it). */
+export const FLOAT_SHARE = 0.25;
+/** How long an account stays contested after the last word that another worker waits for it. */
+export const CONTESTED_MS = 5_000;
 
 interface Float {
   id: string;
@@ -46,14 +56,20 @@ interface CarvedHold {
 export type FloatSettlement = Settlement & { float_id?: string; float_amount?: number };
 
 export class CreditFloats {
-  private readonly process = randomUUID();
   private readonly floats = new Map<string, Float>();
   private readonly holds = new Map<string, CarvedHold>();
   /** Roots known to have no `max_credits` (caps never change after creation). */
   private readonly uncapped = new Set<string>();
+  /** Accounts another worker waits for, until when (ms, this process's clock). */
+  private readonly contested = new Map<string, number>();
+  /** Give-backs under way (see flush). */
+  private readonly pending = new Set<Promise<unknown>>();
+  private readonly share: number;
   private closed = false;
 
-  constructor(private readonly db: Db) {}
+  constructor(private readonly db: Db) {
+    this.share = db.mode === 'workers' ? FLOAT_SHARE : 1;
+  }
 
   /** Remembers which roots are uncapped, from rows this process wrote or read. */
   noteAgents(rows: ReadonlyArray<{ agent_id: string; root_id: string; max_credits: number | null }>): void {
@@ -63,7 +79,13 @@ export class CreditFloats {
   /** Carves the hold from the float at once when it has room; 'account' (ask `reserve`) otherwise. */
   reserveNow(r: ReservationRequest): ReservationRefusal | null {
     const float = this.floats.get(r.account_id);
-    if (!float || !this.uncapped.has(r.root_id) || float.size - float.held < r.amount || this.holds.has(r.id)) {
+    if (
+      !float ||
+      !this.uncapped.has(r.root_id) ||
+      float.size - float.held < r.amount ||
+      this.holds.has(r.id) ||
+      this.isContested(r.account_id)
+    ) {
       return 'account';
     }
     this.carve(float, r);
@@ -75,7 +97,8 @@ export class CreditFloats {
    * is not one for the float (its tree is capped, or its root is unknown): the caller makes a hold row instead.
    */
   async reserve(r: ReservationRequest): Promise<ReservationRefusal | null | undefined> {
-    if (this.closed || this.holds.has(r.id)) return undefined;
+    // A contested account's credits go to whoever asks the database first: no float keeps them in one worker.
+    if (this.closed || this.holds.has(r.id) || this.isContested(r.account_id)) return undefined;
     if (!this.uncapped.has(r.root_id)) {
       const [root] = await this.db.q<{ max_credits: number | null }>(
         'SELECT max_credits FROM agents WHERE agent_id = $1 AND root_id = agent_id',
@@ -87,7 +110,7 @@ export class CreditFloats {
     let float = this.floats.get(r.account_id);
     if (!float) {
       float = {
-        id: `float:${this.process}:${r.account_id}`,
+        id: `float:${this.db.workerId}:${r.account_id}`,
         accountId: r.account_id,
         size: 0,
         held: 0,
@@ -97,12 +120,10 @@ export class CreditFloats {
     }
     const need = r.amount - (float.size - float.held);
     if (need > 0) {
-      const [row] = await this.db.q<{ granted: number }>('SELECT agentry_float_grow($1, $2, $3, $4) AS granted', [
-        float.id,
-        r.account_id,
-        need,
-        Math.max(need, r.amount * FLOAT_REQUESTS),
-      ]);
+      const [row] = await this.db.q<{ granted: number }>(
+        'SELECT agentry_float_grow($1, $2, $3, $4, $5, $6) AS granted',
+        [float.id, r.account_id, need, Math.max(need, r.amount * FLOAT_REQUESTS), this.db.workerId, this.share],
+      );
       float.size += row?.granted ?? 0;
       if ((row?.granted ?? 0) < need) return 'account';
     }
@@ -160,6 +181,29 @@ export class CreditFloats {
     return n;
   }
 
+  /**
+   * Another worker waits for this account: gives the unused part of its float back now, and keeps the account
+   * contested (see the module comment) for {@link CONTESTED_MS}. True when credits went back.
+   */
+  async yield(accountId: string): Promise<boolean> {
+    this.contested.set(accountId, Date.now() + CONTESTED_MS);
+    return (await this.giveBackUnused(accountId)) > 0;
+  }
+
+  /** Gives the unused part of the account's float back (a hold row of this worker needs the credits); how much. */
+  async giveBackUnused(accountId: string): Promise<number> {
+    const float = this.floats.get(accountId);
+    if (!float) return 0;
+    const before = float.size;
+    await this.giveBack(float, float.size);
+    return before - float.size;
+  }
+
+  /** Waits for the give-backs under way, so that a caller's "credits are back" is true when it says so. */
+  async flush(): Promise<void> {
+    while (this.pending.size > 0) await Promise.allSettled([...this.pending]);
+  }
+
   /** The account as its callers see it: its floats' unused part is not anyone's hold. */
   view<T extends AccountRow | null>(account: T): T {
     const float = account && this.floats.get(account.id);
@@ -182,6 +226,15 @@ export class CreditFloats {
     for (const float of this.floats.values()) clearTimeout(float.idleTimer);
     this.floats.clear();
     this.holds.clear();
+    this.contested.clear();
+  }
+
+  private isContested(accountId: string): boolean {
+    const until = this.contested.get(accountId);
+    if (until === undefined) return false;
+    if (until > Date.now()) return true;
+    this.contested.delete(accountId);
+    return false;
   }
 
   private carve(float: Float, r: ReservationRequest): void {
@@ -198,7 +251,15 @@ export class CreditFloats {
     const float = this.floats.get(hold.accountId);
     if (!float) return;
     float.held -= hold.amount;
-    if (float.held === 0 && !this.closed) {
+    if (this.closed) return;
+    if (this.isContested(hold.accountId)) {
+      // Another worker waits for this account: what the call did not spend goes back now, not after the idle time.
+      const giving = this.giveBack(float, float.size).catch(() => undefined);
+      this.pending.add(giving);
+      void giving.finally(() => this.pending.delete(giving));
+      return;
+    }
+    if (float.held === 0) {
       clearTimeout(float.idleTimer);
       float.idleTimer = setTimeout(() => {
         float.idleTimer = undefined;

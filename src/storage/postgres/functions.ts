@@ -17,9 +17,9 @@
  *   one that fails changes nothing and the others still commit. Returns one `{ok, value|error}` each. A deadlock or
  *   serialization failure is raised for the whole batch, which the caller retries.
  * - `agentry_settle_all(ss)`: settlements in order, outside a step; returns the charges.
- * - `agentry_float_grow(id, account, need, want)` and `agentry_float_shrink(id, account, amount)`: a process's float of
- *   credits (credit-float.ts) takes up to `want` of the available balance (nothing if `need` is not available), or
- *   gives some back.
+ * - `agentry_float_grow(id, account, need, want, worker, share)` and `agentry_float_shrink(id, account, amount)`: a
+ *   worker's float of credits (credit-float.ts) takes up to `want`, but no more than `share` of the available balance
+ *   (nothing if `need` is not available; `need` itself always when it is), tagged with the worker; or gives some back.
  * - `agentry_reserve(r)`: the hold if the account's available balance and the tree's cap cover it; returns null or
  *   the refusal (`account`, `tree_cap`).
  *
@@ -358,7 +358,8 @@ export const FUNCTIONS_SCHEMA: string[] = [
   END
   $fn$`,
 
-  `CREATE OR REPLACE FUNCTION agentry_float_grow(fid text, acct text, need bigint, want bigint) RETURNS bigint
+  `CREATE OR REPLACE FUNCTION agentry_float_grow(fid text, acct text, need bigint, want bigint, wid text,
+    share double precision) RETURNS bigint
   LANGUAGE plpgsql AS $fn$
   DECLARE
     a record;
@@ -366,8 +367,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
   BEGIN
     SELECT balance, reserved INTO a FROM accounts WHERE id = acct FOR UPDATE;
     IF NOT FOUND OR a.balance - a.reserved < need THEN RETURN 0; END IF;
-    g := least(want, a.balance - a.reserved);
-    INSERT INTO reservations (id, account_id, agent_id, root_id, amount) VALUES (fid, acct, '', '', g)
+    -- At most a share of what is available (other workers may need the rest), but always what this request needs.
+    g := greatest(need, least(want, floor((a.balance - a.reserved) * share)::bigint));
+    INSERT INTO reservations (id, account_id, agent_id, root_id, amount, worker_id) VALUES (fid, acct, '', '', g, wid)
       ON CONFLICT (id) DO UPDATE SET amount = reservations.amount + EXCLUDED.amount;
     UPDATE accounts SET reserved = reserved + g WHERE id = acct;
     RETURN g;
@@ -408,8 +410,8 @@ export const FUNCTIONS_SCHEMA: string[] = [
     IF has_root AND root.max_credits IS NOT NULL AND root.tree_spent + root.tree_reserved + amount > root.max_credits THEN
       RETURN 'tree_cap';
     END IF;
-    INSERT INTO reservations (id, account_id, agent_id, root_id, amount)
-      VALUES (r->>'id', r->>'account_id', r->>'agent_id', r->>'root_id', amount);
+    INSERT INTO reservations (id, account_id, agent_id, root_id, amount, worker_id)
+      VALUES (r->>'id', r->>'account_id', r->>'agent_id', r->>'root_id', amount, r->>'worker_id');
     UPDATE accounts SET reserved = reserved + amount WHERE id = r->>'account_id';
     IF has_root THEN
       UPDATE agents SET tree_reserved = tree_reserved + amount WHERE agent_id = r->>'root_id';

@@ -20,7 +20,13 @@ import type { Pool, PoolClient } from 'pg';
 import { z } from 'zod';
 import { AgentryError } from '../../errors.js';
 import type { LedgerRow, ReservationRequest, Settlement, StepCommit, StorageAdapter } from '../adapter.js';
-import { accountsStore, ACCOUNTS_SCHEMA, releaseAllHoldsIn } from './accounts.js';
+import {
+  accountsStore,
+  ACCOUNTS_SCHEMA,
+  releaseAllHoldsIn,
+  releaseHoldsOfGoneWorkersIn,
+  releaseHoldsOfWorkers,
+} from './accounts.js';
 import { agentsStore, AGENTS_SCHEMA } from './agents.js';
 import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
@@ -152,26 +158,39 @@ function withFloats(s: StorageAdapter, floats: CreditFloats): void {
     reserveNow: (r: ReservationRequest) => floats.reserveNow(r),
     async reserve(r: ReservationRequest) {
       const carved = await floats.reserve(r);
-      return carved === undefined ? db.reserve(r) : carved;
+      if (carved !== undefined) return carved;
+      const refusal = await db.reserve(r);
+      // A hold row may be refused for credits this worker's own float keeps unused (a capped tree's call, or an
+      // account another worker contests): they go back, and the row is asked once more.
+      if (refusal === 'account' && (await floats.giveBackUnused(r.account_id)) > 0) return db.reserve(r);
+      return refusal;
     },
+    // Each path below waits for the float's give-backs it started (a contested account's credits go straight back),
+    // so that the gate's word to other workers that credits are back comes after they are.
     async release(id: string) {
       if (!floats.release(id)) await db.release(id);
+      await floats.flush();
     },
     async releaseAgentReservations(ids: readonly string[]) {
-      return floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
+      const n = floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
+      await floats.flush();
+      return n;
     },
     async settle(settlements: Settlement[]) {
       const named = floats.forServer(settlements);
       const charged = await db.settle(named);
       floats.settled(named, charged);
+      await floats.flush();
       return charged;
     },
     async commitStep(commit: StepCommit) {
       const named = floats.forServer(commit.settlements ?? []);
       const result = await db.commitStep(named.length ? { ...commit, settlements: named } : commit);
       floats.settled(named, result.charged);
+      if (named.length) await floats.flush();
       return result;
     },
+    yieldCredits: (accountId: string) => floats.yield(accountId),
     async insertAgents(...args: Parameters<StorageAdapter['insertAgents']>) {
       await db.insertAgents(...args);
       floats.noteAgents(args[0]);
@@ -275,7 +294,10 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           workers = new PgWorkers(db, {
             bus,
             // What a gone worker leaves: its queued messages may have left (never sent again), and its holds.
-            onGone: [(q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE)],
+            onGone: [
+              (q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE),
+              (q, ids) => releaseHoldsOfWorkers(q, ids),
+            ],
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
             onRevived: () => floats?.reset(),
           });
@@ -285,8 +307,13 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       await migrate(db!);
     },
     async acquireRunnerLock() {
-      // Several workers share the agents through leases (leases.ts); only an exclusive runtime locks the database.
-      if (!pool || runnerClient || db?.mode === 'workers') return;
+      if (!pool || runnerClient) return;
+      if (db!.mode === 'workers') {
+        // Several workers share the agents through leases (leases.ts); only an exclusive runtime locks the database.
+        // Holds left by workers that are gone (or by processes before workers) go; a live worker's stay.
+        await db!.tx((q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.leaseMs));
+        return;
+      }
       const client = await pool.connect();
       try {
         // Waits a little rather than refusing at once: the server ends the session of a runner that was just killed

@@ -16,7 +16,7 @@ import type { WorkerBus, WorkerTopic } from '../workers.js';
 
 /** Payloads of one NOTIFY stay under PostgreSQL's 8,000-byte limit. */
 const MAX_PAYLOAD_BYTES = 7_000;
-const TOPICS: readonly WorkerTopic[] = ['control', 'work', 'changed', 'timers', 'children'];
+const TOPICS: readonly WorkerTopic[] = ['control', 'work', 'changed', 'timers', 'children', 'credits'];
 
 export interface NotifyBusOptions {
   pool: Pool;
