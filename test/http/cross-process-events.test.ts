@@ -183,11 +183,8 @@ async function openThree(world: World): Promise<[AgentRuntime, AgentRuntime, Age
   return runtimes as [AgentRuntime, AgentRuntime, AgentRuntime];
 }
 
-/**
- * `handoff`: the agent also steps in C, in turns with B. Off on PostgreSQL for now: a second adapter stepping an agent
- * of the same account sees OUT_OF_CREDITS (per-process credit floats, the credits work of issue 27, not yet merged).
- */
-function scenarios(makeWorld: () => World, { handoff = true } = {}) {
+/** The scenarios every world runs, the agent stepping in B (and, in one of them, in C too, in turns with B). */
+function scenarios(makeWorld: () => World) {
   it('streams an agent stepping in B from C, start to COMPLETED; Last-Event-ID mid-way gets exactly the rest; waitFor in C resolves', async () => {
     const world = makeWorld();
     const [a, b, c] = await openThree(world);
@@ -263,44 +260,41 @@ function scenarios(makeWorld: () => World, { handoff = true } = {}) {
     expect(await waited).toMatchObject({ code: 'not_found' });
   });
 
-  it.runIf(handoff)(
-    'emits each message of an agent stepping in turns in B and C exactly once, in order, in C',
-    async () => {
-      const world = makeWorld();
-      const [a, b, c] = await openThree(world);
-      const { account } = await a.accounts.create({ credits: 100 });
-      const { agent_id } = await a.create({ goal: 'Take turns', accountId: account.account_id });
-      const seen: string[] = [];
-      const statuses: string[] = [];
-      c.on('agent.message', (e) => e.agent_id === agent_id && seen.push(e.message.text));
-      c.on('agent.status', (e) => e.agent.agent_id === agent_id && statuses.push(e.agent.status));
-      const unfollow = await c.follow(agent_id);
-      await stepUntil(b, agent_id, 2);
-      await eventually(() => seen.length === 1, 10_000, 'the first answer relayed');
-      await stepUntil(c, agent_id, 3); // stepped here: emitted here, not relayed again
-      await stepUntil(b, agent_id, 4);
-      await stepUntil(c, agent_id, 5);
-      await eventually(
-        () => statuses.includes('COMPLETED') && seen.length === 4,
-        10_000,
-        () => seen.join('|'),
-      );
-      // Two more reads of the agent by C's relay (the second starts after the first was handled) add nothing.
-      const storage = world.storages[2];
-      const getAgent = storage.getAgent.bind(storage);
-      let reads = 0;
-      storage.getAgent = async (id) => {
-        const row = await getAgent(id);
-        if (id === agent_id) reads += 1;
-        return row;
-      };
-      world.bus.reconnected();
-      await eventually(() => reads >= 2, 10_000, 'two reads by the relay');
-      expect(seen).toEqual(['First.', 'Second.', 'Third.', 'Done.']);
-      expect(statuses).toEqual(['COMPLETED']);
-      unfollow();
-    },
-  );
+  it('emits each message of an agent stepping in turns in B and C exactly once, in order, in C', async () => {
+    const world = makeWorld();
+    const [a, b, c] = await openThree(world);
+    const { account } = await a.accounts.create({ credits: 100 });
+    const { agent_id } = await a.create({ goal: 'Take turns', accountId: account.account_id });
+    const seen: string[] = [];
+    const statuses: string[] = [];
+    c.on('agent.message', (e) => e.agent_id === agent_id && seen.push(e.message.text));
+    c.on('agent.status', (e) => e.agent.agent_id === agent_id && statuses.push(e.agent.status));
+    const unfollow = await c.follow(agent_id);
+    await stepUntil(b, agent_id, 2);
+    await eventually(() => seen.length === 1, 10_000, 'the first answer relayed');
+    await stepUntil(c, agent_id, 3); // stepped here: emitted here, not relayed again
+    await stepUntil(b, agent_id, 4);
+    await stepUntil(c, agent_id, 5);
+    await eventually(
+      () => statuses.includes('COMPLETED') && seen.length === 4,
+      10_000,
+      () => seen.join('|'),
+    );
+    // Two more reads of the agent by C's relay (the second starts after the first was handled) add nothing.
+    const storage = world.storages[2];
+    const getAgent = storage.getAgent.bind(storage);
+    let reads = 0;
+    storage.getAgent = async (id) => {
+      const row = await getAgent(id);
+      if (id === agent_id) reads += 1;
+      return row;
+    };
+    world.bus.reconnected();
+    await eventually(() => reads >= 2, 10_000, 'two reads by the relay');
+    expect(seen).toEqual(['First.', 'Second.', 'Third.', 'Done.']);
+    expect(statuses).toEqual(['COMPLETED']);
+    unfollow();
+  });
 }
 
 describe('events across processes (memory storage, fake coordination)', () => {
@@ -389,8 +383,8 @@ describe.skipIf(unreachable !== null && !strict)(
       expect(JSON.parse(events.at(-1)!.data).status).toBe('COMPLETED');
       expect((await waited).status).toBe('COMPLETED');
     });
-    describe('with notifications', () => scenarios(() => postgresWorld(), { handoff: false }));
+    describe('with notifications', () => scenarios(() => postgresWorld()));
     describe('by the poll alone (no changed or control notification sent)', () =>
-      scenarios(() => postgresWorld({ silent: true }), { handoff: false }));
+      scenarios(() => postgresWorld({ silent: true })));
   },
 );
