@@ -264,8 +264,8 @@ export class Scheduler {
   }
 
   /** Several workers: gives the lease of an agent that stopped stepping back, unless a wake came meanwhile. */
-  private letGo(agentId: string, leases: WorkerCoordination): void {
-    leases.release([agentId]).then(
+  private letGo(agentId: string, leases: WorkerCoordination, unfinished: boolean): void {
+    leases.release([agentId], { unfinished }).then(
       (again) => {
         for (const id of again) this.kick(id);
       },
@@ -278,6 +278,7 @@ export class Scheduler {
     let release!: () => void;
     const done = new Promise<void>((r) => (release = r));
     this.running.set(agentId, { control, done });
+    let failed = false;
     void (async () => {
       try {
         await this.options.beforeSteps?.(agentId);
@@ -296,13 +297,16 @@ export class Scheduler {
         }
       } catch (err) {
         // Another worker took the agent over (this one was too slow to renew): not the agent's failure.
-        if (!(err instanceof LeaseLostError)) this.options.onError(err, agentId);
+        if (!(err instanceof LeaseLostError)) {
+          failed = true;
+          this.options.onError(err, agentId);
+        }
       } finally {
         control.trace?.end();
         this.running.delete(agentId);
         release();
         if (this.again.delete(agentId)) this.kick(agentId);
-        else if (this.options.leases) this.letGo(agentId, this.options.leases);
+        else if (this.options.leases) this.letGo(agentId, this.options.leases, failed);
         this.pump();
       }
     })();

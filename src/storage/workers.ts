@@ -68,9 +68,11 @@ export interface WorkerCoordination {
   holds(agentId: string): boolean;
   /**
    * Gives up the leases of agents this worker stopped driving. Returns the ids for which a wake was requested while
-   * they were held: those stay held, and the caller drives them again.
+   * they were held: those stay held, and the caller drives them again. `unfinished`: the driver stopped with work
+   * left (its step failed), so the agents stay claimable by any worker; otherwise an agent that is still runnable
+   * waits for a wake (its children, a timer).
    */
-  release(agentIds: readonly string[]): Promise<string[]>;
+  release(agentIds: readonly string[], options?: { unfinished?: boolean }): Promise<string[]>;
   /**
    * Checked right before a model call or a call that must never run twice starts: true when the agent is still runnable
    * and this worker still holds it (the lease is extended). A pause answered before it was asked is seen.

@@ -91,7 +91,9 @@ export class PgWorkers implements WorkerCoordination {
   private workSeen = 0;
   private readonly unsubscribe: Array<() => void> = [];
   private readonly claimIds: (item: { id: string; limit: number }) => Promise<boolean>;
-  private readonly releaseOne: (item: Held) => Promise<boolean>;
+  private readonly releaseOne: (item: Held & { unfinished: boolean }) => Promise<boolean>;
+  /** Agents whose model-call gate said no or failed: let go, they stay claimable if still runnable. */
+  private readonly interrupted = new Set<string>();
   private readonly gate: (item: Held) => Promise<boolean>;
 
   constructor(
@@ -109,37 +111,55 @@ export class PgWorkers implements WorkerCoordination {
       if (missed.length > 0) {
         // Held by another worker (it drives them again when it lets them go), or left for any worker with room.
         await this.db.q(
-          `UPDATE agents SET wake_requested = true
-             WHERE agent_id = ANY($1::text[]) AND status = ANY($2::text[]) AND NOT wake_requested`,
+          `WITH t AS (
+             SELECT agent_id FROM agents
+             WHERE agent_id = ANY($1::text[]) AND status = ANY($2::text[]) AND NOT wake_requested
+             ORDER BY agent_id FOR UPDATE
+           ) UPDATE agents a SET wake_requested = true FROM t WHERE a.agent_id = t.agent_id`,
           [missed, RUNNABLE],
         );
         this.options.bus.publish('work', '');
       }
       return items.map((i) => ({ ok: true as const, value: got.has(i.id) }));
     }, MAX_BATCH);
-    this.releaseOne = groupCommit(async (items: Held[]) => {
+    this.releaseOne = groupCommit(async (items: Array<Held & { unfinished: boolean }>) => {
+      // An agent whose driver stopped with work left (its gate could not be checked, its step failed) stays
+      // claimable; one that waits (for children, a timer) needs a wake. Rows locked in agent_id order, like the
+      // step commits', so that two batches never wait for each other in a circle.
       const rows = await this.db.q<{ agent_id: string; again: boolean }>(
         `WITH r AS (
-           SELECT a.agent_id, a.wake_requested AND a.status = ANY($4::text[]) AS again FROM agents a
-           JOIN unnest($2::text[], $3::bigint[]) AS u(id, e) ON a.agent_id = u.id AND a.lease_epoch = u.e
-           WHERE a.lease_owner = $1 FOR UPDATE OF a
+           SELECT a.agent_id, a.wake_requested AND a.status = ANY($4::text[]) AS again,
+             u.unfinished AND a.status = ANY($4::text[]) AS unfinished FROM agents a
+           JOIN unnest($2::text[], $3::bigint[], $6::boolean[]) AS u(id, e, unfinished)
+             ON a.agent_id = u.id AND a.lease_epoch = u.e
+           WHERE a.lease_owner = $1 ORDER BY a.agent_id FOR UPDATE OF a
          )
          UPDATE agents a SET
            lease_owner = CASE WHEN r.again THEN a.lease_owner END,
            lease_expires_at = CASE WHEN r.again THEN now() + $5::bigint * interval '1 millisecond' END,
-           wake_requested = false
+           wake_requested = NOT r.again AND r.unfinished
          FROM r WHERE a.agent_id = r.agent_id RETURNING a.agent_id, r.again`,
-        [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), RUNNABLE, this.db.leaseMs],
+        [
+          this.db.workerId,
+          items.map((i) => i.id),
+          items.map((i) => i.epoch),
+          RUNNABLE,
+          this.db.leaseMs,
+          items.map((i) => i.unfinished),
+        ],
       );
+      if (rows.some((r) => !r.again)) this.options.bus.publish('work', '');
       const again = new Set(rows.filter((r) => r.again).map((r) => r.agent_id));
       return items.map((i) => ({ ok: true as const, value: again.has(i.id) }));
     }, MAX_BATCH);
     this.gate = groupCommit(async (items: Held[]) => {
       const rows = await this.db.q<{ agent_id: string }>(
-        `UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-         FROM unnest($2::text[], $3::bigint[]) AS u(id, e)
-         WHERE a.agent_id = u.id AND a.lease_epoch = u.e AND a.lease_owner = $1 AND a.status = ANY($5::text[])
-         RETURNING a.agent_id`,
+        `WITH g AS (
+           SELECT a.agent_id FROM agents a JOIN unnest($2::text[], $3::bigint[]) AS u(id, e)
+             ON a.agent_id = u.id AND a.lease_epoch = u.e
+           WHERE a.lease_owner = $1 AND a.status = ANY($5::text[]) ORDER BY a.agent_id FOR UPDATE OF a
+         ) UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
+           FROM g WHERE a.agent_id = g.agent_id RETURNING a.agent_id`,
         [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), this.db.leaseMs, RUNNABLE],
       );
       const ok = new Set(rows.map((r) => r.agent_id));
@@ -186,11 +206,12 @@ export class PgWorkers implements WorkerCoordination {
     return wanted.filter((_, i) => results[i]);
   }
 
-  async release(agentIds: readonly string[]): Promise<string[]> {
+  async release(agentIds: readonly string[], options: { unfinished?: boolean } = {}): Promise<string[]> {
     const items = agentIds.flatMap((id) => {
       const epoch = this.db.held.get(id);
       this.db.held.delete(id); // a lost lease's tombstone goes with its driver
-      return epoch === undefined || epoch === LOST ? [] : [{ id, epoch }];
+      const unfinished = this.interrupted.delete(id) || options.unfinished === true;
+      return epoch === undefined || epoch === LOST ? [] : [{ id, epoch, unfinished }];
     });
     const again = await Promise.all(items.map((i) => this.releaseOne(i)));
     const kept = items.filter((_, k) => again[k]);
@@ -201,8 +222,11 @@ export class PgWorkers implements WorkerCoordination {
 
   async mayProceed(agentId: string): Promise<boolean> {
     const epoch = this.db.held.get(agentId);
-    if (epoch === undefined || epoch === LOST || this.overdue()) return false;
-    return this.gate({ id: agentId, epoch });
+    if (epoch === undefined || epoch === LOST) return false;
+    // The database decides, even when this worker's heartbeat is late: the gate renews a lease that is still its own.
+    const ok = await this.gate({ id: agentId, epoch }).catch(() => false);
+    if (!ok) this.interrupted.add(agentId);
+    return ok;
   }
 
   wantWork(): void {
@@ -311,10 +335,12 @@ export class PgWorkers implements WorkerCoordination {
       ids.length === 0
         ? []
         : await this.db.q<{ agent_id: string; status: string }>(
-            `UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-             FROM unnest($2::text[], $3::bigint[]) AS u(id, e)
-             WHERE a.agent_id = u.id AND a.lease_epoch = u.e AND a.lease_owner = $1
-             RETURNING a.agent_id, a.status`,
+            `WITH r AS (
+               SELECT a.agent_id FROM agents a JOIN unnest($2::text[], $3::bigint[]) AS u(id, e)
+                 ON a.agent_id = u.id AND a.lease_epoch = u.e
+               WHERE a.lease_owner = $1 ORDER BY a.agent_id FOR UPDATE OF a
+             ) UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
+               FROM r WHERE a.agent_id = r.agent_id RETURNING a.agent_id, a.status`,
             [this.db.workerId, ids, epochs, this.db.leaseMs],
           );
     if (!alive) {
