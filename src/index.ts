@@ -103,3 +103,5 @@ export { memoryStorage } from './storage/memory.js';
 export { sqliteStorage } from './storage/sqlite/index.js';
 export type { SqliteStorageAdapter, SqliteStorageOptions } from './storage/sqlite/index.js';
 export type * from './storage/adapter.js';
+export { LeaseLostError } from './storage/workers.js';
+export type { WorkerBus, WorkerCoordination, WorkerHooks, WorkerTopic } from './storage/workers.js';

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
 import type { ModelProvider } from '../models/provider.js';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
+import type { WorkerCoordination } from '../storage/workers.js';
 import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import {
@@ -317,6 +318,7 @@ export class AgentRuntime {
       specOf: (task) => this.toolboxes.specOf(task),
       kick: (id) => this.scheduler.kick(id),
       onError: (error, agentId) => this.reportError(error, agentId),
+      ...(storage.workers ? { shared: { bus: storage.workers.bus, recountMs: 2_000 } } : {}),
     });
     const runtimeTools = [createPlanTool(), ...(options.maxSpawnDepth > 0 ? this.subAgents.tools() : [])];
     const builtins = options.builtinTools === false ? [] : (platform?.tools ?? []);
@@ -399,11 +401,15 @@ export class AgentRuntime {
       ...(mcp ? { prepareTools: () => registry.prepare() } : {}),
       subscriptions,
       telemetry: this.telemetry,
+      ...(storage.workers && options.scheduler === 'auto'
+        ? { mayProceed: (agentId: string) => storage.workers!.mayProceed(agentId) }
+        : {}),
     };
     this.scheduler = new Scheduler(deps, {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
       auto: options.scheduler === 'auto',
       onError: (error, agentId) => this.reportError(error, agentId),
+      ...(storage.workers && options.scheduler === 'auto' ? { leases: storage.workers } : {}),
     });
   }
 
@@ -623,6 +629,7 @@ export class AgentRuntime {
     );
     this.events.emit('agent.created', { agent: toStatusForm(row) });
     this.scheduler.kick(id);
+    if (this.options.scheduler !== 'auto') this.storage.workers?.bus.publish('work', '');
     return toCreatedForm(row);
   }
 
@@ -674,11 +681,13 @@ export class AgentRuntime {
         (await this.row(agentId, scope));
       if (updated.status !== 'PAUSED') return this.pause(agentId, scope); // moved meanwhile: decide again
       this.scheduler.controlOf(row.agent_id)?.model.abort(pauseReason());
+      this.announceControl([row.agent_id]);
     }
     await this.forEachDescendant(row.agent_id, async (child) => {
       if (!RUNNABLE_STATUSES.includes(child.status)) return;
       if (await changeStatus(this.deps(), child, 'pause', { status_message: 'Paused' })) {
         this.scheduler.controlOf(child.agent_id)?.model.abort(pauseReason());
+        this.announceControl([child.agent_id]);
       }
     });
     return toStatusForm(updated);
@@ -714,6 +723,7 @@ export class AgentRuntime {
     const ids = [row.agent_id, ...(await this.storage.listDescendantIds(row.agent_id))];
     for (const id of ids) this.scheduler.abort(id, 'agent deleted');
     const deleted = await this.storage.deleteAgentTree(row.agent_id);
+    this.announceControl(deleted);
     this.credits.agentsGone(deleted);
     // What tools keep on disk for them (coding workspaces) goes too; a failure there is reported, not thrown: the
     // agents are gone either way.
@@ -893,6 +903,7 @@ export class AgentRuntime {
     if (this.closed) return;
     this.closed = true;
     await this.retention?.close();
+    this.subAgents.close();
     await this.timers.close();
     await this.scheduler.close(this.options.closeTimeoutMs);
     await this.platform?.close();
@@ -910,6 +921,8 @@ export class AgentRuntime {
       status_message: 'Resuming',
     });
     if (updated) this.scheduler.kick(updated.agent_id);
+    // A runtime that steps nothing (an admin command, a front end opened 'manual') leaves it to the workers.
+    if (updated && this.options.scheduler !== 'auto') this.storage.workers?.bus.publish('work', '');
     return updated;
   }
 
@@ -973,12 +986,38 @@ export class AgentRuntime {
   }
 
   private async recover(): Promise<void> {
+    if (this.storage.workers) {
+      if (this.options.scheduler === 'auto') await this.startWorker(this.storage.workers);
+      return;
+    }
     const ids = await this.storage.listAgentIdsByStatus(RUNNABLE_STATUSES);
     // A PAUSED agent may have been paused while a priced tool call held credits: its hold is stale too.
     const stopped = await this.storage.listAgentIdsByStatus(['PAUSED', 'OUT_OF_CREDITS']);
     await this.storage.releaseAgentReservations([...ids, ...stopped]);
     this.telemetry.markRecovered(ids);
     for (const id of ids) this.scheduler.kick(id);
+  }
+
+  /**
+   * Several workers on one database: this runtime steps agents under leases. Whatever the workers that are gone left
+   * (agents, holds, queued messages) is picked up by the sweeper and claimed like new work, not recovered here.
+   */
+  private async startWorker(workers: WorkerCoordination): Promise<void> {
+    await workers.start(
+      {
+        onClaimed: (ids) => this.scheduler.claimed(ids),
+        onLost: (ids) => this.scheduler.leasesLost(ids),
+        // Paused or stopped by another process: the model request in flight is aborted, as a pause here does.
+        onStopped: (ids) => ids.forEach((id) => this.scheduler.controlOf(id)?.model.abort(pauseReason())),
+        onError: (error) => this.reportError(error, '(workers)'),
+      },
+      () => this.scheduler.roomForClaims(),
+    );
+  }
+
+  /** Several workers: tells the others that these agents were paused or deleted (their owner aborts their work). */
+  private announceControl(agentIds: readonly string[]): void {
+    for (const id of agentIds) this.storage.workers?.bus.publish('control', id);
   }
 
   private reportError(error: unknown, agentId: string): void {

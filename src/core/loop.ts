@@ -115,6 +115,11 @@ export interface StepDeps {
    * (`ctx.waitUntil`) runs again. Without it, such a call waits for a wake-up only.
    */
   wakeAt?(agentId: string, at: number): Promise<void>;
+  /**
+   * Several workers on one database (storage/workers.ts): asked right before a model call starts, true while this
+   * worker holds the agent's lease and the agent is runnable. Absent: one process drives the agents.
+   */
+  mayProceed?(agentId: string): Promise<boolean>;
   /** Whether an agent's account may run it (subscription-check.ts); absent: always. */
   subscriptions?: { isActive(accountId: string): Promise<boolean> };
   /** Traces and metrics (core/telemetry.ts); absent: nothing is observed. */
@@ -417,15 +422,17 @@ async function runModelTurn(
   try {
     if (control.model.signal.aborted) throw abortedError();
     // Observed from the lane's slot on: a wait for the slot is not the call's duration.
-    response = await deps.inModelLane(() =>
-      observeChat(
+    response = await deps.inModelLane(async () => {
+      // With several workers, the call starts only if this one still holds the agent and nobody paused it meanwhile.
+      if (deps.mayProceed && !(await deps.mayProceed(agent.agent_id))) throw abortedError();
+      return observeChat(
         control.trace,
         request,
         { providerName: deps.model.providerName ?? '_OTHER', reservedMicros: worstCase() },
         (answer) => modelCost(price, answer.usage),
         () => deps.model.generate(request, { signal: control.model.signal }),
-      ),
-    );
+      );
+    });
   } catch (err) {
     await deps.credits.release(reservationId);
     const stopped = control.model.signal.aborted || isAbortError(err);

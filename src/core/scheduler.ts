@@ -6,11 +6,17 @@
  */
 import type { Clock } from './clock.js';
 import { ConcurrencyLane, RateLimitedLane, type Lane } from './lane.js';
+import { LeaseLostError, type WorkerCoordination } from '../storage/workers.js';
 import { newRunControl, runStep, type RunControl, type StepDeps } from './loop.js';
 
 export interface SchedulerOptions {
   /** Agents stepping at once. */
   runSlots: number;
+  /**
+   * Several workers on one database (storage/workers.ts): an agent is driven only under this worker's lease. Absent:
+   * this process drives every agent of its storage.
+   */
+  leases?: WorkerCoordination;
   /** Whether agents are driven automatically; `false` leaves stepping to `runtime.step()`. */
   auto: boolean;
   onError(error: unknown, agentId: string): void;
@@ -93,6 +99,8 @@ export class Scheduler {
   private readonly again = new Set<string>();
   private closing = false;
   private idleWaiters: Array<() => void> = [];
+  /** Agents whose lease is being claimed (several workers): they join the queue once claimed. */
+  private readonly claiming = new Set<string>();
 
   constructor(
     private readonly deps: StepDeps,
@@ -107,9 +115,54 @@ export class Scheduler {
       return;
     }
     if (this.queued.has(agentId)) return;
+    const leases = this.options.leases;
+    if (leases && !leases.holds(agentId)) {
+      this.claim(agentId, leases);
+      return;
+    }
     this.queued.add(agentId);
     this.queue.push(agentId);
     this.pump();
+  }
+
+  /**
+   * Several workers: agents this worker claimed on its own (new work, a gone worker's agents). They hold a lease, so
+   * they join the queue.
+   */
+  claimed(agentIds: readonly string[]): void {
+    for (const id of agentIds) this.kick(id);
+  }
+
+  /** Several workers: agents whose lease this worker lost: dropped, their work aborted. */
+  leasesLost(agentIds: readonly string[]): void {
+    for (const id of agentIds) this.abort(id, 'lease lost: another worker continues the agent');
+  }
+
+  /** How many more agents this worker may claim: enough to keep its run slots busy, not the whole database. */
+  roomForClaims(): number {
+    return Math.max(0, this.claimAhead - this.running.size - this.queued.size - this.claiming.size);
+  }
+
+  private get claimAhead(): number {
+    return Math.max(2 * this.options.runSlots, 32);
+  }
+
+  private claim(agentId: string, leases: WorkerCoordination): void {
+    if (this.claiming.has(agentId)) return;
+    this.claiming.add(agentId);
+    // With no room left the claim only marks the agent claimable, for this worker or another, later.
+    leases.claim([agentId], this.roomForClaims()).then(
+      (got) => {
+        this.claiming.delete(agentId);
+        if (got.length > 0) this.kick(agentId);
+        else this.pump();
+      },
+      (error: unknown) => {
+        this.claiming.delete(agentId);
+        this.options.onError(error, agentId);
+        this.pump();
+      },
+    );
   }
 
   /** Abort handles of an agent that is stepping in this process. */
@@ -151,7 +204,7 @@ export class Scheduler {
 
   /** Resolves when no agent is stepping or waiting for a slot. */
   whenIdle(): Promise<void> {
-    if (this.running.size === 0 && this.queued.size === 0) return Promise.resolve();
+    if (this.running.size === 0 && this.queued.size === 0 && this.claiming.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -193,11 +246,25 @@ export class Scheduler {
       this.queue = this.queue.slice(this.head);
       this.head = 0;
     }
-    if (this.running.size === 0 && this.queued.size === 0 && this.idleWaiters.length > 0) {
+    // Several workers: a queue running low takes more claimable work, if there may be some.
+    if (this.options.leases && !this.closing && this.queued.size < this.options.runSlots) {
+      this.options.leases.wantWork();
+    }
+    if (this.running.size === 0 && this.queued.size === 0 && this.claiming.size === 0 && this.idleWaiters.length > 0) {
       const waiters = this.idleWaiters;
       this.idleWaiters = [];
       for (const w of waiters) w();
     }
+  }
+
+  /** Several workers: gives the lease of an agent that stopped stepping back, unless a wake came meanwhile. */
+  private letGo(agentId: string, leases: WorkerCoordination): void {
+    leases.release([agentId]).then(
+      (again) => {
+        for (const id of again) this.kick(id);
+      },
+      (error: unknown) => this.options.onError(error, agentId),
+    );
   }
 
   private drive(agentId: string): void {
@@ -221,12 +288,14 @@ export class Scheduler {
           break;
         }
       } catch (err) {
-        this.options.onError(err, agentId);
+        // Another worker took the agent over (this one was too slow to renew): not the agent's failure.
+        if (!(err instanceof LeaseLostError)) this.options.onError(err, agentId);
       } finally {
         control.trace?.end();
         this.running.delete(agentId);
         release();
         if (this.again.delete(agentId)) this.kick(agentId);
+        else if (this.options.leases?.holds(agentId)) this.letGo(agentId, this.options.leases);
         this.pump();
       }
     })();

@@ -13,6 +13,7 @@ import { randomUUID } from 'node:crypto';
 import { newAgentId } from './ids.js';
 import { z } from 'zod';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
+import type { WorkerBus } from '../storage/workers.js';
 import {
   defineTool,
   type ChildTask,
@@ -84,6 +85,12 @@ export interface SubAgentOptions {
   specOf(task: ChildTask): ChildSpec;
   kick(agentId: string): void;
   onError(error: unknown, agentId: string): void;
+  /**
+   * Several workers (storage/workers.ts): children may finish in another process, whose status events never reach
+   * this one. That process announces the parent on the bus (`children`), and waiting parents are counted again;
+   * `recountMs` is the backstop for a lost announcement. Absent: one process drives every agent.
+   */
+  shared?: { bus: WorkerBus; recountMs: number };
 }
 
 export function spawnKeyPrefix(spawnId: string): string {
@@ -100,6 +107,24 @@ export class SubAgentCoordinator implements SubAgentHost {
     private readonly options: SubAgentOptions,
   ) {
     events.statusHooks.push(this.onStatus);
+    const shared = options.shared;
+    if (shared) {
+      // Another process's child finished: count the parent again if it waits here (all waits after a reconnect).
+      shared.bus.subscribe('children', (parentIds) => {
+        for (const id of parentIds ?? [...this.waits.keys()]) if (this.waits.has(id)) void this.count(id);
+      });
+      this.recounter = setInterval(() => {
+        for (const id of this.waits.keys()) void this.count(id);
+      }, shared.recountMs);
+      this.recounter.unref();
+    }
+  }
+
+  private recounter: NodeJS.Timeout | undefined;
+
+  /** Stops the backstop recount (several workers). */
+  close(): void {
+    clearInterval(this.recounter);
   }
 
   /** Parents waiting on children in this process. */
@@ -265,9 +290,13 @@ export class SubAgentCoordinator implements SubAgentHost {
   private readonly onStatus = (agent: AgentRow, previous: AgentStatus): void => {
     const parentId = agent.parent_id;
     if (!parentId) return;
-    const wait = this.waits.get(parentId);
-    if (!wait) return;
     if (!RUNNABLE_STATUSES.includes(previous) || RUNNABLE_STATUSES.includes(agent.status)) return;
+    const wait = this.waits.get(parentId);
+    if (!wait) {
+      // The parent may wait in another process (several workers): tell it. The bus sends a parent once per batch.
+      this.options.shared?.bus.publish('children', parentId);
+      return;
+    }
     wait.events++;
     // Count again when all may be done, and about 20 times over a fan-out for the parent's progress.
     if (wait.events >= wait.remaining || wait.events >= Math.max(1, Math.floor(wait.total / 20)))

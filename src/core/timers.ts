@@ -11,9 +11,18 @@
  * by a crash is still in storage and fires when the next process starts; one missed while no process ran fires once,
  * however many times it would have fired meanwhile, because the row holds one time and the handler plans the next from
  * now, not from the old due time.
+ *
+ * Where several workers share the timers (`storage.timerClaims`, PostgreSQL in workers mode; issue 27), reading due
+ * timers claims them for this worker, so each due time fires once across workers. The claims of handlers that run or
+ * wait in the lane are renewed every third of the claim's lease (in real time: leases are database time); a claim
+ * that was lost anyway (this process froze past it) is reported and its handler aborted, and the worker that took it
+ * over fires it. A worker that dies mid-handler renews nothing: its claims expire and another worker fires those timers
+ * once. A schedule is announced on the workers' bus (topic `timers`) so that other processes' loops look sooner, and
+ * since notifications are best effort, a loop there never sleeps longer than `sharedPollMs`.
  */
 import { z } from 'zod';
 import type { StorageAdapter, TimerRow } from '../storage/adapter.js';
+import type { WorkerBus } from '../storage/workers.js';
 import { isAbortError, type Clock } from './clock.js';
 import { ConcurrencyLane } from './lane.js';
 import { parseArgs } from './validate.js';
@@ -59,6 +68,12 @@ export interface TimerServiceOptions {
    * the loop waits for the next schedule. @default 60 s
    */
   maxSleepMs?: number;
+  /**
+   * Where other processes share the timers (`storage.workers` or `storage.timerClaims`): the longest the loop goes
+   * without looking at storage, in real time, timers or not — a timer another process scheduled, or one whose claim
+   * expired with its worker, is found this late at worst when a notification was lost. @default 2 s
+   */
+  sharedPollMs?: number;
   onError(error: unknown, agentId: string | undefined): void;
 }
 
@@ -86,6 +101,14 @@ const LATE_SAMPLE = 100_000;
 /** A failed handler's timer is tried again after this long (it stays in storage meanwhile). */
 const RETRY_AFTER_FAILURE_MS = 60_000;
 
+/** A timer whose handler runs or waits in the lane. */
+interface InFlight {
+  timer: TimerRow;
+  run: Promise<void>;
+  /** Aborted when this worker lost the timer's claim: another worker fires it now. */
+  lost: AbortController;
+}
+
 /**
  * @example
  * const timers = new TimerService(storage, clock, { onError: console.error });
@@ -98,12 +121,24 @@ export class TimerService implements Timers {
   private readonly lane: ConcurrencyLane;
   private readonly batchSize: number;
   private readonly maxSleepMs: number;
+  private readonly sharedPollMs: number;
   /** Timers whose handler runs now or waits in the lane: a query that still finds them due skips them. */
-  private readonly inFlight = new Map<string, Promise<void>>();
+  private readonly inFlight = new Map<string, InFlight>();
+  /** The renewal of the in-flight timers' claims (workers mode), and whether one is under way. */
+  private renewer: ReturnType<typeof setInterval> | undefined;
+  private renewing = false;
+  private unsubscribe: (() => void) | undefined;
+  /** The soonest due time announced on the bus that has not passed: a later one need not be announced. */
+  private announcedDue: number | undefined;
   /** At most this many handlers run or wait in the lane; the loop reads more due timers only when a batch fits. */
   private readonly maxInFlight: number;
   /** Called (once each) when a handler ends: the loop waits on this, never on a race over every handler's promise. */
   private finishWaiters: Array<() => void> = [];
+  /**
+   * Firings (timer id → due time) whose handler ended while a read of due timers was under way: that read may answer
+   * the row as it was before the handler moved or deleted it, and must not fire it again.
+   */
+  private endedDuringRead: Map<string, number> | undefined;
   private sleeping: { until: number; controller: AbortController } | undefined;
   private loop: Promise<void> | undefined;
   private closed = false;
@@ -127,6 +162,16 @@ export class TimerService implements Timers {
     this.batchSize = options.batchSize ?? 256;
     this.maxInFlight = concurrency + 2 * this.batchSize;
     this.maxSleepMs = options.maxSleepMs ?? 60_000;
+    this.sharedPollMs = options.sharedPollMs ?? 2_000;
+  }
+
+  /** Whether other processes read the same timers (known after the storage's init()). */
+  private get shared(): boolean {
+    return this.storage.workers !== undefined || this.storage.timerClaims !== undefined;
+  }
+
+  private get bus(): WorkerBus | undefined {
+    return this.storage.workers?.bus;
   }
 
   register(kind: string, handler: TimerHandler): void {
@@ -147,9 +192,26 @@ export class TimerService implements Timers {
   }
 
   noteScheduled(dueAt: number): void {
+    this.wake(dueAt);
+    this.announce(dueAt);
+  }
+
+  /** Makes the loop look again before it sleeps, and wakes it now when `dueAt` is sooner than its sleep. */
+  private wake(dueAt: number): void {
     this.dirty = true;
-    // Sooner than the loop's sleep: wake it to plan again.
     if (this.sleeping && dueAt < this.sleeping.until) this.sleeping.controller.abort();
+  }
+
+  /**
+   * Tells the other processes' loops (workers mode). Each that hears it plans again from storage, which then shows
+   * every later timer too: while an earlier announced time has not passed, a later one is not announced.
+   */
+  private announce(dueAt: number): void {
+    const bus = this.bus;
+    if (!bus) return;
+    if (this.announcedDue !== undefined && this.announcedDue > this.clock.now() && dueAt >= this.announcedDue) return;
+    this.announcedDue = dueAt;
+    bus.publish('timers', String(Math.floor(dueAt)));
   }
 
   async cancel(timerId: string): Promise<void> {
@@ -159,6 +221,23 @@ export class TimerService implements Timers {
   /** Starts the loop (the runtime does, when it drives agents). */
   start(): void {
     if (this.loop || this.closed) return;
+    this.unsubscribe = this.bus?.subscribe('timers', (payloads) => {
+      // null: the bus reconnected and may have missed announcements; look again.
+      const due =
+        payloads === null
+          ? -Infinity
+          : payloads.reduce(
+              (soonest, p) => (Number.isFinite(Number(p)) ? Math.min(soonest, Number(p)) : soonest),
+              Infinity,
+            );
+      if (due !== Infinity) this.wake(due);
+    });
+    const claims = this.storage.timerClaims;
+    if (claims) {
+      // Real time, not the runtime's clock: the claims expire in database time.
+      this.renewer = setInterval(() => void this.renewClaims(), Math.max(1, Math.floor(claims.leaseMs / 3)));
+      this.renewer.unref();
+    }
     this.loop = this.run().catch((error: unknown) => this.options.onError(error, undefined));
   }
 
@@ -195,8 +274,43 @@ export class TimerService implements Timers {
     this.closed = true;
     this.closing.abort();
     this.sleeping?.controller.abort();
+    clearInterval(this.renewer);
+    this.unsubscribe?.();
     await this.loop;
-    await Promise.allSettled([...this.inFlight.values()]);
+    await Promise.allSettled([...this.inFlight.values()].map((f) => f.run));
+    // The handlers were cut short: the other workers fire those timers now rather than after the claims' lease.
+    if (this.loop) {
+      await this.storage.timerClaims?.releaseAll().catch((error: unknown) => this.options.onError(error, undefined));
+    }
+  }
+
+  /**
+   * Renews the claims of the timers in flight; a claim lost anyway (this process was frozen or cut off for longer than
+   * the lease) is reported and its handler aborted: the worker that claimed it since fires it, and this one leaves the
+   * timer's row alone.
+   */
+  private async renewClaims(): Promise<void> {
+    const claims = this.storage.timerClaims;
+    if (!claims || this.renewing || this.closed || this.inFlight.size === 0) return;
+    this.renewing = true;
+    try {
+      const lost = await claims.renew([...this.inFlight.values()].map((f) => f.timer));
+      for (const timerId of lost) {
+        const f = this.inFlight.get(timerId);
+        if (!f || f.lost.signal.aborted) continue;
+        const error = new Error(
+          `timer ${timerId} (${f.timer.kind}) was claimed by another worker while its handler ran here: this worker ` +
+            `did not renew its claim within ${claims.leaseMs} ms; the handler here is aborted and the other worker fires it`,
+        );
+        f.lost.abort(error);
+        this.options.onError(error, f.timer.agent_id);
+      }
+    } catch (error) {
+      // The next renewal tries again; the lease is three renewals long.
+      if (!this.closed) this.options.onError(error, undefined);
+    } finally {
+      this.renewing = false;
+    }
   }
 
   private async run(): Promise<void> {
@@ -219,6 +333,10 @@ export class TimerService implements Timers {
       }
       if (this.dirty) continue;
       const controller = new AbortController();
+      // Other processes schedule too, and their announcements may be lost: look again after sharedPollMs at most, in
+      // real time (a claim of a gone worker expires in database time, whatever the runtime's clock says).
+      const backstop = this.shared ? setTimeout(() => controller.abort(), this.sharedPollMs) : undefined;
+      backstop?.unref();
       try {
         if (next === null) {
           // No timer at all: nothing to sleep on the clock for; the next schedule() (or close) wakes the loop. A
@@ -233,6 +351,7 @@ export class TimerService implements Timers {
       } catch (err) {
         if (!isAbortError(err)) throw err;
       } finally {
+        clearTimeout(backstop);
         this.sleeping = undefined;
       }
     }
@@ -241,21 +360,29 @@ export class TimerService implements Timers {
   /** Starts the handlers of the timers due at `now` (a batch); returns how many it started. */
   private async fireDue(now: number): Promise<number> {
     // Skips the ones already running, so the batch asks for that many more.
-    const due = await this.storage.listDueTimers(now, this.batchSize + this.inFlight.size);
+    const ended = (this.endedDuringRead = new Map());
+    let due: TimerRow[];
+    try {
+      due = await this.storage.listDueTimers(now, this.batchSize + this.inFlight.size);
+    } finally {
+      this.endedDuringRead = undefined;
+    }
     let started = 0;
     for (const timer of due) {
       if (this.closed) break;
-      if (this.inFlight.has(timer.timer_id)) continue;
+      if (this.inFlight.has(timer.timer_id) || ended.get(timer.timer_id) === timer.due_at) continue;
       const late = Math.max(0, this.clock.now() - timer.due_at);
+      const lost = new AbortController();
       const run = this.lane
-        .run(() => this.fire(timer, late))
+        .run(() => this.fire(timer, late, lost.signal))
         .finally(() => {
+          this.endedDuringRead?.set(timer.timer_id, timer.due_at);
           this.inFlight.delete(timer.timer_id);
           const waiters = this.finishWaiters;
           this.finishWaiters = [];
           for (const w of waiters) w();
         });
-      this.inFlight.set(timer.timer_id, run);
+      this.inFlight.set(timer.timer_id, { timer, run, lost });
       started++;
     }
     return started;
@@ -267,7 +394,8 @@ export class TimerService implements Timers {
     return new Promise((resolve) => this.finishWaiters.push(resolve));
   }
 
-  private async fire(timer: TimerRow, lateMs: number): Promise<void> {
+  private async fire(timer: TimerRow, lateMs: number, lost: AbortSignal): Promise<void> {
+    if (lost.aborted) return; // lost while it waited in the lane: the other worker fires it
     this.firedCount++;
     this.lateSumMs += lateMs;
     if (lateMs > this.maxLateMs) this.maxLateMs = lateMs;
@@ -276,10 +404,15 @@ export class TimerService implements Timers {
     const handler = this.handlers.get(timer.kind);
     try {
       if (!handler) throw new Error(`no handler for timers of kind ${JSON.stringify(timer.kind)}`);
-      const moved = await handler(timer, this.closing.signal);
-      if (moved !== true) await this.storage.deleteTimer(timer.timer_id, timer.due_at);
+      const moved = await handler(
+        timer,
+        this.storage.timerClaims ? AbortSignal.any([this.closing.signal, lost]) : this.closing.signal,
+      );
+      // A lost claim: the timer is the other worker's now (it may be running it), so its row is left alone.
+      if (moved !== true && !lost.aborted) await this.storage.deleteTimer(timer.timer_id, timer.due_at);
     } catch (error) {
       if (this.closed) return; // the storage may be closing under it: the timer fires again on the next start
+      if (lost.aborted) return; // reported when the claim was found lost
       this.options.onError(error, timer.agent_id);
       // Tried again later; a handler that rescheduled itself before failing keeps its own time.
       try {

@@ -291,6 +291,25 @@ export interface TimerRow {
   payload: string;
 }
 
+/**
+ * Claims on due timers, where several workers read the same timers (PostgreSQL in workers mode): `listDueTimers`
+ * claims what it returns for this worker until `leaseMs` has passed (database time), and another worker reads a
+ * claimed timer only once its claim has expired, so a due timer fires once across workers. Rescheduling a timer
+ * (`putTimer`, a monitor's `updateMonitor` with a timer) clears its claim. Absent where one process reads the timers.
+ */
+export interface TimerClaims {
+  /** How long a claim lasts unless renewed, in ms (the time a worker's death costs its claimed timers). */
+  readonly leaseMs: number;
+  /**
+   * Extends this worker's claims on these timers (each as it was read: id and due time). Returns those another worker
+   * has claimed since, due at the same time: their claim was lost (it expired before this renewal), and the other
+   * worker fires them. A timer rescheduled or deleted meanwhile is neither renewed nor lost.
+   */
+  renew(timers: ReadonlyArray<Pick<TimerRow, 'timer_id' | 'due_at'>>): Promise<string[]>;
+  /** Gives up every claim of this worker (it stops): the timers are at once due for the other workers. */
+  releaseAll(): Promise<void>;
+}
+
 export type MonitorStatus = 'active' | 'cancelled' | 'ended';
 
 /** A page watched for an agent by the `monitor` tool. */
@@ -476,6 +495,8 @@ export interface StorageAdapter {
    * opened `exclusive` (storage/workers.ts). Absent: one process drives them (`acquireRunnerLock`).
    */
   readonly workers?: WorkerCoordination;
+  /** Present (after `init()`) when due timers are claimed per worker (PostgreSQL unless `exclusive`; core/timers.ts). */
+  readonly timerClaims?: TimerClaims;
 
   // accounts and credits
   /** Creates the account; a positive `balance` is also written as a `topup` ledger row. */
@@ -626,9 +647,12 @@ export interface StorageAdapter {
   putTimer(timer: TimerRow): Promise<void>;
   /** Deletes a timer; with `dueAt`, only if it is still due then (a handler that rescheduled it keeps it). */
   deleteTimer(timerId: string, dueAt?: number): Promise<boolean>;
-  /** Timers due at or before `dueBy`, soonest first, at most `limit`. */
+  /**
+   * Timers due at or before `dueBy`, soonest first, at most `limit`. With {@link StorageAdapter.timerClaims}: only
+   * those not claimed by another worker (or whose claim expired), and they are claimed for this one.
+   */
   listDueTimers(dueBy: number, limit: number): Promise<TimerRow[]>;
-  /** When the soonest timer is due, or null when there is none. */
+  /** When the soonest timer is due (with `timerClaims`: of those this worker may claim), or null when there is none. */
   nextTimerDue(): Promise<number | null>;
   /**
    * Stores a new monitor with its first check's timer, in one transaction, and answers the stored row: a monitor with

@@ -28,8 +28,10 @@ export interface WorkerBus {
  * - `changed`: an agent's status, progress or transcript changed (payload: its id); event streams and `waitFor` of
  *   other processes read it again.
  * - `timers`: a timer was scheduled (payload: its due time in ms); timer loops look sooner.
+ * - `children`: a child of this agent stopped running (payload: the parent's id); the process where the parent waits
+ *   for its children counts them again.
  */
-export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers';
+export type WorkerTopic = 'control' | 'work' | 'changed' | 'timers' | 'children';
 
 /** What the runtime hears from its worker coordination. */
 export interface WorkerHooks {
@@ -70,6 +72,19 @@ export interface WorkerCoordination {
    * and this worker still holds it (the lease is extended). A pause answered before it was asked is seen.
    */
   mayProceed(agentId: string): Promise<boolean>;
+  /** Tells the worker it has room for more agents: it claims claimable ones soon (and reports them via `onClaimed`). */
+  wantWork(): void;
   /** Stops the heartbeat and the sweeper, gives up every lease and marks the worker gone. */
   stop(): Promise<void>;
+}
+
+/**
+ * Thrown by a write of an agent whose lease this worker no longer holds (another worker took the agent over): the
+ * write did not happen, and the worker must drop the agent and abort its work.
+ */
+export class LeaseLostError extends Error {
+  override readonly name = 'LeaseLostError';
+  constructor(readonly agentId: string) {
+    super(`This worker no longer holds the lease of agent ${agentId}: another worker continues it`);
+  }
 }

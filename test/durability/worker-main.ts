@@ -45,5 +45,8 @@ export function runWorker(name: string, main: () => Promise<void>): void {
 
 /** The storage behind a worker's database argument: a SQLite path, or a postgres:// URL (with `?schema=`). */
 export function storageAt(db: string): StorageAdapter {
-  return /^postgres(ql)?:\/\//.test(db) ? postgresStorage({ connectionString: db }) : sqliteStorage({ path: db });
+  // A killed worker's leases run out after a second, so a restarted one continues its agents at once (issue 27).
+  return /^postgres(ql)?:\/\//.test(db)
+    ? postgresStorage({ connectionString: db, leaseMs: 1_000, heartbeatMs: 200 })
+    : sqliteStorage({ path: db });
 }

@@ -1,7 +1,8 @@
 /**
  * The runtime on PostgreSQL, end to end: a lead fans out to 200 sub-agents that all complete with an exact ledger; a
  * paused agent stays paused across a close and a reopen of the runtime (a new pool on the same schema) and completes
- * after the resume; and a second runtime driving the same database is refused by the runner lock.
+ * after the resume; and, opened `exclusive`, a second runtime driving the same database is refused by the runner lock
+ * (several workers on one database: test/workers/).
  * Needs PostgreSQL like postgres.test.ts (AGENTRY_TEST_POSTGRES_URL; fails instead of skipping under AGENTRY_CI_STRICT=1).
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -66,7 +67,7 @@ describe.skipIf(!reachable && !strict)(skippable('AgentRuntime on PostgreSQL', !
     expect(ledger.reduce((sum, l) => sum + l.amount, 0)).toBe(account.balance);
   });
 
-  it('keeps a paused agent paused across a restart, then completes it after the resume; one runner per database', async () => {
+  it('keeps a paused agent paused across a restart, then completes it after the resume; one runner per database when exclusive', async () => {
     const schema = newSchema();
     const release = deferred();
     const model = () =>
@@ -81,7 +82,7 @@ describe.skipIf(!reachable && !strict)(skippable('AgentRuntime on PostgreSQL', !
         },
       });
     const first = await AgentRuntime.open({
-      storage: postgresStorage({ connectionString: url, schema }),
+      storage: postgresStorage({ connectionString: url, schema, exclusive: true }),
       model: model(),
       builtinTools: false,
       defaultAccount: { id: 'local', credits: 100 },
@@ -89,10 +90,10 @@ describe.skipIf(!reachable && !strict)(skippable('AgentRuntime on PostgreSQL', !
     open.push(first);
     const { agent_id } = await first.create({ goal: 'pause me' });
     await first.pause(agent_id);
-    // a second runtime on the same database may not drive its agents while the first one does
+    // opened exclusive, a second runtime on the same database may not drive its agents while the first one does
     await expect(
       AgentRuntime.open({
-        storage: postgresStorage({ connectionString: url, schema }),
+        storage: postgresStorage({ connectionString: url, schema, exclusive: true }),
         model: model(),
         builtinTools: false,
       }),
@@ -102,7 +103,7 @@ describe.skipIf(!reachable && !strict)(skippable('AgentRuntime on PostgreSQL', !
     await first.close();
 
     const second = await AgentRuntime.open({
-      storage: postgresStorage({ connectionString: url, schema }),
+      storage: postgresStorage({ connectionString: url, schema, exclusive: true }),
       model: model(),
       builtinTools: false,
     });

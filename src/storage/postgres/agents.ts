@@ -25,6 +25,7 @@ import type {
   SpawnPage,
 } from '../adapter.js';
 import { asciiLower } from '../search.js';
+import { LeaseLostError } from '../workers.js';
 import { releaseAgentReservationsIn } from './accounts.js';
 import { groupCommit } from './batcher.js';
 import type { Db, Query } from './db.js';
@@ -285,8 +286,9 @@ async function changeStatusIn(
   extra: { updated_at?: string },
 ): Promise<AgentRow | null> {
   const set = setClauses({ ...statusPatch(change), ...extra }, 4);
+  const wake = `wake_requested = wake_requested OR ($3 IN ('ACTIVE', 'STARTING_UP') AND status NOT IN ('ACTIVE', 'STARTING_UP'))`;
   const [row] = await q<Rows<AgentRow>>(
-    `UPDATE agents SET ${['status = $3', ...set.sql].join(', ')}
+    `UPDATE agents SET ${['status = $3', wake, ...set.sql].join(', ')}
      WHERE agent_id = $1 AND status = ANY($2::text[]) RETURNING ${AGENT_COLUMNS}`,
     [agentId, [...change.from], change.to, ...set.params],
   );
@@ -323,18 +325,36 @@ async function descendantsIn(q: Query, agentId: string): Promise<string[]> {
   return out;
 }
 
+/** The SQLSTATE the step commit functions raise for a commit whose worker lost the agent's lease. */
+const LEASE_LOST = 'AL001';
+
+/**
+ * A step commit of an agent this worker holds carries the lease (worker, epoch) that fences it and the time it extends
+ * the lease by (issue 27); other commits (one process, exclusive mode, an agent stepped by hand) carry none.
+ */
+function withLease(db: Db, commit: StepCommit): StepCommit & { lease?: { w: string; e: number; ms: number } } {
+  const epoch = db.held.get(commit.agent_id);
+  return epoch === undefined ? commit : { ...commit, lease: { w: db.workerId, e: epoch, ms: db.leaseMs } };
+}
+
 /** Commits a batch of steps with one call of `agentry_commit_steps` (see functions.ts), one outcome per step. */
 async function commitSteps(db: Db, commits: StepCommit[]) {
   // A transaction of its own so that db.tx retries a batch that met a deadlock (raised for the whole batch).
   return db.tx(async (q) => {
-    const [row] = await q<{ out: Array<{ ok: boolean; value?: StepCommitResult; error?: string }> }>(
+    const [row] = await q<{ out: Array<{ ok: boolean; value?: StepCommitResult; error?: string; code?: string }> }>(
       'SELECT agentry_commit_steps($1::jsonb) AS out',
-      [JSON.stringify(commits)],
+      [JSON.stringify(commits.map((c) => withLease(db, c)))],
     );
-    return row!.out.map((o) =>
+    return row!.out.map((o, i) =>
       o.ok
         ? { ok: true as const, value: o.value! }
-        : { ok: false as const, error: new Error(o.error ?? 'step commit failed') },
+        : {
+            ok: false as const,
+            error:
+              o.code === LEASE_LOST
+                ? new LeaseLostError(commits[i]!.agent_id)
+                : new Error(o.error ?? 'step commit failed'),
+          },
     );
   });
 }
@@ -364,7 +384,10 @@ async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
        started = CASE WHEN x.p ? 'started' THEN (x.p->>'started')::boolean ELSE a.started END,
        active_ms = CASE WHEN x.p ? 'active_ms' THEN (x.p->>'active_ms')::bigint ELSE a.active_ms END,
        active_since = CASE WHEN x.p ? 'active_since' THEN x.p->>'active_since' ELSE a.active_since END,
-       updated_at = x.updated_at
+       updated_at = x.updated_at,
+       -- Resumed (made runnable again): any worker may claim it, whichever process resumed it.
+       wake_requested = a.wake_requested OR (x.to_status IN ('ACTIVE', 'STARTING_UP')
+         AND a.status NOT IN ('ACTIVE', 'STARTING_UP'))
      FROM jsonb_to_recordset($1::jsonb) AS x(agent_id text, from_status jsonb, to_status text, p jsonb, updated_at text)
      WHERE a.agent_id = x.agent_id AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
      RETURNING ${AGENT_FIELDS.map((f) => `a.${f}`).join(', ')}`,
@@ -634,12 +657,25 @@ export function agentsStore(db: Db): AgentsStore {
       return db.tx(async (q) => {
         const agentIds = [...new Set(calls.map((c) => c.agent_id))];
         // Locked so that no status change slips between the check and the write.
-        const agents = await q<{ agent_id: string; status: AgentStatus }>(
-          'SELECT agent_id, status FROM agents WHERE agent_id = ANY($1::text[]) ORDER BY agent_id FOR UPDATE',
+        const agents = await q<{
+          agent_id: string;
+          status: AgentStatus;
+          lease_owner: string | null;
+          lease_epoch: number;
+        }>(
+          `SELECT agent_id, status, lease_owner, lease_epoch FROM agents WHERE agent_id = ANY($1::text[])
+           ORDER BY agent_id FOR UPDATE`,
           [agentIds],
         );
         const status = new Map(agents.map((a) => [a.agent_id, a.status]));
         if (onlyWhile !== undefined && calls.some((c) => status.get(c.agent_id) !== onlyWhile)) return false;
+        // A call that must never run twice is marked started only under this worker's lease (issue 27): one that lost
+        // the agent to another worker must not start it.
+        const fencedOut = agents.some((a) => {
+          const epoch = db.held.get(a.agent_id);
+          return epoch !== undefined && (a.lease_owner !== db.workerId || a.lease_epoch !== epoch);
+        });
+        if (onlyWhile !== undefined && fencedOut) return false;
         await upsertToolCalls(
           q,
           calls.filter((c) => status.has(c.agent_id)),

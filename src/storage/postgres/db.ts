@@ -39,6 +39,11 @@ export interface Db {
   leaseMs: number;
   /** How often a worker renews its leases and heartbeat and looks for pause and delete requests, in ms. */
   heartbeatMs: number;
+  /**
+   * The agents whose lease this worker holds, with the lease's epoch (leases.ts keeps it). Writes of these agents are
+   * fenced by it: a worker that lost a lease writes nothing more for that agent.
+   */
+  held: Map<string, number>;
 }
 
 /** SQLSTATE of failures after which a transaction can simply run again. */
@@ -76,6 +81,7 @@ export function createDb(
   return {
     q: run(pool),
     ...worker,
+    held: new Map(),
     schema: `"${schema.replaceAll('"', '""')}"`,
     async tx(fn) {
       for (let attempt = 1; ; attempt++) {

@@ -26,6 +26,7 @@ import type {
   OutboxStatus,
   PageReadRow,
   StorageAdapter,
+  TimerClaims,
   TimerRow,
 } from '../adapter.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from '../validate.js';
@@ -175,19 +176,30 @@ function monitorParams(m: MonitorRow): unknown[] {
   return MONITOR_FIELDS.map((field) => m[field]);
 }
 
-/** Upserts a timer unless its agent does not exist (any more); the agent's row is share-locked meanwhile. */
+/**
+ * Upserts a timer unless its agent does not exist (any more); the agent's row is share-locked meanwhile. A moved timer
+ * is claimed by no worker: its new time is a new firing, which any worker may claim when it is due.
+ */
 async function putTimerIn(q: Query, t: TimerRow): Promise<void> {
   await q(
     `WITH agent AS (SELECT 1 FROM agents WHERE agent_id = $2 FOR SHARE)
      INSERT INTO timers (${TIMER_COLUMNS}) SELECT $1, $2, $3, $4, $5 FROM agent
      ON CONFLICT (timer_id) DO UPDATE SET agent_id = EXCLUDED.agent_id, due_at = EXCLUDED.due_at,
-       kind = EXCLUDED.kind, payload = EXCLUDED.payload`,
+       kind = EXCLUDED.kind, payload = EXCLUDED.payload, claimed_by = NULL, claim_expires_at = NULL`,
     [t.timer_id, t.agent_id, t.due_at, t.kind, t.payload],
   );
 }
 
-/** The outbox's checks, in memoryStorage's order, then the insert; the caller holds the account's outbox lock. */
-async function queueOutboxIn(q: Query, row: OutboxRow, limits: OutboxRateLimits): Promise<OutboxRefusal | null> {
+/**
+ * The outbox's checks, in memoryStorage's order, then the insert, tagged with the worker that queues it (whose death
+ * alone makes it `unknown`); the caller holds the account's outbox lock.
+ */
+async function queueOutboxIn(
+  q: Query,
+  row: OutboxRow,
+  limits: OutboxRateLimits,
+  workerId: string,
+): Promise<OutboxRefusal | null> {
   const [existing] = await q<Rows<OutboxRow>>(
     `SELECT ${OUTBOX_COLUMNS} FROM outbox WHERE agent_id = $1 AND tool_use_id = $2`,
     [row.agent_id, row.tool_use_id],
@@ -207,22 +219,52 @@ async function queueOutboxIn(q: Query, row: OutboxRow, limits: OutboxRateLimits)
   const { agent = 0, account = 0 } = counts ?? {};
   if (agent >= limits.agent.max) return { reason: 'agent_rate', count: agent };
   if (account >= limits.account.max) return { reason: 'account_rate', count: account };
-  await q(`INSERT INTO outbox (${OUTBOX_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`, [
-    row.message_id,
-    row.agent_id,
-    row.account_id,
-    row.tool_use_id,
-    row.channel,
-    row.to,
-    row.subject,
-    row.body_hash,
-    row.status,
-    row.provider_id,
-    row.error,
-    row.created_at,
-    row.sent_at,
-  ]);
+  await q(
+    `INSERT INTO outbox (${OUTBOX_COLUMNS}, worker_id)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
+    [
+      row.message_id,
+      row.agent_id,
+      row.account_id,
+      row.tool_use_id,
+      row.channel,
+      row.to,
+      row.subject,
+      row.body_hash,
+      row.status,
+      row.provider_id,
+      row.error,
+      row.created_at,
+      row.sent_at,
+      workerId,
+    ],
+  );
   return null;
+}
+
+/** Marks `queued` attempts matching `where` (on the outbox row `o`) as `unknown`; returns them oldest first. */
+function markQueuedUnknownWhere(q: Query, where: string, params: unknown[]): Promise<OutboxRow[]> {
+  // RETURNING has no order of its own: the rows come back oldest first, as memory's do.
+  return q<Rows<OutboxRow>>(
+    `WITH marked AS (
+       UPDATE outbox o SET status = 'unknown', error = $1 WHERE o.status = 'queued' AND (${where})
+       RETURNING seq, ${OUTBOX_COLUMNS}
+     )
+     SELECT ${OUTBOX_COLUMNS} FROM marked ORDER BY seq`,
+    params,
+  );
+}
+
+/**
+ * For the sweeper (issue 27), inside its transaction: the attempts that these gone workers queued and never saw end
+ * become `unknown` with `error` (they may have left), as after a crash of a single process; never sent again. Returns
+ * those rows, oldest first. Nothing else needs doing with them: the agent's `message_person` call was recorded
+ * `started`, so the worker that continues the agent reports its outcome as unknown to the model (crash rules), and
+ * `Messenger.send` refuses to send the same message again.
+ */
+export function markOutboxOfWorkersUnknown(q: Query, workerIds: string[], error: string): Promise<OutboxRow[]> {
+  if (workerIds.length === 0) return Promise.resolve([]);
+  return markQueuedUnknownWhere(q, 'o.worker_id = ANY($2::text[])', [error, workerIds]);
 }
 
 /**
@@ -265,7 +307,7 @@ type ExtrasStore = Pick<
   | 'updateMonitor'
   | 'nextMonitorChange'
   | 'deleteMonitorChange'
->;
+> & { timerClaims?: TimerClaims };
 
 export function extrasStore(db: Db): ExtrasStore {
   // Writes whose order callers can see run one after another, in call order (as in memoryStorage); a failed one does
@@ -374,7 +416,7 @@ export function extrasStore(db: Db): ExtrasStore {
           // The account may have no row (and its agents are locked elsewhere): an advisory lock per account
           // serialises the counting and the insert across processes, so two calls cannot both take the last slot.
           await q(`SELECT pg_advisory_xact_lock(hashtext('agentry.outbox:' || $1))`, [row.account_id]);
-          return queueOutboxIn(q, row, limits);
+          return queueOutboxIn(q, row, limits, db.workerId);
         }),
       ),
 
@@ -400,14 +442,17 @@ export function extrasStore(db: Db): ExtrasStore {
     },
 
     markQueuedOutboxUnknown: (error) =>
-      // RETURNING has no order of its own: the rows come back oldest first, as memory's do.
-      db.q<Rows<OutboxRow>>(
-        `WITH marked AS (
-           UPDATE outbox SET status = 'unknown', error = $1 WHERE status = 'queued' RETURNING seq, ${OUTBOX_COLUMNS}
-         )
-         SELECT ${OUTBOX_COLUMNS} FROM marked ORDER BY seq`,
-        [error],
-      ),
+      db.mode === 'exclusive'
+        ? markQueuedUnknownWhere(db.q, 'true', [error])
+        : // Other workers may be sending right now: only the attempts of workers that are gone (stopped, silent for a
+          // lease, or swept away) are left to crash rules, and those queued before workers were tagged.
+          markQueuedUnknownWhere(
+            db.q,
+            `o.worker_id IS NULL OR NOT EXISTS (
+               SELECT 1 FROM workers w WHERE w.worker_id = o.worker_id AND NOT w.stopped
+                 AND w.heartbeat_at >= now() - $2::int * interval '1 millisecond')`,
+            [error, db.leaseMs],
+          ),
 
     async putOptOut(r) {
       await db.q(
@@ -436,13 +481,38 @@ export function extrasStore(db: Db): ExtrasStore {
     },
 
     listDueTimers: (dueBy, limit) =>
-      db.q<Rows<TimerRow>>(
-        `SELECT ${TIMER_COLUMNS} FROM timers WHERE due_at <= $1 ORDER BY due_at, timer_id LIMIT $2`,
-        [dueBy, limit],
-      ),
+      db.mode === 'exclusive'
+        ? db.q<Rows<TimerRow>>(
+            `SELECT ${TIMER_COLUMNS} FROM timers WHERE due_at <= $1 ORDER BY due_at, timer_id LIMIT $2`,
+            [dueBy, limit],
+          )
+        : // Reading claims (issue 27): rows another worker is claiming right now are skipped, not waited for, and
+          // this worker's own claims are read again (its timer loop skips the ones still running), as in one process.
+          db.q<Rows<TimerRow>>(
+            // MATERIALIZED: the locking SELECT runs once, so no plan can re-run it and claim more than it locked.
+            `WITH due AS MATERIALIZED (
+               SELECT timer_id FROM timers
+               WHERE due_at <= $1 AND (${CLAIMABLE_BY_3})
+               ORDER BY due_at, timer_id LIMIT $2 FOR UPDATE SKIP LOCKED
+             ),
+             claimed AS (
+               UPDATE timers t SET claimed_by = $3, claim_expires_at = now() + $4::int * interval '1 millisecond'
+               FROM due WHERE t.timer_id = due.timer_id
+               RETURNING ${TIMER_COLUMNS.replace(/(^|, )/g, '$1t.')}
+             )
+             SELECT ${TIMER_COLUMNS} FROM claimed ORDER BY due_at, timer_id`,
+            [dueBy, limit, db.workerId, db.leaseMs],
+          ),
 
     async nextTimerDue() {
-      const r = await one<{ next: number | null }>('SELECT min(due_at) AS next FROM timers', []);
+      // In workers mode, timers another worker holds are left out: a loop that saw them due would ask again at once.
+      const r =
+        db.mode === 'exclusive'
+          ? await one<{ next: number | null }>('SELECT min(due_at) AS next FROM timers', [])
+          : await one<{ next: number | null }>(
+              `SELECT min(due_at) AS next FROM timers WHERE ${CLAIMABLE_BY_3.replaceAll('$3', '$1')}`,
+              [db.workerId],
+            );
       return r?.next ?? null;
     },
 
@@ -508,6 +578,37 @@ export function extrasStore(db: Db): ExtrasStore {
 
     async deleteMonitorChange(seq) {
       await db.q('DELETE FROM monitor_changes WHERE seq = $1', [seq]);
+    },
+
+    ...(db.mode === 'workers' ? { timerClaims: timerClaims(db) } : {}),
+  };
+}
+
+/** Whether worker `$3` may claim a timer: nobody holds it, this worker does, or its holder's claim expired. */
+const CLAIMABLE_BY_3 = 'claimed_by IS NULL OR claimed_by = $3 OR claim_expires_at < now()';
+
+/** The claims of a worker's due timers (workers mode; {@link TimerClaims}). */
+function timerClaims(db: Db): TimerClaims {
+  return {
+    leaseMs: db.leaseMs,
+    async renew(timers) {
+      if (timers.length === 0) return [];
+      // The UPDATE in WITH runs to completion whatever the SELECT reads; the SELECT sees the rows as they were before
+      // it, which is what it needs: only rows another worker holds, which the UPDATE does not touch.
+      const rows = await db.q<{ timer_id: string }>(
+        `WITH held AS (SELECT * FROM unnest($1::text[], $2::bigint[]) AS h(timer_id, due_at)),
+         renewed AS (
+           UPDATE timers t SET claim_expires_at = now() + $4::int * interval '1 millisecond'
+           FROM held WHERE t.timer_id = held.timer_id AND t.claimed_by = $3
+         )
+         SELECT t.timer_id FROM timers t JOIN held ON t.timer_id = held.timer_id AND t.due_at = held.due_at
+         WHERE t.claimed_by <> $3`,
+        [timers.map((t) => t.timer_id), timers.map((t) => t.due_at), db.workerId, db.leaseMs],
+      );
+      return rows.map((r) => r.timer_id);
+    },
+    async releaseAll() {
+      await db.q('UPDATE timers SET claimed_by = NULL, claim_expires_at = NULL WHERE claimed_by = $1', [db.workerId]);
     },
   };
 }

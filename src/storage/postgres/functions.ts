@@ -80,14 +80,19 @@ export const FUNCTIONS_SCHEMA: string[] = [
     tc jsonb;
     a agents;
     changed agents;
+    held record;
   BEGIN
     -- Settlements first: they lock reservation, account, then agents; the agent's own lock comes after them.
     FOR s IN SELECT value FROM jsonb_array_elements(coalesce(c->'settlements', '[]'::jsonb)) LOOP
       charged := charged || to_jsonb(agentry_settle(s));
     END LOOP;
-    PERFORM 1 FROM agents WHERE agent_id = id FOR UPDATE;
+    SELECT lease_owner, lease_epoch INTO held FROM agents WHERE agent_id = id FOR UPDATE;
     IF NOT FOUND THEN
       RETURN jsonb_build_object('agent', NULL, 'statusChanged', false, 'charged', charged);
+    END IF;
+    -- Fenced by the committing worker's lease (issue 27): a worker that lost it writes nothing, its settlements included.
+    IF c ? 'lease' AND (held.lease_owner IS DISTINCT FROM c->'lease'->>'w' OR held.lease_epoch <> (c->'lease'->>'e')::bigint) THEN
+      RAISE EXCEPTION 'lease of agent % lost', id USING ERRCODE = 'AL001';
     END IF;
     IF jsonb_array_length(coalesce(c->'turns', '[]'::jsonb)) > 0 THEN
       SELECT count(*) INTO next_idx FROM turns WHERE agent_id = id;
@@ -124,7 +129,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
         updated_at = p->>'updated_at',
         progress = CASE WHEN p ? 'progress' THEN (p->>'progress')::double precision ELSE progress END,
         status_message = CASE WHEN p ? 'status_message' THEN p->>'status_message' ELSE status_message END,
-        plan = CASE WHEN p ? 'plan' THEN p->>'plan' ELSE plan END
+        plan = CASE WHEN p ? 'plan' THEN p->>'plan' ELSE plan END,
+        lease_expires_at = CASE WHEN c ? 'lease'
+          THEN now() + (c->'lease'->>'ms')::bigint * interval '1 millisecond' ELSE lease_expires_at END
       WHERE agent_id = id RETURNING * INTO a;
     IF st IS NOT NULL AND st <> 'null'::jsonb THEN
       UPDATE agents SET
@@ -258,6 +265,10 @@ export const FUNCTIONS_SCHEMA: string[] = [
 
       -- The agents, locked in one order; a missing one (deleted) gets its settlements and nothing else.
       PERFORM 1 FROM agents WHERE agent_id = ANY(ids) ORDER BY agent_id FOR UPDATE;
+      -- A commit whose worker lost the agent's lease sends the batch the one-by-one way, which refuses that one alone.
+      SELECT count(*) INTO bad FROM jsonb_array_elements(cs) c JOIN agents a ON a.agent_id = c->>'agent_id'
+        WHERE c ? 'lease' AND (a.lease_owner IS DISTINCT FROM c->'lease'->>'w' OR a.lease_epoch <> (c->'lease'->>'e')::bigint);
+      IF bad > 0 THEN RAISE EXCEPTION USING ERRCODE = 'AL001'; END IF;
       -- Turns must continue each agent's log; any gap sends the batch the one-by-one way (which says whose).
       SELECT count(*) INTO bad FROM (
         SELECT c->>'agent_id' AS id, min((t->>'idx')::bigint) AS first, max((t->>'idx')::bigint) AS last, count(*) AS n
@@ -296,8 +307,11 @@ export const FUNCTIONS_SCHEMA: string[] = [
           updated_at = x.p->>'updated_at',
           progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
           status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
-          plan = CASE WHEN x.p ? 'plan' THEN x.p->>'plan' ELSE a.plan END
-        FROM (SELECT c->>'agent_id' AS id, c->'patch' AS p, jsonb_array_length(coalesce(c->'messages', '[]'::jsonb)) AS nm
+          plan = CASE WHEN x.p ? 'plan' THEN x.p->>'plan' ELSE a.plan END,
+          lease_expires_at = CASE WHEN x.l IS NOT NULL
+            THEN now() + (x.l->>'ms')::bigint * interval '1 millisecond' ELSE a.lease_expires_at END
+        FROM (SELECT c->>'agent_id' AS id, c->'patch' AS p, jsonb_array_length(coalesce(c->'messages', '[]'::jsonb)) AS nm,
+                c->'lease' AS l
               FROM jsonb_array_elements(cs) c) x
         WHERE a.agent_id = x.id;
       WITH ch AS (

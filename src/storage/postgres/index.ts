@@ -10,8 +10,10 @@
  * `agents.ts` (agents, messages, turns, tool calls, tool state, steps), `extras.ts` (artifacts, page reads, outbox,
  * opt-outs, timers, monitors).
  *
- * This first stage serves one runtime process per database (a runner lock enforces it, as with SQLite); claiming
- * agents across processes (leases, `FOR UPDATE SKIP LOCKED`, LISTEN/NOTIFY) is not built yet.
+ * Several runtime processes may drive one database's agents (issue 27): each adapter instance is a worker that steps
+ * an agent only under its lease (leases.ts), hears pause, delete and new work over LISTEN/NOTIFY (notify.ts), and
+ * cleans up after workers that are gone (sweeper.ts). `exclusive: true` keeps one process per database instead (an
+ * advisory lock refuses a second, as SQLite does).
  */
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
@@ -24,6 +26,8 @@ import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
 import { extrasStore, EXTRAS_SCHEMA } from './extras.js';
 import { FUNCTIONS_SCHEMA } from './functions.js';
+import { LEASE_FUNCTIONS, PgWorkers } from './leases.js';
+import { NotifyBus } from './notify.js';
 import { WORKERS_SCHEMA } from './workers-schema.js';
 
 const OptionsSchema = z
@@ -90,7 +94,7 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   },
   { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
   // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
-  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
+  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA, ...LEASE_FUNCTIONS] },
 ];
 
 /**
@@ -220,6 +224,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
   let runnerClient: PoolClient | undefined;
   let db: Db | undefined;
   let floats: CreditFloats | undefined;
+  let workers: PgWorkers | undefined;
 
   const adapter = {
     kind: 'postgres',
@@ -234,10 +239,11 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
             `postgresStorage needs the pg package (npm install pg): ${String(error)}`,
           );
         }
+        const sessionOptions = `-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}`;
         pool = new pg.Pool({
           connectionString,
           max: maxConnections,
-          options: `-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}`,
+          options: sessionOptions,
           types: {
             // int8 (micro-credits, counters) as numbers: they stay far below 2^53.
             getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
@@ -253,11 +259,27 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         floats = new CreditFloats(db);
         Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
         withFloats(adapter as unknown as StorageAdapter, floats);
+        if (db.mode === 'workers') {
+          const bus = new NotifyBus({
+            pool,
+            connect: () => new pg.Client({ connectionString, options: sessionOptions }),
+            schema,
+            heartbeatMs,
+            onError: () => undefined, // best effort: every listener has a polling backstop
+          });
+          workers = new PgWorkers(db, {
+            bus,
+            onGone: [],
+            dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
+          });
+          Object.assign(adapter, { workers });
+        }
       }
       await migrate(db!);
     },
     async acquireRunnerLock() {
-      if (!pool || runnerClient) return;
+      // Several workers share the agents through leases (leases.ts); only an exclusive runtime locks the database.
+      if (!pool || runnerClient || db?.mode === 'workers') return;
       const client = await pool.connect();
       try {
         // Waits a little rather than refusing at once: the server ends the session of a runner that was just killed
@@ -280,6 +302,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       floats?.reset();
     },
     async close() {
+      await workers?.stop();
       await floats?.close();
       runnerClient?.release();
       runnerClient = undefined;

@@ -7,7 +7,8 @@
  * - `agents.lease_owner / lease_epoch / lease_expires_at`: the worker stepping an agent, the number of times the agent
  *   was claimed (every claim adds one, so a commit fenced by an old epoch updates nothing), and when the lease ends
  *   unless renewed. `wake_requested`: the agent has work and no worker took it yet (a new or resumed agent, a wake
- *   that arrived while another worker held the lease): a claim takes it.
+ *   that arrived while another worker held the lease): a claim takes it. New rows start with it set, so an agent
+ *   created by any process (a worker, an HTTP front end, an exclusive runtime before) is claimable.
  * - `timers.claimed_by / claim_expires_at`: a due timer is claimed like an agent, so it fires once across workers.
  * - `outbox.worker_id`, `reservations.worker_id`: whose process queued a message or took a hold, so that only a gone
  *   worker's queued messages become `unknown` and only its holds are dropped.
@@ -25,7 +26,7 @@ export const WORKERS_SCHEMA: string[] = [
     ADD COLUMN lease_owner TEXT,
     ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0,
     ADD COLUMN lease_expires_at TIMESTAMPTZ,
-    ADD COLUMN wake_requested BOOLEAN NOT NULL DEFAULT false`,
+    ADD COLUMN wake_requested BOOLEAN NOT NULL DEFAULT true`,
   // What a claim scans: runnable agents nobody holds that have work, or whose holder's lease may have ended.
   `CREATE INDEX agents_claimable ON agents (seq)
     WHERE status IN ('ACTIVE', 'STARTING_UP') AND (wake_requested OR lease_owner IS NOT NULL)`,

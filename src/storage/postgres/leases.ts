@@ -1,0 +1,348 @@
+/**
+ * @module storage/postgres/leases
+ * The {@link WorkerCoordination} of PostgreSQL (issue 27, DESIGN §9): this process is a worker with a row in
+ * `workers`; it steps an agent only while it holds the agent's lease.
+ *
+ * - **Claim**: `SELECT … FOR UPDATE SKIP LOCKED LIMIT n`, then `UPDATE … SET lease_owner, lease_epoch + 1,
+ *   lease_expires_at` (database time), one statement (`agentry_claim`). An agent another live worker holds gets
+ *   `wake_requested` instead: its holder sees it when it releases the agent and drives it again.
+ * - **Fence**: the adapter adds `{worker, epoch}` of every agent it holds to that agent's step commits, status changes
+ *   and "started" marks of calls that must never run twice (`db.held`); a write whose lease is gone writes nothing.
+ * - **Heartbeat** (every `heartbeatMs`, jittered): renews the worker's row and every lease it holds in one statement.
+ *   The answer also tells which agents were taken over or deleted (lost) and which were paused or stopped by another
+ *   process (the backstop of the `control` notification). A worker that could not renew for most of a lease stops
+ *   stepping before its leases run out. Then it claims claimable work while it has room, and sweeps (sweeper.ts).
+ * - **Release**: when a driver stops, the lease goes back (`lease_owner = NULL`) unless a wake arrived meanwhile.
+ * Claims, releases and gates asked for in the same turn of the event loop share one statement (batcher.ts).
+ */
+import { hostname } from 'node:os';
+import type { WorkerCoordination, WorkerHooks } from '../workers.js';
+import { groupCommit } from './batcher.js';
+import type { Db } from './db.js';
+import type { NotifyBus } from './notify.js';
+import { sweep, type GoneWorkersHook } from './sweeper.js';
+
+/** The statuses a worker steps. */
+const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
+/** A worker that has not renewed for this share of a lease stops stepping: its leases may be another's soon. */
+const RENEW_DEADLINE_SHARE = 0.7;
+const MAX_BATCH = 1_000;
+
+export const LEASE_FUNCTIONS: string[] = [
+  // Claims agents for worker `w`: the ids given (`ids` not null) or any claimable ones, `lim` at most. Answers the
+  // agents claimed, with their new epoch and the previous owner when that lease had run out (a takeover).
+  `CREATE OR REPLACE FUNCTION agentry_claim(w text, ids text[], lim int, lease_ms bigint)
+   RETURNS TABLE (agent_id text, epoch bigint, previous text) LANGUAGE plpgsql AS $fn$
+  BEGIN
+    RETURN QUERY
+    WITH c AS (
+      SELECT a.agent_id AS id, a.lease_owner AS old_owner FROM agents a
+      WHERE a.status IN ('ACTIVE', 'STARTING_UP')
+        AND (CASE WHEN ids IS NULL
+               THEN (a.lease_owner IS NULL AND a.wake_requested) OR a.lease_expires_at < now()
+               ELSE a.agent_id = ANY(ids) AND (a.lease_owner IS NULL OR a.lease_expires_at < now()) END)
+      ORDER BY a.seq LIMIT lim
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE agents a SET lease_owner = w, lease_epoch = a.lease_epoch + 1,
+        lease_expires_at = now() + lease_ms * interval '1 millisecond', wake_requested = false
+      FROM c WHERE a.agent_id = c.id
+      RETURNING a.agent_id, a.lease_epoch, CASE WHEN c.old_owner IS DISTINCT FROM w THEN c.old_owner END;
+  END
+  $fn$`,
+];
+
+interface Held {
+  id: string;
+  epoch: number;
+}
+
+export interface PgWorkersOptions {
+  bus: NotifyBus;
+  /** Cleanup of what gone workers leave (holds, queued messages), run by the sweeper. */
+  onGone: readonly GoneWorkersHook[];
+  /** Drops the stale holds of agents taken over from a gone worker. */
+  dropHoldsOf(agentIds: string[]): Promise<unknown>;
+}
+
+export class PgWorkers implements WorkerCoordination {
+  private hooks: WorkerHooks | undefined;
+  private capacity: () => number = () => 0;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** When (performance.now()) the last renewal that succeeded was sent. */
+  private renewedAt = performance.now();
+  private firstSweep = true;
+  private claiming: Promise<void> | undefined;
+  /**
+   * Signals that claimable work may be waiting (a `work` notification, a heartbeat), counted; `workSeen` is the count
+   * as of the last claim that found less than it had room for. A signal that arrives during a claim is not lost.
+   */
+  private workSignals = 1;
+  private workSeen = 0;
+  private readonly unsubscribe: Array<() => void> = [];
+  private readonly claimIds: (item: { id: string; limit: number }) => Promise<boolean>;
+  private readonly releaseOne: (item: Held) => Promise<boolean>;
+  private readonly gate: (item: Held) => Promise<boolean>;
+
+  constructor(
+    private readonly db: Db,
+    private readonly options: PgWorkersOptions,
+  ) {
+    this.claimIds = groupCommit(async (items: Array<{ id: string; limit: number }>) => {
+      const claimed = await this.claimWith(
+        items.map((i) => i.id),
+        // Each asked with the room it saw; the first asked saw the most.
+        Math.max(...items.map((i) => i.limit)),
+      );
+      const got = new Set(claimed);
+      const missed = items.filter((i) => !got.has(i.id)).map((i) => i.id);
+      if (missed.length > 0) {
+        // Held by another worker (it drives them again when it lets them go), or left for any worker with room.
+        await this.db.q(
+          `UPDATE agents SET wake_requested = true
+             WHERE agent_id = ANY($1::text[]) AND status = ANY($2::text[]) AND NOT wake_requested`,
+          [missed, RUNNABLE],
+        );
+        this.options.bus.publish('work', '');
+      }
+      return items.map((i) => ({ ok: true as const, value: got.has(i.id) }));
+    }, MAX_BATCH);
+    this.releaseOne = groupCommit(async (items: Held[]) => {
+      const rows = await this.db.q<{ agent_id: string; again: boolean }>(
+        `WITH r AS (
+           SELECT a.agent_id, a.wake_requested AND a.status = ANY($4::text[]) AS again FROM agents a
+           JOIN unnest($2::text[], $3::bigint[]) AS u(id, e) ON a.agent_id = u.id AND a.lease_epoch = u.e
+           WHERE a.lease_owner = $1 FOR UPDATE OF a
+         )
+         UPDATE agents a SET
+           lease_owner = CASE WHEN r.again THEN a.lease_owner END,
+           lease_expires_at = CASE WHEN r.again THEN now() + $5::bigint * interval '1 millisecond' END,
+           wake_requested = false
+         FROM r WHERE a.agent_id = r.agent_id RETURNING a.agent_id, r.again`,
+        [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), RUNNABLE, this.db.leaseMs],
+      );
+      const again = new Set(rows.filter((r) => r.again).map((r) => r.agent_id));
+      return items.map((i) => ({ ok: true as const, value: again.has(i.id) }));
+    }, MAX_BATCH);
+    this.gate = groupCommit(async (items: Held[]) => {
+      const rows = await this.db.q<{ agent_id: string }>(
+        `UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
+         FROM unnest($2::text[], $3::bigint[]) AS u(id, e)
+         WHERE a.agent_id = u.id AND a.lease_epoch = u.e AND a.lease_owner = $1 AND a.status = ANY($5::text[])
+         RETURNING a.agent_id`,
+        [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), this.db.leaseMs, RUNNABLE],
+      );
+      const ok = new Set(rows.map((r) => r.agent_id));
+      return items.map((i) => ({ ok: true as const, value: ok.has(i.id) }));
+    }, MAX_BATCH);
+  }
+
+  get workerId(): string {
+    return this.db.workerId;
+  }
+
+  get bus(): NotifyBus {
+    return this.options.bus;
+  }
+
+  async start(hooks: WorkerHooks, capacity: () => number): Promise<void> {
+    this.hooks = hooks;
+    this.capacity = capacity;
+    await this.db.q(
+      `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
+       ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
+      [this.db.workerId, hostname(), process.pid],
+    );
+    this.renewedAt = performance.now();
+    this.unsubscribe.push(
+      this.bus.subscribe('control', (ids) => {
+        // A pause or delete somewhere: check the agents named that this worker holds (all of them after a reconnect).
+        const mine = ids === null ? [...this.db.held.keys()] : ids.filter((id) => this.db.held.has(id));
+        if (mine.length > 0) void this.renew(mine).catch((e: unknown) => this.hooks?.onError(e));
+      }),
+      this.bus.subscribe('work', () => this.mayHaveWork()),
+    );
+    await this.bus.start();
+    await this.tick();
+  }
+
+  holds(agentId: string): boolean {
+    return this.db.held.has(agentId);
+  }
+
+  async claim(agentIds: readonly string[], limit: number): Promise<string[]> {
+    const wanted = agentIds.filter((id) => !this.db.held.has(id));
+    const results = await Promise.all(wanted.map((id) => this.claimIds({ id, limit })));
+    return wanted.filter((_, i) => results[i]);
+  }
+
+  async release(agentIds: readonly string[]): Promise<string[]> {
+    const items = agentIds.flatMap((id) => {
+      const epoch = this.db.held.get(id);
+      if (epoch === undefined) return [];
+      this.db.held.delete(id);
+      return [{ id, epoch }];
+    });
+    const again = await Promise.all(items.map((i) => this.releaseOne(i)));
+    const kept = items.filter((_, k) => again[k]);
+    // Still held (a wake arrived while it was): the caller drives it again under the same lease.
+    for (const i of kept) this.db.held.set(i.id, i.epoch);
+    return kept.map((i) => i.id);
+  }
+
+  async mayProceed(agentId: string): Promise<boolean> {
+    const epoch = this.db.held.get(agentId);
+    if (epoch === undefined || this.overdue()) return false;
+    return this.gate({ id: agentId, epoch });
+  }
+
+  wantWork(): void {
+    // Asked whenever the scheduler's queue runs low: only worth a query when there may be claimable work (a `work`
+    // notification, a heartbeat, or the last claim took all it had room for).
+    if (this.stopped || !this.hooks || this.workSeen >= this.workSignals || this.claiming) return;
+    const run = this.claimWhileRoom();
+    this.claiming = run;
+    // Cleared after the fact: a loop that ends at once (no room) must not leave itself marked as running.
+    void run.finally(() => {
+      if (this.claiming === run) this.claiming = undefined;
+    });
+  }
+
+  /** Claims claimable agents while this worker has room and there may be more. */
+  private async claimWhileRoom(): Promise<void> {
+    try {
+      while (this.workSeen < this.workSignals && !this.stopped) {
+        const signals = this.workSignals;
+        const room = this.capacity();
+        if (room <= 0) break; // asked again when the queue runs low
+        const ids = await this.claimWith(null, room);
+        // Less than it had room for: nothing more was claimable, as of the signals seen when it asked.
+        if (ids.length < room) this.workSeen = signals;
+        if (ids.length > 0) this.hooks?.onClaimed(ids);
+      }
+    } catch (error) {
+      if (!this.stopped) this.hooks?.onError(error);
+    }
+  }
+
+  private mayHaveWork(): void {
+    this.workSignals++;
+    this.wantWork();
+  }
+
+  async stop(): Promise<void> {
+    if (this.stopped) return;
+    this.stopped = true;
+    clearTimeout(this.timer);
+    for (const off of this.unsubscribe) off();
+    await this.claiming;
+    const ids = [...this.db.held.keys()];
+    this.db.held.clear();
+    try {
+      // Runnable agents it held are claimable at once by the others; the row tells the sweeper this worker is gone.
+      await this.db.tx(async (q) => {
+        await q(
+          `UPDATE agents SET lease_owner = NULL, lease_expires_at = NULL,
+             wake_requested = status = ANY($3::text[])
+           WHERE lease_owner = $1 AND agent_id = ANY($2::text[])`,
+          [this.db.workerId, ids, RUNNABLE],
+        );
+        await q('UPDATE workers SET stopped = true WHERE worker_id = $1', [this.db.workerId]);
+      });
+      if (ids.length > 0) this.bus.publish('work', '');
+    } finally {
+      await this.bus.stop();
+    }
+  }
+
+  /** Claims agents (`ids`, or any claimable with null) and records their epochs; drops stale holds of takeovers. */
+  private async claimWith(ids: string[] | null, limit: number): Promise<string[]> {
+    if (limit <= 0 || this.stopped) return [];
+    const rows = await this.db.q<{ agent_id: string; epoch: number; previous: string | null }>(
+      'SELECT agent_id, epoch, previous FROM agentry_claim($1, $2::text[], $3, $4)',
+      [this.db.workerId, ids, limit, this.db.leaseMs],
+    );
+    for (const r of rows) this.db.held.set(r.agent_id, r.epoch);
+    const takenOver = rows.filter((r) => r.previous !== null).map((r) => r.agent_id);
+    if (takenOver.length > 0) await this.options.dropHoldsOf(takenOver);
+    return rows.map((r) => r.agent_id);
+  }
+
+  /** Whether the last successful renewal is so old that the leases may be someone else's soon. */
+  private overdue(): boolean {
+    return performance.now() - this.renewedAt > this.db.leaseMs * RENEW_DEADLINE_SHARE;
+  }
+
+  /**
+   * Renews the leases of `ids` (default: all held) and the worker's row; reports lost and stopped agents. Returns
+   * false when the worker's row is gone (the sweeper took this worker for dead: every lease was lost with it).
+   */
+  private async renew(ids: string[] = [...this.db.held.keys()]): Promise<void> {
+    const sent = performance.now();
+    const epochs = ids.map((id) => this.db.held.get(id) ?? -1);
+    const [alive] = await this.db.q<{ ok: boolean }>(
+      'UPDATE workers SET heartbeat_at = now() WHERE worker_id = $1 AND NOT stopped RETURNING true AS ok',
+      [this.db.workerId],
+    );
+    const rows =
+      ids.length === 0
+        ? []
+        : await this.db.q<{ agent_id: string; status: string }>(
+            `UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
+             FROM unnest($2::text[], $3::bigint[]) AS u(id, e)
+             WHERE a.agent_id = u.id AND a.lease_epoch = u.e AND a.lease_owner = $1
+             RETURNING a.agent_id, a.status`,
+            [this.db.workerId, ids, epochs, this.db.leaseMs],
+          );
+    if (!alive) {
+      // Taken for dead and cleaned up after: nothing it holds is its own any more. It starts a new life.
+      const all = [...this.db.held.keys()];
+      this.db.held.clear();
+      if (all.length > 0) this.hooks?.onLost(all);
+      await this.db.q(
+        `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
+         ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
+        [this.db.workerId, hostname(), process.pid],
+      );
+      this.renewedAt = sent;
+      return;
+    }
+    this.renewedAt = Math.max(this.renewedAt, sent);
+    const kept = new Map(rows.map((r) => [r.agent_id, r.status]));
+    // An agent claimed again meanwhile has a newer epoch than the one sent: not lost.
+    const lost = ids.filter((id, k) => !kept.has(id) && this.db.held.get(id) === epochs[k]);
+    for (const id of lost) this.db.held.delete(id);
+    if (lost.length > 0) this.hooks?.onLost(lost);
+    const stopped = [...kept].filter(([, status]) => !RUNNABLE.includes(status)).map(([id]) => id);
+    if (stopped.length > 0) this.hooks?.onStopped(stopped);
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    try {
+      await this.renew();
+    } catch (error) {
+      this.hooks?.onError(error);
+      if (this.overdue() && this.db.held.size > 0) {
+        // Could not renew for most of a lease: stop stepping before another worker may take the agents.
+        const all = [...this.db.held.keys()];
+        this.db.held.clear();
+        this.hooks?.onLost(all);
+      }
+    }
+    try {
+      const swept = await sweep(this.db, this.options.onGone, this.firstSweep);
+      this.firstSweep = false;
+      if (swept.freed) this.bus.publish('work', '');
+    } catch (error) {
+      this.hooks?.onError(error);
+    }
+    this.mayHaveWork();
+    if (this.stopped) return;
+    // Jittered, so that workers started together do not renew and sweep in step.
+    const next = this.db.heartbeatMs * (0.75 + Math.random() * 0.5);
+    this.timer = setTimeout(() => void this.tick(), next);
+    this.timer.unref();
+  }
+}

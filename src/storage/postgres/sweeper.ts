@@ -1,0 +1,68 @@
+/**
+ * @module storage/postgres/sweeper
+ * Cleans up after workers that are gone (issue 27): a worker whose row says `stopped`, or whose heartbeat is older
+ * than a lease. One sweeper at a time (a transaction-scoped advisory lock; the others skip the round), every
+ * heartbeat of every worker, so the sweep goes on while any worker lives.
+ *
+ * What a gone worker leaves, and what happens to it:
+ * - the agents it held: their leases end now (claims take them; the new owner drops their stale holds);
+ * - wakes it may have been about to deliver (a child finished, the parent not yet woken): every runnable agent nobody
+ *   holds is marked claimable once, and steps once — the same rule as a restart of a single process, where every
+ *   runnable agent steps once and an agent that waits finds it still waits;
+ * - its holds and float, its queued messages: the cleanup hooks (credits, outbox) run in the same transaction;
+ * - its row: deleted.
+ * The first sweep of a worker that finds no other live worker does the same for every runnable agent: the database
+ * was left by processes that are all gone (or by an exclusive runtime).
+ */
+import type { Db, Query } from './db.js';
+
+/** Cleanup of what gone workers leave, run in the sweep's transaction. */
+export type GoneWorkersHook = (q: Query, workerIds: string[]) => Promise<unknown>;
+
+/** An advisory lock number (with the schema's hash): one sweeper at a time per schema. */
+const SWEEPER_LOCK = 7_305_003;
+
+export interface SweepResult {
+  /** Workers cleaned up after. */
+  gone: string[];
+  /** Whether agents became claimable (idle workers should claim). */
+  freed: boolean;
+}
+
+/**
+ * One sweep. `everything`: also when no worker is gone, if this worker is the only live one (its first sweep).
+ */
+export async function sweep(db: Db, hooks: readonly GoneWorkersHook[], everything: boolean): Promise<SweepResult> {
+  return db.tx(async (q) => {
+    const [lock] = await q<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1::int, hashtext($2)) AS ok', [
+      SWEEPER_LOCK,
+      db.schema,
+    ]);
+    if (!lock?.ok) return { gone: [], freed: false };
+    const rows = await q<{ worker_id: string; gone: boolean }>(
+      `SELECT worker_id, (stopped OR heartbeat_at < now() - $2::bigint * interval '1 millisecond') AS gone
+       FROM workers WHERE worker_id <> $1 FOR UPDATE`,
+      [db.workerId, db.leaseMs],
+    );
+    const gone = rows.filter((r) => r.gone).map((r) => r.worker_id);
+    const othersLive = rows.some((r) => !r.gone);
+    if (gone.length === 0 && !(everything && !othersLive)) return { gone, freed: false };
+    if (gone.length > 0) {
+      // Their leases end now rather than when they run out.
+      await q(
+        `UPDATE agents SET lease_expires_at = now() WHERE lease_owner = ANY($1::text[]) AND lease_expires_at > now()`,
+        [gone],
+      );
+    }
+    // Wakes in flight died with them: every runnable agent that nobody holds steps once.
+    await q(
+      `UPDATE agents SET wake_requested = true
+       WHERE status IN ('ACTIVE', 'STARTING_UP') AND NOT wake_requested AND lease_owner IS NULL`,
+    );
+    if (gone.length > 0) {
+      for (const hook of hooks) await hook(q, gone);
+      await q('DELETE FROM workers WHERE worker_id = ANY($1::text[])', [gone]);
+    }
+    return { gone, freed: true };
+  });
+}

@@ -1,0 +1,115 @@
+/**
+ * Leases on PostgreSQL, at the storage level (issue 27): a claimed agent cannot be claimed by another live worker (it
+ * gets a wake request instead, which its holder honours when it lets the agent go); once the lease runs out another
+ * worker takes it over, and from then on the first worker's step commits, its "started" marks of calls that must
+ * never run twice and its model-call gate are all refused, and its heartbeat reports the lease lost.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { AgentRuntime, LeaseLostError, type StorageAdapter, type WorkerHooks } from 'agentry';
+import { scriptedModel } from 'agentry/testing';
+import { postgresStorage } from 'agentry/storage/postgres';
+import { dropSchemas, newSchemaName, POSTGRES_TEST_URL, postgresUnreachable } from '../support/postgres.js';
+import { skippable } from '../support/skip.js';
+
+const url = POSTGRES_TEST_URL;
+const strict = process.env.AGENTRY_CI_STRICT === '1';
+const unreachable = await postgresUnreachable();
+const reachable = unreachable === null;
+const schemas: string[] = [];
+const closers: Array<() => Promise<unknown>> = [];
+
+afterEach(async () => {
+  for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+  await dropSchemas(schemas.splice(0));
+});
+
+async function until(check: () => boolean | Promise<boolean>, what: string, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setImmediate(r));
+  }
+}
+
+function worker(schema: string): { storage: StorageAdapter; lost: string[]; hooks: WorkerHooks } {
+  const storage = postgresStorage({ connectionString: url, schema, leaseMs: 1_000, heartbeatMs: 100 });
+  closers.push(() => storage.close());
+  const lost: string[] = [];
+  const hooks: WorkerHooks = {
+    onLost: (ids) => lost.push(...ids),
+    onStopped: () => undefined,
+    onClaimed: () => undefined,
+    onError: () => undefined,
+  };
+  return { storage, lost, hooks };
+}
+
+describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict && unreachable), () => {
+  it('fences every write of a worker that lost an agent to another', async () => {
+    const schema = newSchemaName('agentry_lease');
+    schemas.push(schema);
+    // An agent created by a process that steps nothing.
+    const creator = await AgentRuntime.open({
+      storage: postgresStorage({ connectionString: url, schema }),
+      model: scriptedModel({ turns: [{ text: 'done' }] }),
+      builtinTools: false,
+      scheduler: 'manual',
+    });
+    closers.push(() => creator.close());
+    const { agent_id: id } = await creator.create({ goal: 'lease me' });
+
+    const a = worker(schema);
+    const b = worker(schema);
+    await a.storage.init();
+    await b.storage.init();
+    // No room: the workers claim only what they are asked to.
+    await a.storage.workers!.start(a.hooks, () => 0);
+    await b.storage.workers!.start(b.hooks, () => 0);
+
+    expect(await a.storage.workers!.claim([id], 1)).toEqual([id]);
+    expect(await b.storage.workers!.claim([id], 1)).toEqual([]); // held by a: a wake request instead
+    const at = () => new Date().toISOString();
+    await a.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.1 } });
+    expect(await a.storage.workers!.mayProceed(id)).toBe(true);
+    // a lets it go: the wake b asked for keeps it with a, to be driven again
+    expect(await a.storage.workers!.release([id])).toEqual([id]);
+    expect(a.storage.workers!.holds(id)).toBe(true);
+
+    // a stops renewing (frozen): its lease runs out and b takes the agent over.
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    closers.push(() => admin.end());
+    await admin.query(
+      `UPDATE "${schema}".agents SET lease_expires_at = now() - interval '1 second' WHERE agent_id = $1`,
+      [id],
+    );
+    expect(await b.storage.workers!.claim([id], 1)).toEqual([id]);
+
+    // Everything a still tries for the agent is refused.
+    await expect(
+      a.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.5 } }),
+    ).rejects.toBeInstanceOf(LeaseLostError);
+    const call = {
+      agent_id: id,
+      tool_use_id: 'toolu_1',
+      turn_idx: 1,
+      name: 'send',
+      input: '{}',
+      status: 'started' as const,
+      idempotent: false,
+      result: null,
+      is_error: false,
+      updated_at: at(),
+    };
+    expect(await a.storage.putToolCalls([call], 'ACTIVE')).toBe(false);
+    expect(await a.storage.workers!.mayProceed(id)).toBe(false);
+    expect(await b.storage.putToolCalls([call], 'ACTIVE')).toBe(true);
+    await b.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.7 } });
+    expect((await b.storage.getAgent(id))!.progress).toBe(0.7); // a's 0.5 never landed
+    // a's heartbeat finds out, and a drops the agent.
+    await until(() => a.lost.includes(id), "a's heartbeat to report the lease lost");
+    expect(a.storage.workers!.holds(id)).toBe(false);
+    expect(b.lost).toEqual([]);
+  });
+});
