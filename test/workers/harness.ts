@@ -29,6 +29,8 @@ export interface WorkerProcess {
   /** Sends `<command> <arg>` on stdin and resolves with the answer (rejects with an `err` answer). */
   command(command: 'create' | 'pause' | 'resume' | 'delete', arg: string, timeoutMs?: number): Promise<unknown>;
   signal(signal: NodeJS.Signals): void;
+  /** Whether the process has exited (a wait on the log fails at once, with its stderr, when a watched worker died). */
+  hasExited(): boolean;
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 }
 
@@ -108,6 +110,7 @@ export async function startWorker(config: WorkerConfig, readyTimeoutMs = 60_000)
     lines,
     stderr: () => stderr,
     exited,
+    hasExited: () => done,
     signal: (signal) => {
       if (!done) child.kill(signal);
     },
@@ -132,9 +135,12 @@ export async function waitForLog<T>(
   check: (log: LogLine[]) => T | undefined | null | false,
   timeoutMs: number,
   what: string,
+  watched: readonly WorkerProcess[] = [...live],
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
+    const dead = watched.find((w) => w.hasExited());
+    if (dead) throw new Error(`worker ${dead.name} exited while waiting for ${what}; stderr:\n${dead.stderr()}`);
     const log = readLog(file);
     const value = check(log);
     if (value !== undefined && value !== null && value !== false) return value;
@@ -373,6 +379,8 @@ export function scratchDir(): string {
   return mkdtempSync(join(tmpdir(), 'agentry-workers-'));
 }
 
+/** Removes the scratch directory, unless AGENTRY_WORKERS_KEEP=1 asks to keep the logs (for a failure's post-mortem). */
 export function removeScratch(dir: string): void {
-  rmSync(dir, { recursive: true, force: true });
+  if (process.env.AGENTRY_WORKERS_KEEP === '1') console.log(`worker logs kept in ${dir}`);
+  else rmSync(dir, { recursive: true, force: true });
 }
