@@ -78,8 +78,21 @@ export function createDb(
       if (name === undefined && !names.has(sql)) names.set(sql, (name = preparedName(sql)));
       return (await client.query({ text: sql, values: params as unknown[], ...(name ? { name } : {}) })).rows as never;
     };
+  const single = run(pool);
   return {
-    q: run(pool),
+    // A single statement outside a transaction that PostgreSQL chose as a deadlock's victim (batched lease renewals
+    // and gates lock many agent rows in no fixed order) was rolled back whole: running it again is safe.
+    async q(sql, params) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await single(sql, params);
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (code && RETRYABLE.has(code) && attempt < 5) continue;
+          throw error;
+        }
+      }
+    },
     ...worker,
     held: new Map(),
     schema: `"${schema.replaceAll('"', '""')}"`,

@@ -118,7 +118,9 @@ export class PgWorkers implements WorkerCoordination {
          UPDATE agents a SET
            lease_owner = CASE WHEN r.again THEN a.lease_owner END,
            lease_expires_at = CASE WHEN r.again THEN now() + $5::bigint * interval '1 millisecond' END,
-           wake_requested = false
+           -- An agent let go while still runnable (its driver stopped on a late renewal, or on close) stays claimable
+           -- by any worker: a runnable agent with no owner and no wake request is claimed by nobody.
+           wake_requested = NOT r.again AND a.status = ANY($4::text[])
          FROM r WHERE a.agent_id = r.agent_id RETURNING a.agent_id, r.again`,
         [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), RUNNABLE, this.db.leaseMs],
       );
