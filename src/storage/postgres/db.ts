@@ -99,6 +99,12 @@ export function createDb(
     async tx(fn) {
       for (let attempt = 1; ; attempt++) {
         const client = await pool.connect();
+        // The server may end the session mid-transaction (a worker frozen past idle_in_transaction_session_timeout):
+        // the error then also arrives as an event, which must not crash the process; the statement fails, and the
+        // connection is discarded instead of going back to the pool.
+        let broken: Error | undefined;
+        const onError = (error: Error) => (broken = error);
+        client.on('error', onError);
         try {
           await client.query('BEGIN');
           const result = await fn(run(client));
@@ -110,7 +116,8 @@ export function createDb(
           if (code && RETRYABLE.has(code) && attempt < 5) continue;
           throw error;
         } finally {
-          client.release();
+          client.off('error', onError);
+          client.release(broken);
         }
       }
     },

@@ -254,6 +254,8 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as never)) as never,
           },
         });
+        // An idle connection whose session the server ended: the pool drops it and opens another when needed.
+        pool.on('error', () => undefined);
         db = createDb(pool, schema, {
           workerId: randomUUID(),
           mode: exclusive ? 'exclusive' : 'workers',
