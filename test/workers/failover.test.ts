@@ -142,11 +142,15 @@ describe.skipIf(gate.skip)(gate.name('failover across worker processes on Postgr
       );
       const completed = Date.now();
       const log = readLog(logFile);
-      // The first model call a survivor made for an agent the victim was calling the model for when it died.
-      const inFlightAgents = new Set(victimInFlight.models.map((k) => k.split(' ')[0]));
+      // The first model call a survivor made for an agent the victim was the last to step before it died.
+      const lastStepper = new Map<string, string>();
+      for (const l of atDeath) if (l.event === 'M+') lastStepper.set(l.fields[0]!, l.worker);
       const takeover = log.find(
         (l) =>
-          l.seq > lastVictimLine && l.event === 'M+' && inFlightAgents.has(l.fields[0]!) && l.worker !== victim.name,
+          l.seq > lastVictimLine &&
+          l.event === 'M+' &&
+          lastStepper.get(l.fields[0]!) === victim.name &&
+          l.worker !== victim.name,
       );
       expect(takeover, 'a survivor took over an agent the victim was stepping').toBeDefined();
 
