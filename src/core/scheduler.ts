@@ -149,7 +149,7 @@ export class Scheduler {
   }
 
   private get claimAhead(): number {
-    return Math.max(2 * this.options.runSlots, 32);
+    return 2 * this.options.runSlots;
   }
 
   private claim(agentId: string, leases: WorkerCoordination): void {

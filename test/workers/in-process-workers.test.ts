@@ -146,7 +146,7 @@ describe.skipIf(!reachable && !strict)(skippable('Several workers on PostgreSQL'
     schemas.push(schema);
     const calls: string[] = [];
     const hanging = (goal: string) => goal.startsWith('child');
-    const base = fanOutModel(80, calls); // more than one worker claims ahead (32)
+    const base = fanOutModel(80, calls); // more than one worker claims ahead (twice its 4 run slots)
     const model = {
       ...base,
       async generate(req: ModelRequest, opts: { signal: AbortSignal }) {

@@ -673,7 +673,11 @@ export function agentsStore(db: Db): AgentsStore {
         // the agent to another worker must not start it.
         const fencedOut = agents.some((a) => {
           const epoch = db.held.get(a.agent_id);
-          return epoch !== undefined && (a.lease_owner !== db.workerId || a.lease_epoch !== epoch);
+          // Not held (any more): a worker that lost its leases (taken for dead while frozen) has forgotten them, and
+          // must not mark a call started for an agent another worker holds now.
+          if (epoch === undefined)
+            return db.mode === 'workers' && a.lease_owner !== null && a.lease_owner !== db.workerId;
+          return a.lease_owner !== db.workerId || a.lease_epoch !== epoch;
         });
         if (onlyWhile !== undefined && fencedOut) return false;
         await upsertToolCalls(

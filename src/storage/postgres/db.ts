@@ -78,14 +78,33 @@ export function createDb(
       if (name === undefined && !names.has(sql)) names.set(sql, (name = preparedName(sql)));
       return (await client.query({ text: sql, values: params as unknown[], ...(name ? { name } : {}) })).rows as never;
     };
+  const single = run(pool);
   return {
-    q: run(pool),
+    // A single statement outside a transaction that PostgreSQL chose as a deadlock's victim (batched lease renewals
+    // and gates lock many agent rows in no fixed order) was rolled back whole: running it again is safe.
+    async q(sql, params) {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await single(sql, params);
+        } catch (error) {
+          const code = (error as { code?: string }).code;
+          if (code && RETRYABLE.has(code) && attempt < 5) continue;
+          throw error;
+        }
+      }
+    },
     ...worker,
     held: new Map(),
     schema: `"${schema.replaceAll('"', '""')}"`,
     async tx(fn) {
       for (let attempt = 1; ; attempt++) {
         const client = await pool.connect();
+        // The server may end the session mid-transaction (a worker frozen past idle_in_transaction_session_timeout):
+        // the error then also arrives as an event, which must not crash the process; the statement fails, and the
+        // connection is discarded instead of going back to the pool.
+        let broken: Error | undefined;
+        const onError = (error: Error) => (broken = error);
+        client.on('error', onError);
         try {
           await client.query('BEGIN');
           const result = await fn(run(client));
@@ -97,7 +116,8 @@ export function createDb(
           if (code && RETRYABLE.has(code) && attempt < 5) continue;
           throw error;
         } finally {
-          client.release();
+          client.off('error', onError);
+          client.release(broken);
         }
       }
     },

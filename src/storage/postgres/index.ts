@@ -263,7 +263,11 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
             `postgresStorage needs the pg package (npm install pg): ${String(error)}`,
           );
         }
-        const sessionOptions = `-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}`;
+        // A worker frozen (SIGSTOP, a VM paused) inside a transaction would hold its row locks (an agent, the
+        // account) for as long as it stays frozen, and the others could not take its agents over: the server ends
+        // such a session once it has been idle in a transaction for a lease.
+        const idleTimeout = exclusive ? '' : ` -c idle_in_transaction_session_timeout=${leaseMs}`;
+        const sessionOptions = `-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}${idleTimeout}`;
         pool = new pg.Pool({
           connectionString,
           max: maxConnections,
@@ -274,6 +278,8 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as never)) as never,
           },
         });
+        // An idle connection whose session the server ended: the pool drops it and opens another when needed.
+        pool.on('error', () => undefined);
         db = createDb(pool, schema, {
           workerId: randomUUID(),
           mode: exclusive ? 'exclusive' : 'workers',
