@@ -11,10 +11,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { serverCpuMs } from '../lib/postgres-cpu.js';
 import { z } from 'zod';
 import { AgentRuntime, defineTool, type ModelRequest } from 'agentry';
 import { postgresStorage } from 'agentry/storage/postgres';
@@ -36,7 +36,6 @@ const { values } = parseArgs({
 const n = Number(values.n);
 const lane = Number(values.lane);
 const baseUrl = process.env.AGENTRY_BENCH_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
-const ticks = 100; // USER_HZ on Linux
 const appNameOf = (schema: string) => `agentry_${schema}`;
 const urlOf = (schema: string) => `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}application_name=${appNameOf(schema)}`;
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
@@ -79,23 +78,6 @@ async function openWorker(schema: string, steps: { count: number }, account: boo
     concurrency: { models: lane, tools: lane },
     tracing: false,
   });
-}
-
-/** CPU milliseconds (user + system) of the server backends serving a run's pools, from /proc. */
-async function serverCpuMs(admin: pg.Client, schema: string): Promise<number> {
-  const { rows } = await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [
-    appNameOf(schema),
-  ]);
-  let total = 0;
-  for (const { pid } of rows) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      total += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-    } catch {
-      // the server is not on this machine, or the backend is gone: no figure
-    }
-  }
-  return Math.round((total * 1000) / ticks);
 }
 
 /** An extra worker: ready line, then steps until SIGTERM, then prints its step count and exits. */
@@ -182,7 +164,7 @@ async function runOnWorkers(admin: pg.Client, workers: number): Promise<Record<s
       await new Promise((r) => setTimeout(r, 10));
     }
     const wallMs = performance.now() - t0;
-    const cpuMs = await serverCpuMs(admin, schema);
+    const cpuMs = await serverCpuMs(admin, appNameOf(schema));
     const completed = (await main.storage.listAgentIdsByStatus(['COMPLETED'])).length;
     if (completed !== n + 1) {
       const { rows } = await admin.query(`SELECT status, count(*)::int AS n FROM "${schema}".agents GROUP BY 1`);

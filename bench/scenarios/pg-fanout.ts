@@ -9,10 +9,10 @@
  * server's background writers are not in it). `--sync off` runs with `synchronousCommit: false` (SQLite's own
  * durability level, `synchronous=NORMAL`); the default is PostgreSQL's (every commit flushed).
  */
-import { readFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
+import { serverCpuMs } from '../lib/postgres-cpu.js';
 import { postgresStorage } from 'agentry/storage/postgres';
 import { runFanout } from './agentry-fanout.js';
 import { peakRssMb, report } from '../lib/measure.js';
@@ -33,24 +33,6 @@ const baseUrl = process.env.AGENTRY_BENCH_POSTGRES_URL ?? 'postgres://root@127.0
 const schema = `bench_${randomBytes(5).toString('hex')}`;
 const appName = `agentry_${schema}`;
 const url = `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}application_name=${appName}`;
-const ticks = 100; // USER_HZ on Linux
-
-/** CPU seconds (user + system) of the server backends serving this run's pool, from /proc. */
-async function serverCpuMs(admin: pg.Client): Promise<number> {
-  const { rows } = await admin.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE application_name = $1', [
-    appName,
-  ]);
-  let total = 0;
-  for (const { pid } of rows) {
-    try {
-      const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      total += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-    } catch {
-      // the server is not on this machine, or the backend is gone: no figure
-    }
-  }
-  return Math.round((total * 1000) / ticks);
-}
 
 const admin = new pg.Client({ connectionString: baseUrl });
 await admin.connect();
@@ -69,7 +51,7 @@ try {
         synchronousCommit: sync,
       }),
     onFinished: async () => {
-      serverMs = await serverCpuMs(admin);
+      serverMs = await serverCpuMs(admin, appName);
     },
   });
   const sqliteResult = await runFanout({ n, parents: 1, latency: 0, lane });

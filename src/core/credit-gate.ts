@@ -27,6 +27,7 @@
  */
 import type { ReservationRefusal, ReservationRequest, Settlement, StorageAdapter } from '../storage/adapter.js';
 import type { WorkerBus } from '../storage/workers.js';
+import { ExpiringMarks } from './expiring-marks.js';
 
 /** What a reservation came to. */
 export type Reservation =
@@ -116,7 +117,7 @@ export class CreditGate {
   /** Micro-credits of live holds per queue key: what of the database's `reserved` sums is this gate's. */
   private readonly liveAmount = new Map<string, number>();
   /** Accounts other workers wait for, until when (ms): the ends of this gate's holds of them are told on the bus. */
-  private readonly contested = new Map<string, number>();
+  private readonly contested = new ExpiringMarks();
   /** When this gate last said on the bus that it waits for an account (ms). */
   private readonly waitSaid = new Map<string, number>();
   private bus: WorkerBus | undefined;
@@ -244,7 +245,7 @@ export class CreditGate {
     }
     for (const key of keys) this.pump(key);
     // Other workers wait for these accounts: their credits are back in the database now (storage has applied it).
-    for (const account of accounts) if (this.isContested(account)) this.bus?.publish('credits', `free:${account}`);
+    for (const account of accounts) if (this.contested.has(account)) this.bus?.publish('credits', `free:${account}`);
   }
 
   /**
@@ -274,7 +275,7 @@ export class CreditGate {
       const accountId = payload.slice(colon + 1);
       if (colon < 0 || !accountId) continue;
       if (what === 'wait') {
-        this.contested.set(accountId, Date.now() + CONTESTED_MS);
+        this.contested.mark(accountId, CONTESTED_MS);
         // Credits this process holds in advance go back, and the waiters hear that they did.
         void this.storage
           .yieldCredits?.(accountId)
@@ -288,14 +289,6 @@ export class CreditGate {
         }
       }
     }
-  }
-
-  private isContested(accountId: string): boolean {
-    const until = this.contested.get(accountId);
-    if (until === undefined) return false;
-    if (until > Date.now()) return true;
-    this.contested.delete(accountId);
-    return false;
   }
 
   /** The head of a queue waits for other workers' holds of its account: they hear it, and the poll is on. */

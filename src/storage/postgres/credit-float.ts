@@ -26,6 +26,7 @@
  */
 import type { AccountRow, ReservationRefusal, ReservationRequest, Settlement } from '../adapter.js';
 import type { Db } from './db.js';
+import { ExpiringMarks } from '../../core/expiring-marks.js';
 
 /** A float covers this many requests of the size that made it grow (fewer when the balance is smaller). */
 const FLOAT_REQUESTS = 128;
@@ -61,7 +62,7 @@ export class CreditFloats {
   /** Roots known to have no `max_credits` (caps never change after creation). */
   private readonly uncapped = new Set<string>();
   /** Accounts another worker waits for, until when (ms, this process's clock). */
-  private readonly contested = new Map<string, number>();
+  private readonly contested = new ExpiringMarks();
   /** Give-backs under way (see flush). */
   private readonly pending = new Set<Promise<unknown>>();
   private readonly share: number;
@@ -84,7 +85,7 @@ export class CreditFloats {
       !this.uncapped.has(r.root_id) ||
       float.size - float.held < r.amount ||
       this.holds.has(r.id) ||
-      this.isContested(r.account_id)
+      this.contested.has(r.account_id)
     ) {
       return 'account';
     }
@@ -98,7 +99,7 @@ export class CreditFloats {
    */
   async reserve(r: ReservationRequest): Promise<ReservationRefusal | null | undefined> {
     // A contested account's credits go to whoever asks the database first: no float keeps them in one worker.
-    if (this.closed || this.holds.has(r.id) || this.isContested(r.account_id)) return undefined;
+    if (this.closed || this.holds.has(r.id) || this.contested.has(r.account_id)) return undefined;
     if (!this.uncapped.has(r.root_id)) {
       const [root] = await this.db.q<{ max_credits: number | null }>(
         'SELECT max_credits FROM agents WHERE agent_id = $1 AND root_id = agent_id',
@@ -186,7 +187,7 @@ export class CreditFloats {
    * contested (see the module comment) for {@link CONTESTED_MS}. True when credits went back.
    */
   async yield(accountId: string): Promise<boolean> {
-    this.contested.set(accountId, Date.now() + CONTESTED_MS);
+    this.contested.mark(accountId, CONTESTED_MS);
     return (await this.giveBackUnused(accountId)) > 0;
   }
 
@@ -229,14 +230,6 @@ export class CreditFloats {
     this.contested.clear();
   }
 
-  private isContested(accountId: string): boolean {
-    const until = this.contested.get(accountId);
-    if (until === undefined) return false;
-    if (until > Date.now()) return true;
-    this.contested.delete(accountId);
-    return false;
-  }
-
   private carve(float: Float, r: ReservationRequest): void {
     float.held += r.amount;
     clearTimeout(float.idleTimer);
@@ -252,7 +245,7 @@ export class CreditFloats {
     if (!float) return;
     float.held -= hold.amount;
     if (this.closed) return;
-    if (this.isContested(hold.accountId)) {
+    if (this.contested.has(hold.accountId)) {
       // Another worker waits for this account: what the call did not spend goes back now, not after the idle time.
       const giving = this.giveBack(float, float.size).catch(() => undefined);
       this.pending.add(giving);
