@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isAbortError, isoTime, type Clock } from './clock.js';
 import { estimateTokens, fitContext } from './context.js';
-import type { CreditGate, Reservation } from './credit-gate.js';
+import type { CreditGate } from './credit-gate.js';
 import {
   affordableOutputTokens,
   modelCost,
@@ -64,6 +64,7 @@ import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
+import { limitName, reserveCredits } from './step-credits.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -933,71 +934,6 @@ function describeToolCalls(box: Toolbox, uses: ToolUseBlock[]): string {
  * delete ends the wait ('aborted'). A waiting agent must hold nothing itself (the holds a wait is for must belong to
  * calls in flight, or two waiting agents could wait for each other): `beforeWait` settles what it still holds.
  */
-async function reserveCredits(
-  deps: StepDeps,
-  agent: AgentRow,
-  reservationId: string,
-  amount: number,
-  control: RunControl,
-  /** Runs when the reservation has to wait, before the agent says it waits. */
-  beforeWait?: () => Promise<void>,
-): Promise<Reservation | 'aborted'> {
-  let waiting: Promise<unknown> | undefined;
-  let reservation: Reservation | 'aborted';
-  try {
-    reservation = await deps.credits.reserve(
-      { id: reservationId, account_id: agent.account_id, agent_id: agent.agent_id, root_id: agent.root_id, amount },
-      {
-        signal: control.model.signal,
-        onWait: (heldBy) => {
-          control.trace?.event('agentry.credit_wait', { 'agentry.credits.held_by_calls': heldBy });
-          waiting = (async () => {
-            await beforeWait?.();
-            await announceCreditWait(deps, agent, heldBy);
-          })();
-        },
-      },
-    );
-  } catch (err) {
-    await waiting?.catch(() => undefined);
-    if (control.model.signal.aborted) return 'aborted';
-    throw err;
-  }
-  try {
-    await waiting;
-  } catch (err) {
-    // What the wait saved failed (a storage error): a hold granted meanwhile must not stay behind, or others would
-    // wait for it until a restart.
-    if (reservation.granted) await deps.credits.release(reservationId);
-    throw err;
-  }
-  return reservation;
-}
-
-async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: number): Promise<void> {
-  // 0: the holds in the way are other workers' (processes sharing the database), which this one does not count.
-  const calls =
-    heldBy === 0
-      ? 'running calls of other workers'
-      : heldBy === 1
-        ? '1 running call'
-        : `${heldBy.toLocaleString('en-US')} running calls`;
-  // Only while the agent still has the status it waits in: a pause that landed meanwhile keeps saying "Paused". A
-  // change to the same status is a compare-and-set of the message alone.
-  const updated = await deps.storage.changeStatus(
-    agent.agent_id,
-    { from: [agent.status], to: agent.status, patch: { status_message: `Waiting for credits held by ${calls}` } },
-    isoTime(deps.clock.now()),
-  );
-  if (updated && deps.events.listenerCount('agent.progress') > 0) {
-    deps.events.emit('agent.progress', { agent: toStatusForm(updated) });
-  }
-}
-
-function limitName(refusal: 'account' | 'tree_cap'): string {
-  return refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
-}
-
 /**
  * OUT_OF_CREDITS, with a message that names what the next step needed and what was left, in credits, e.g. "Out of
  * credits: the next step needs 13.577 credits (exactly 25,874 input tokens and 256 output tokens); the account balance
