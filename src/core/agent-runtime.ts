@@ -9,7 +9,6 @@ import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
 import type { ModelProvider } from '../models/provider.js';
 import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
-import type { WorkerCoordination } from '../storage/workers.js';
 import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import {
@@ -1020,33 +1019,14 @@ export class AgentRuntime {
   }
 
   private async recover(): Promise<void> {
-    if (this.storage.workers) {
-      if (this.options.scheduler === 'auto') await this.startWorker(this.storage.workers);
-      return;
-    }
+    // Several workers: what gone workers left is swept and claimed like new work (storage/workers.ts), not here.
+    if (this.storage.workers) return this.scheduler.joinWorkers();
     const ids = await this.storage.listAgentIdsByStatus(RUNNABLE_STATUSES);
     // A PAUSED agent may have been paused while a priced tool call held credits: its hold is stale too.
     const stopped = await this.storage.listAgentIdsByStatus(['PAUSED', 'OUT_OF_CREDITS']);
     await this.storage.releaseAgentReservations([...ids, ...stopped]);
     this.telemetry.markRecovered(ids);
     for (const id of ids) this.scheduler.kick(id);
-  }
-
-  /**
-   * Several workers on one database: this runtime steps agents under leases. Whatever the workers that are gone left
-   * (agents, holds, queued messages) is picked up by the sweeper and claimed like new work, not recovered here.
-   */
-  private async startWorker(workers: WorkerCoordination): Promise<void> {
-    await workers.start(
-      {
-        onClaimed: (ids) => this.scheduler.claimed(ids),
-        onLost: (ids) => this.scheduler.leasesLost(ids),
-        // Paused or stopped by another process: the model request in flight is aborted, as a pause here does.
-        onStopped: (ids) => ids.forEach((id) => this.scheduler.controlOf(id)?.model.abort(pauseReason())),
-        onError: (error) => this.reportError(error, '(workers)'),
-      },
-      () => this.scheduler.roomForClaims(),
-    );
   }
 
   /** Several workers: tells the others that these agents were paused or deleted (their owner aborts their work). */

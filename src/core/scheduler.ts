@@ -131,20 +131,27 @@ export class Scheduler {
   }
 
   /**
-   * Several workers: agents this worker claimed on its own (new work, a gone worker's agents). They hold a lease, so
-   * they join the queue.
+   * Several workers (storage/workers.ts): starts this process's part — claims agents while it has room, drives what it
+   * claimed, drops what it lost, and aborts the model call of an agent paused elsewhere. A no-op with one process.
    */
-  claimed(agentIds: readonly string[]): void {
-    for (const id of agentIds) this.kick(id);
-  }
-
-  /** Several workers: agents whose lease this worker lost: dropped, their work aborted. */
-  leasesLost(agentIds: readonly string[]): void {
-    for (const id of agentIds) this.abort(id, 'lease lost: another worker continues the agent');
+  async joinWorkers(): Promise<void> {
+    const leases = this.options.leases;
+    if (!leases || !this.options.auto) return;
+    await leases.start(
+      {
+        // Claimed on its own (new work, a gone worker's agents): they hold a lease, so they join the queue.
+        onClaimed: (ids) => ids.forEach((id) => this.kick(id)),
+        onLost: (ids) => ids.forEach((id) => this.abort(id, 'lease lost: another worker continues the agent')),
+        // Paused or stopped by another process: the model request in flight is aborted, as a pause here does.
+        onStopped: (ids) => ids.forEach((id) => this.controlOf(id)?.model.abort(abortReason('agent paused'))),
+        onError: (error) => this.options.onError(error, '(workers)'),
+      },
+      () => this.roomForClaims(),
+    );
   }
 
   /** How many more agents this worker may claim: enough to keep its run slots busy, not the whole database. */
-  roomForClaims(): number {
+  private roomForClaims(): number {
     return Math.max(0, this.claimAhead - this.running.size - this.queued.size - this.claiming.size);
   }
 
