@@ -23,6 +23,7 @@ const { values } = parseArgs({
     lane: { type: 'string', default: '64' },
     sync: { type: 'string', default: 'on' },
     connections: { type: 'string', default: '10' },
+    exclusive: { type: 'boolean', default: false },
   },
   strict: false,
 });
@@ -37,7 +38,9 @@ const url = `${baseUrl}${baseUrl.includes('?') ? '&' : '?'}application_name=${ap
 const admin = new pg.Client({ connectionString: baseUrl });
 await admin.connect();
 let serverMs = 0;
+let nodeMs = 0;
 try {
+  const cpu0 = process.cpuUsage();
   const pgResult = await runFanout({
     n,
     parents: 1,
@@ -49,8 +52,11 @@ try {
         schema,
         maxConnections: Number(values.connections),
         synchronousCommit: sync,
+        exclusive: values.exclusive === true,
       }),
     onFinished: async () => {
+      const cpu = process.cpuUsage(cpu0);
+      nodeMs = Math.round((cpu.user + cpu.system) / 1000);
       serverMs = await serverCpuMs(admin, appName);
     },
   });
@@ -64,7 +70,9 @@ try {
     us_per_child: pgUs,
     child_steps_per_s: pgResult.child_steps_per_s,
     synchronous_commit: sync ? 'on' : 'off',
+    mode: values.exclusive === true ? 'exclusive' : 'worker',
     server_cpu_ms: serverMs,
+    node_cpu_ms: nodeMs,
     sqlite_wall_ms: sqliteResult.wall_ms,
     sqlite_us_per_child: sqliteUs,
     per_child_over_sqlite: Math.round((pgUs / sqliteUs) * 100) / 100,

@@ -983,14 +983,20 @@ export class AgentRuntime {
   private async ensureDefaultAccount(): Promise<void> {
     const { id, credits } = this.options.defaultAccount;
     if (await this.storage.getAccount(id)) return;
-    await this.storage.createAccount({
-      id,
-      name: 'Local account',
-      subscription_active: true,
-      balance: creditsToMicros(credits),
-      reserved: 0,
-      created_at: isoTime(this.clock.now()),
-    });
+    try {
+      await this.storage.createAccount({
+        id,
+        name: 'Local account',
+        subscription_active: true,
+        balance: creditsToMicros(credits),
+        reserved: 0,
+        created_at: isoTime(this.clock.now()),
+      });
+    } catch (error) {
+      // Another process sharing the database (several workers starting at once) created it between read and insert.
+      if (await this.storage.getAccount(id).catch(() => null)) return;
+      throw error;
+    }
   }
 
   /** Agents that were running when the last process stopped continue; holds that process left behind are dropped. */

@@ -225,7 +225,12 @@ export function newRunControl(): RunControl {
 export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
   // Read every step, or taken from the commit that just ended the last one: another process (the CLI next to
   // `agentry serve`) may have paused it.
-  let agent = control.takeCommittedRow() ?? (await deps.storage.getAgent(agentId));
+  const committed = control.takeCommittedRow();
+  // A driver's first step needs the agent's log too: read both at once (one round trip on a remote database). Its
+  // failure is awaited below, or dropped with the step.
+  const turnsRead = committed ? undefined : deps.storage.listTurns(agentId);
+  turnsRead?.catch(() => undefined);
+  let agent = committed ?? (await deps.storage.getAgent(agentId));
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
   if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
@@ -262,7 +267,7 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   if (saved && agent.status === 'ACTIVE') {
     return runToolCalls(deps, agent, saved.turnIdx, saved.uses, control);
   }
-  const turns = await deps.storage.listTurns(agentId);
+  const turns = await (turnsRead ?? deps.storage.listTurns(agentId));
   const last = turns.at(-1);
   if (last?.role !== 'assistant') return runModelTurn(deps, agent, turns, control);
 

@@ -19,6 +19,11 @@ export const SUBSCRIPTION_CACHE_MS = 1000;
 /** Whether an account may run agents; see the module comment. */
 export class SubscriptionCheck {
   private readonly active = new Map<string, number>();
+  /**
+   * Reads on their way, by account: when the kept answer expires, every agent stepping at that moment asks at once,
+   * and they share one read instead of sending hundreds.
+   */
+  private readonly reading = new Map<string, Promise<boolean>>();
 
   constructor(
     private readonly storage: Pick<StorageAdapter, 'getAccount'>,
@@ -30,17 +35,30 @@ export class SubscriptionCheck {
     const now = this.clock.now();
     const checkedAt = this.active.get(accountId);
     if (checkedAt !== undefined && now - checkedAt >= 0 && now - checkedAt < SUBSCRIPTION_CACHE_MS) return true;
-    const account = await this.storage.getAccount(accountId);
-    if (account?.subscription_active) {
-      this.active.set(accountId, now);
-      return true;
-    }
-    this.active.delete(accountId);
-    return false;
+    const shared = this.reading.get(accountId);
+    if (shared) return shared;
+    const read = this.storage.getAccount(accountId).then(
+      (account) => {
+        // A read that forget() superseded keeps nothing: it may have seen the account before the change.
+        const current = this.reading.get(accountId) === read;
+        if (current) this.reading.delete(accountId);
+        const active = account?.subscription_active === true;
+        if (current && active) this.active.set(accountId, now);
+        else if (current) this.active.delete(accountId);
+        return active;
+      },
+      (error: unknown) => {
+        if (this.reading.get(accountId) === read) this.reading.delete(accountId);
+        throw error;
+      },
+    );
+    this.reading.set(accountId, read);
+    return read;
   }
 
   /** Forgets what was read of an account (its subscription changed in this process). */
   forget(accountId: string): void {
     this.active.delete(accountId);
+    this.reading.delete(accountId);
   }
 }

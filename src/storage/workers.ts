@@ -75,7 +75,7 @@ export interface WorkerCoordination {
   release(agentIds: readonly string[], options?: { unfinished?: boolean }): Promise<string[]>;
   /**
    * Checked right before a model call or a call that must never run twice starts: true when the agent is still runnable
-   * and this worker still holds it (the lease is extended). A pause answered before it was asked is seen.
+   * and this worker still holds an unexpired lease of it. A pause answered before it was asked is seen.
    */
   mayProceed(agentId: string): Promise<boolean>;
   /** Tells the worker it has room for more agents: it claims claimable ones soon (and reports them via `onClaimed`). */

@@ -35,4 +35,48 @@ describe('postgresStorage options', () => {
     expect(() => postgresStorage({ connectionString: 'mysql://x' })).toThrow(/postgres:\/\//);
     expect(() => postgresStorage({ connectionString: url, schema: 'a; drop' })).toThrow(/identifier/);
   });
+
+  it.skipIf(unreachable !== null)(
+    "keeps the URL's session options and its own schema (the driver would let the URL's options replace the schema's)",
+    async () => {
+      const schema = newSchemaName('agentry_test');
+      const appName = `agentry_opts_${schema.slice(-8)}`;
+      const options = encodeURIComponent(`-c application_name=${appName} -c statement_timeout=4321`);
+      const storage = postgresStorage({
+        connectionString: `${url}${url.includes('?') ? '&' : '?'}options=${options}`,
+        schema,
+      });
+      const { Client } = await import('pg');
+      const admin = new Client({ connectionString: url });
+      await admin.connect();
+      try {
+        await storage.init();
+        await storage.createAccount({
+          id: 'opts',
+          name: 'opts',
+          subscription_active: true,
+          balance: 1,
+          reserved: 0,
+          created_at: new Date(0).toISOString(),
+        });
+        expect((await storage.getAccount('opts'))?.balance).toBe(1);
+        // The tables are in the schema asked for, not in the search path's default.
+        const tables = await admin.query(
+          `SELECT 1 FROM information_schema.tables WHERE table_name = 'accounts' AND table_schema = $1`,
+          [schema],
+        );
+        expect(tables.rows).toHaveLength(1);
+        // And the user's own settings reached the sessions of the pool.
+        const sessions = await admin.query(
+          'SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name = $1',
+          [appName],
+        );
+        expect(sessions.rows[0].n).toBeGreaterThan(0);
+      } finally {
+        await storage.close();
+        await admin.end();
+        await dropSchemas([schema]);
+      }
+    },
+  );
 });

@@ -156,7 +156,9 @@ describe.skipIf(gate.skip)(gate.name('fencing of a frozen worker on PostgreSQL')
         'the taker stepped an agent a live worker held',
       ).toEqual([]);
 
-      // In the database: each agent's turns are the script, the frozen worker's first and then only the taker's.
+      // In the database: each agent's turns are the script (none repeated or lost), the frozen worker's first and then
+      // the taker's. After the handover the frozen worker may commit turns again only under a lease it claimed anew
+      // (the taker, slowed down, let one run out): the log check above refuses any step on its old lease.
       const callsByAgent = new Map<string, Awaited<ReturnType<typeof expectScripted>>['calls']>();
       let frozenTurns = 0;
       for (const agent of await allAgents(observer)) {
@@ -167,10 +169,6 @@ describe.skipIf(gate.skip)(gate.name('fencing of a frozen worker on PostgreSQL')
         expect(
           authors.slice(0, handover).every((a) => a === 'frozen'),
           agent.goal,
-        ).toBe(true);
-        expect(
-          authors.slice(handover).every((a) => a === 'taker'),
-          `${agent.goal}: ${authors.join(',')}`,
         ).toBe(true);
         frozenTurns += handover;
         if (holding.has(agent.agent_id)) {

@@ -117,4 +117,59 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
     expect((await b.storage.getAgent(id))!.progress).toBe(0.7); // a's 0.5 never landed
     expect(b.lost).toEqual([]);
   });
+
+  it('a step commit that ends the agent gives its lease back at once; the worker writes nothing more for it', async () => {
+    const schema = newSchemaName('agentry_lease');
+    schemas.push(schema);
+    const creator = await AgentRuntime.open({
+      storage: postgresStorage({ connectionString: url, schema }),
+      model: scriptedModel({ turns: [{ text: 'done' }] }),
+      builtinTools: false,
+      scheduler: 'manual',
+    });
+    closers.push(() => creator.close());
+    const { agent_id: id } = await creator.create({ goal: 'finish me' });
+    const { agent_id: other } = await creator.create({ goal: 'pause me' });
+
+    const a = worker(schema);
+    await a.storage.init();
+    await a.storage.workers!.start(a.hooks, () => 0);
+    expect(await a.storage.workers!.claim([id, other], 2)).toEqual([id, other]);
+    const at = () => new Date().toISOString();
+    const admin = new pg.Client({ connectionString: url });
+    await admin.connect();
+    closers.push(() => admin.end());
+    const lease = async (agentId: string) =>
+      (
+        await admin.query(
+          `SELECT lease_owner, lease_expires_at, wake_requested FROM "${schema}".agents WHERE agent_id = $1`,
+          [agentId],
+        )
+      ).rows[0];
+
+    // A step that is not the last keeps (and extends) the lease.
+    await a.storage.commitStep({ agent_id: id, patch: { updated_at: at(), progress: 0.5 } });
+    expect((await lease(id)).lease_owner).toBe(a.storage.workers!.workerId);
+    // The step that completes it: the same statement ends the lease, as a release would.
+    const done = await a.storage.commitStep({
+      agent_id: id,
+      patch: { updated_at: at() },
+      status: { from: ['STARTING_UP', 'ACTIVE'], to: 'COMPLETED', patch: { progress: 1 } },
+    });
+    expect(done.statusChanged).toBe(true);
+    expect(await lease(id)).toEqual({ lease_owner: null, lease_expires_at: null, wake_requested: false });
+    expect(a.storage.workers!.holds(id)).toBe(false);
+    // Whatever the driver still tried for it is fenced out, and its release has nothing left to give back.
+    await expect(a.storage.commitStep({ agent_id: id, patch: { updated_at: at() } })).rejects.toBeInstanceOf(
+      LeaseLostError,
+    );
+    expect(await a.storage.workers!.release([id])).toEqual([]);
+    expect(a.lost).toEqual([]);
+
+    // An agent paused by another process while held: the next step commit of its holder gives the lease back too.
+    await admin.query(`UPDATE "${schema}".agents SET status = 'PAUSED' WHERE agent_id = $1`, [other]);
+    await a.storage.commitStep({ agent_id: other, patch: { updated_at: at() } });
+    expect((await lease(other)).lease_owner).toBeNull();
+    expect(a.storage.workers!.holds(other)).toBe(false);
+  });
 });

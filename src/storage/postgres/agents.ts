@@ -28,7 +28,7 @@ import { asciiLower } from '../search.js';
 import { LeaseLostError } from '../workers.js';
 import { releaseAgentReservationsIn } from './accounts.js';
 import { groupCommit } from './batcher.js';
-import type { Db, Query } from './db.js';
+import { LEASE_GONE, type Db, type Query } from './db.js';
 import { deleteAgentExtrasIn } from './extras.js';
 
 export const AGENTS_SCHEMA: string[] = [
@@ -325,6 +325,9 @@ async function descendantsIn(q: Query, agentId: string): Promise<string[]> {
   return out;
 }
 
+/** The statuses a worker steps: a step commit that leaves its agent in another one ends the lease. */
+const RUNNABLE: ReadonlySet<string> = new Set(['ACTIVE', 'STARTING_UP']);
+
 /** The SQLSTATE the step commit functions raise for a commit whose worker lost the agent's lease. */
 const LEASE_LOST = 'AL001';
 
@@ -339,24 +342,33 @@ function withLease(db: Db, commit: StepCommit): StepCommit & { lease?: { w: stri
 
 /** Commits a batch of steps with one call of `agentry_commit_steps` (see functions.ts), one outcome per step. */
 async function commitSteps(db: Db, commits: StepCommit[]) {
-  // A transaction of its own so that db.tx retries a batch that met a deadlock (raised for the whole batch).
-  return db.tx(async (q) => {
-    const [row] = await q<{ out: Array<{ ok: boolean; value?: StepCommitResult; error?: string; code?: string }> }>(
-      'SELECT agentry_commit_steps($1::jsonb) AS out',
-      [JSON.stringify(commits.map((c) => withLease(db, c)))],
-    );
-    return row!.out.map((o, i) =>
-      o.ok
-        ? { ok: true as const, value: o.value! }
-        : {
-            ok: false as const,
-            error:
-              o.code === LEASE_LOST
-                ? new LeaseLostError(commits[i]!.agent_id)
-                : new Error(o.error ?? 'step commit failed'),
-          },
-    );
+  // One statement, so its own transaction: one round trip. `db.q` runs it again if it met a deadlock (raised for the
+  // whole batch, which then had no effect).
+  const fenced = commits.map((c) => withLease(db, c));
+  const [row] = await db.q<{ out: Array<{ ok: boolean; value?: StepCommitResult; error?: string; code?: string }> }>(
+    'SELECT agentry_commit_steps($1::jsonb) AS out',
+    [JSON.stringify(fenced)],
+  );
+  row!.out.forEach((o, i) => {
+    // A commit that left its agent not runnable gave the lease back in the same statement (functions.ts): whatever
+    // this worker still writes for that agent is fenced out, and the driver's release has nothing left to do.
+    const lease = fenced[i]!.lease;
+    const agent = o.value?.agent;
+    if (lease && agent && !RUNNABLE.has(agent.status) && db.held.get(agent.agent_id) === lease.e) {
+      db.held.set(agent.agent_id, LEASE_GONE);
+    }
   });
+  return row!.out.map((o, i) =>
+    o.ok
+      ? { ok: true as const, value: o.value! }
+      : {
+          ok: false as const,
+          error:
+            o.code === LEASE_LOST
+              ? new LeaseLostError(commits[i]!.agent_id)
+              : new Error(o.error ?? 'step commit failed'),
+        },
+  );
 }
 
 interface StatusChangeRequest {

@@ -46,6 +46,13 @@ export interface Db {
   held: Map<string, number>;
 }
 
+/**
+ * The epoch `held` keeps for an agent whose lease this worker no longer has while its driver may still be running (lost
+ * to another worker, or given up by the step commit that ended the agent): no lease has it, so every write fenced by
+ * it fails instead of being written unfenced.
+ */
+export const LEASE_GONE = -1;
+
 /** SQLSTATE of failures after which a transaction can simply run again. */
 const RETRYABLE = new Set(['40001', '40P01']);
 

@@ -11,8 +11,10 @@
  *   calls, counters, and the conditional status change; returns `{agent, statusChanged, charged}`. A turn out of order
  *   raises, and the caller's transaction (settlements included) rolls back.
  * - `agentry_commit_steps(cs)`: many step commits in one transaction, set-based: one statement per table for the
- *   whole batch (holds, balances, ledger rows, turns, messages, tool calls, counters, status changes), the charges
- *   computed in order against a running balance. If anything in it fails (a turn out of order, an agent twice), it is
+ *   whole batch (holds, balances, ledger rows, turns, messages, tool calls), and one new row version per agent (its
+ *   spend, counters, patch, lease and status change in one update), the charges computed in order against a running
+ *   balance. A commit fenced by a lease that leaves its agent not runnable (finished, paused) also ends the lease, as
+ *   the release that would follow it (both step commit functions). If anything in it fails (a turn out of order, an agent twice), it is
  *   rolled back and the batch goes through `agentry_commit_steps_each`: each commit in a subtransaction of its own, so
  *   one that fails changes nothing and the others still commit. Returns one `{ok, value|error}` each. A deadlock or
  *   serialization failure is raised for the whole batch, which the caller retries.
@@ -80,6 +82,7 @@ export const FUNCTIONS_SCHEMA: string[] = [
     tc jsonb;
     a agents;
     changed agents;
+    status_changed boolean := false;
     held record;
   BEGIN
     -- Settlements first: they lock reservation, account, then agents; the agent's own lock comes after them.
@@ -144,10 +147,15 @@ export const FUNCTIONS_SCHEMA: string[] = [
         WHERE agent_id = id AND status IN (SELECT jsonb_array_elements_text(st->'from'))
         RETURNING * INTO changed;
       IF FOUND THEN
-        RETURN jsonb_build_object('agent', to_jsonb(changed) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', true, 'charged', charged);
+        a := changed;
+        status_changed := true;
       END IF;
     END IF;
-    RETURN jsonb_build_object('agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', false, 'charged', charged);
+    -- Left not runnable (finished, paused): the lease goes back with the step, as a release would.
+    IF c ? 'lease' AND a.status NOT IN ('ACTIVE', 'STARTING_UP') THEN
+      UPDATE agents SET lease_owner = NULL, lease_expires_at = NULL, wake_requested = false WHERE agent_id = id;
+    END IF;
+    RETURN jsonb_build_object('agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', status_changed, 'charged', charged);
   END
   $fn$`,
 
@@ -169,7 +177,10 @@ export const FUNCTIONS_SCHEMA: string[] = [
   END
   $fn$`,
 
-  `CREATE OR REPLACE FUNCTION agentry_commit_steps(cs jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+  // Every statement in it finds a few hundred rows at most by their keys; the planner, which takes a JSON array for 100
+  // rows, would otherwise scan and hash the whole agents table (10,000 rows and more) for each: no sequential scans.
+  `CREATE OR REPLACE FUNCTION agentry_commit_steps(cs jsonb) RETURNS jsonb LANGUAGE plpgsql
+  SET enable_seqscan = off AS $fn$
   DECLARE
     ids text[];
     h_acct text[];
@@ -185,7 +196,6 @@ export const FUNCTIONS_SCHEMA: string[] = [
     l_tin bigint[] := '{}'; l_tout bigint[] := '{}'; l_amount bigint[] := '{}'; l_at text[] := '{}';
     l_root text[] := '{}'; l_float text[] := '{}'; l_shrink bigint[] := '{}';
     c_cn bigint[] := '{}'; c_sn bigint[] := '{}'; c_charge bigint[] := '{}';
-    changed text[];
     out jsonb;
   BEGIN
     SELECT array_agg(c->>'agent_id' ORDER BY n) INTO ids FROM jsonb_array_elements(cs) WITH ORDINALITY AS x(c, n);
@@ -211,10 +221,6 @@ export const FUNCTIONS_SCHEMA: string[] = [
           SELECT s->'ledger'->>'account_id' FROM jsonb_array_elements(cs) c, jsonb_array_elements(coalesce(c->'settlements', '[]'::jsonb)) s
         ) ORDER BY id FOR UPDATE
       ) locked;
-      IF h_root IS NOT NULL THEN
-        UPDATE agents a SET tree_reserved = a.tree_reserved - t.amount
-          FROM (SELECT g, sum(x) AS amount FROM unnest(h_root, h_amount) AS u(g, x) GROUP BY g) t WHERE a.agent_id = t.g;
-      END IF;
       FOR st IN
         SELECT cn, sn, s FROM jsonb_array_elements(cs) WITH ORDINALITY AS x(c, cn),
           jsonb_array_elements(coalesce(c->'settlements', '[]'::jsonb)) WITH ORDINALITY AS y(s, sn)
@@ -256,12 +262,22 @@ export const FUNCTIONS_SCHEMA: string[] = [
         )
         UPDATE accounts a SET reserved = a.reserved - s.d
           FROM (SELECT account_id, sum(d) AS d FROM upd GROUP BY account_id) s WHERE a.id = s.account_id;
-        UPDATE agents a SET tree_spent = a.tree_spent - t.amount
-          FROM (SELECT r, sum(x) AS amount FROM unnest(l_root, l_amount) AS u(r, x) GROUP BY r) t WHERE a.agent_id = t.r;
-        UPDATE agents a SET credits_spent = a.credits_spent - t.amount
-          FROM (SELECT g, sum(x) AS amount FROM unnest(l_agent, l_amount) AS u(g, x) WHERE g IS NOT NULL GROUP BY g) t
-          WHERE a.agent_id = t.g;
       END IF;
+      -- The trees' sums: holds released, charges spent; one row version per root.
+      IF h_root IS NOT NULL OR cardinality(l_root) > 0 THEN
+        UPDATE agents a SET tree_reserved = a.tree_reserved - t.held, tree_spent = a.tree_spent - t.spent
+          FROM (SELECT r, sum(held) AS held, sum(spent) AS spent FROM (
+                  SELECT r, x AS held, 0::bigint AS spent FROM unnest(h_root, h_amount) AS u(r, x) WHERE r IS NOT NULL
+                  UNION ALL
+                  SELECT r, 0, x FROM unnest(l_root, l_amount) AS u(r, x) WHERE r IS NOT NULL
+                ) v GROUP BY r) t
+          WHERE a.agent_id = t.r;
+      END IF;
+      -- What agents outside the batch spent (the committing agents' own spend goes with their row update below).
+      UPDATE agents a SET credits_spent = a.credits_spent - t.amount
+        FROM (SELECT g, sum(x) AS amount FROM unnest(l_agent, l_amount) AS u(g, x)
+              WHERE g IS NOT NULL AND NOT (g = ANY(ids)) GROUP BY g) t
+        WHERE a.agent_id = t.g;
 
       -- The agents, locked in one order; a missing one (deleted) gets its settlements and nothing else.
       PERFORM 1 FROM agents WHERE agent_id = ANY(ids) ORDER BY agent_id FOR UPDATE;
@@ -300,42 +316,60 @@ export const FUNCTIONS_SCHEMA: string[] = [
         ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET turn_idx = EXCLUDED.turn_idx, name = EXCLUDED.name,
           input = EXCLUDED.input, status = EXCLUDED.status, idempotent = EXCLUDED.idempotent, result = EXCLUDED.result,
           is_error = EXCLUDED.is_error, updated_at = EXCLUDED.updated_at;
-      UPDATE agents a SET
-          token_count = a.token_count + coalesce((x.p->>'token_count_delta')::bigint, 0),
-          message_count = a.message_count + x.nm,
-          step_count = a.step_count + coalesce((x.p->>'step_count_delta')::bigint, 0),
-          updated_at = x.p->>'updated_at',
-          progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
-          status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
-          plan = CASE WHEN x.p ? 'plan' THEN x.p->>'plan' ELSE a.plan END,
-          lease_expires_at = CASE WHEN x.l IS NOT NULL
-            THEN now() + (x.l->>'ms')::bigint * interval '1 millisecond' ELSE a.lease_expires_at END
-        FROM (SELECT c->>'agent_id' AS id, c->'patch' AS p, jsonb_array_length(coalesce(c->'messages', '[]'::jsonb)) AS nm,
-                c->'lease' AS l
-              FROM jsonb_array_elements(cs) c) x
-        WHERE a.agent_id = x.id;
-      WITH ch AS (
+      -- One new row version per agent: its spend, counters, patch, lease and conditional status change together (the
+      -- status change's patch wins over the step's). Its answer is built from the rows the update returns.
+      WITH x AS (
+        SELECT c->>'agent_id' AS id, cn, c->'patch' AS p, c->'lease' AS l,
+          jsonb_array_length(coalesce(c->'messages', '[]'::jsonb)) AS nm,
+          CASE WHEN jsonb_typeof(c->'status') = 'object' THEN c->'status' END AS st,
+          coalesce(c->'status'->'patch', '{}'::jsonb) AS sp
+        FROM jsonb_array_elements(cs) WITH ORDINALITY AS e(c, cn)
+      ), spent AS (
+        SELECT g, sum(x) AS amount FROM unnest(l_agent, l_amount) AS u(g, x) WHERE g IS NOT NULL GROUP BY g
+      ), z AS (
+        SELECT x.*, coalesce(spent.amount, 0) AS amount, a0.status AS was,
+          coalesce(x.st IS NOT NULL AND a0.status IN (SELECT jsonb_array_elements_text(x.st->'from')), false) AS applies
+        FROM x JOIN agents a0 ON a0.agent_id = x.id LEFT JOIN spent ON spent.g = x.id
+      ), y AS (
+        SELECT z.*, CASE WHEN z.applies THEN z.st->>'to' ELSE z.was END AS final FROM z
+      ), u AS (
         UPDATE agents a SET
-            status = x.st->>'to',
-            progress = CASE WHEN x.sp ? 'progress' THEN (x.sp->>'progress')::double precision ELSE a.progress END,
-            status_message = CASE WHEN x.sp ? 'status_message' THEN x.sp->>'status_message' ELSE a.status_message END,
-            started = CASE WHEN x.sp ? 'started' THEN (x.sp->>'started')::boolean ELSE a.started END,
-            active_ms = CASE WHEN x.sp ? 'active_ms' THEN (x.sp->>'active_ms')::bigint ELSE a.active_ms END,
-            active_since = CASE WHEN x.sp ? 'active_since' THEN x.sp->>'active_since' ELSE a.active_since END
-          FROM (SELECT c->>'agent_id' AS id, c->'status' AS st, coalesce(c->'status'->'patch', '{}'::jsonb) AS sp
-                FROM jsonb_array_elements(cs) c WHERE jsonb_typeof(c->'status') = 'object') x
-          WHERE a.agent_id = x.id AND a.status IN (SELECT jsonb_array_elements_text(x.st->'from'))
-          RETURNING a.agent_id
-      ) SELECT coalesce(array_agg(agent_id), '{}') INTO changed FROM ch;
+            credits_spent = a.credits_spent - y.amount,
+            token_count = a.token_count + coalesce((y.p->>'token_count_delta')::bigint, 0),
+            message_count = a.message_count + y.nm,
+            step_count = a.step_count + coalesce((y.p->>'step_count_delta')::bigint, 0),
+            updated_at = y.p->>'updated_at',
+            status = y.final,
+            progress = CASE WHEN y.applies AND y.sp ? 'progress' THEN (y.sp->>'progress')::double precision
+              WHEN y.p ? 'progress' THEN (y.p->>'progress')::double precision ELSE a.progress END,
+            status_message = CASE WHEN y.applies AND y.sp ? 'status_message' THEN y.sp->>'status_message'
+              WHEN y.p ? 'status_message' THEN y.p->>'status_message' ELSE a.status_message END,
+            started = CASE WHEN y.applies AND y.sp ? 'started' THEN (y.sp->>'started')::boolean ELSE a.started END,
+            active_ms = CASE WHEN y.applies AND y.sp ? 'active_ms' THEN (y.sp->>'active_ms')::bigint ELSE a.active_ms END,
+            active_since = CASE WHEN y.applies AND y.sp ? 'active_since' THEN y.sp->>'active_since'
+              ELSE a.active_since END,
+            plan = CASE WHEN y.p ? 'plan' THEN y.p->>'plan' ELSE a.plan END,
+            -- Left not runnable (finished, paused): the lease goes back with the step, as a release would.
+            lease_owner = CASE WHEN y.l IS NOT NULL AND y.final NOT IN ('ACTIVE', 'STARTING_UP') THEN NULL
+              ELSE a.lease_owner END,
+            lease_expires_at = CASE WHEN y.l IS NULL THEN a.lease_expires_at
+              WHEN y.final NOT IN ('ACTIVE', 'STARTING_UP') THEN NULL
+              ELSE now() + (y.l->>'ms')::bigint * interval '1 millisecond' END,
+            wake_requested = CASE WHEN y.l IS NOT NULL AND y.final NOT IN ('ACTIVE', 'STARTING_UP') THEN false
+              ELSE a.wake_requested END
+          FROM y WHERE a.agent_id = y.id
+          RETURNING a.*, y.cn AS commit_no, y.applies AS status_applied
+      )
       SELECT jsonb_agg(jsonb_build_object('ok', true, 'value', jsonb_build_object(
-          'agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested',
-          'statusChanged', (x.c->>'agent_id') = ANY(changed),
-          'charged', coalesce(ch.charged, '[]'::jsonb))) ORDER BY x.cn)
+          'agent', CASE WHEN u.agent_id IS NOT NULL THEN to_jsonb(u) - 'commit_no' - 'status_applied' - 'seq'
+            - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested' END,
+          'statusChanged', coalesce(u.status_applied, false),
+          'charged', coalesce(ch.charged, '[]'::jsonb))) ORDER BY e.cn)
         INTO out
-        FROM jsonb_array_elements(cs) WITH ORDINALITY AS x(c, cn)
-        LEFT JOIN agents a ON a.agent_id = x.c->>'agent_id'
-        LEFT JOIN (SELECT u.cn, jsonb_agg(u.charge ORDER BY u.sn) AS charged
-                   FROM unnest(c_cn, c_sn, c_charge) AS u(cn, sn, charge) GROUP BY u.cn) ch ON ch.cn = x.cn;
+        FROM jsonb_array_elements(cs) WITH ORDINALITY AS e(c, cn)
+        LEFT JOIN u ON u.commit_no = e.cn
+        LEFT JOIN (SELECT v.cn, jsonb_agg(v.charge ORDER BY v.sn) AS charged
+                   FROM unnest(c_cn, c_sn, c_charge) AS v(cn, sn, charge) GROUP BY v.cn) ch ON ch.cn = e.cn;
       RETURN out;
     EXCEPTION
       WHEN deadlock_detected OR serialization_failure THEN RAISE;

@@ -69,7 +69,10 @@ const OptionsSchema = z
  */
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
-/** Schema versions, applied in order: 1 the tables, 2 the server-side functions of the hot writes (functions.ts). */
+/**
+ * Schema versions, applied in order. The server-side functions of the hot writes (functions.ts) are created again by
+ * each version that changes them (the latest text wins).
+ */
 const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }> = [
   { version: 1, name: 'initial schema', up: [...ACCOUNTS_SCHEMA, ...AGENTS_SCHEMA, ...EXTRAS_SCHEMA] },
   // When each API key was last used (the console's key list, issue 28).
@@ -101,6 +104,8 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
   // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
   { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
+  // A batch of step commits writes one row version per agent (spend, counters and status change in one update).
+  { version: 6, name: 'step commits: one agent row version each', up: FUNCTIONS_SCHEMA },
 ];
 
 /**
@@ -237,6 +242,10 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
   const url = new URL(parsed.data.connectionString);
   const schema = parsed.data.schema ?? url.searchParams.get('schema') ?? 'agentry';
   url.searchParams.delete('schema');
+  // The driver lets an `options` parameter of the URL replace the pool's own `options` (which set the schema): the
+  // user's session settings (statement_timeout, …) go first, and the adapter's after them.
+  const userOptions = url.searchParams.get('options');
+  url.searchParams.delete('options');
   const connectionString = url.toString();
   if (!/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
     throw new AgentryError(
@@ -267,7 +276,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         // account) for as long as it stays frozen, and the others could not take its agents over: the server ends
         // such a session once it has been idle in a transaction for a lease.
         const idleTimeout = exclusive ? '' : ` -c idle_in_transaction_session_timeout=${leaseMs}`;
-        const sessionOptions = `-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}${idleTimeout}`;
+        const sessionOptions = `${userOptions ? `${userOptions} ` : ''}-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}${idleTimeout}`;
         pool = new pg.Pool({
           connectionString,
           max: maxConnections,

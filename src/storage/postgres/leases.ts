@@ -18,7 +18,7 @@
 import { hostname } from 'node:os';
 import type { WorkerCoordination, WorkerHooks } from '../workers.js';
 import { groupCommit } from './batcher.js';
-import type { Db } from './db.js';
+import { LEASE_GONE as LOST, type Db } from './db.js';
 import type { NotifyBus } from './notify.js';
 import { sweep, type GoneWorkersHook } from './sweeper.js';
 
@@ -27,8 +27,6 @@ const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
 /** A worker that has not renewed for this share of a lease stops stepping: its leases may be another's soon. */
 const RENEW_DEADLINE_SHARE = 0.7;
 const MAX_BATCH = 1_000;
-/** The epoch of a lease this worker lost (see `loseAll`): no lease has it, so every fenced write fails. */
-const LOST = -1;
 
 /**
  * Claims agents for worker $1, $3 at most, and answers them with their new epoch and the owner whose lease had run out
@@ -153,14 +151,13 @@ export class PgWorkers implements WorkerCoordination {
       return items.map((i) => ({ ok: true as const, value: again.has(i.id) }));
     }, MAX_BATCH);
     this.gate = groupCommit(async (items: Held[]) => {
+      // A read: a pause or takeover committed before it is seen, one committed after it is as if it came after the
+      // call started. Locking the rows would order nothing more, and would cost a row version per agent and call.
       const rows = await this.db.q<{ agent_id: string }>(
-        `WITH g AS (
-           SELECT a.agent_id FROM agents a JOIN unnest($2::text[], $3::bigint[]) AS u(id, e)
-             ON a.agent_id = u.id AND a.lease_epoch = u.e
-           WHERE a.lease_owner = $1 AND a.status = ANY($5::text[]) ORDER BY a.agent_id FOR UPDATE OF a
-         ) UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-           FROM g WHERE a.agent_id = g.agent_id RETURNING a.agent_id`,
-        [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), this.db.leaseMs, RUNNABLE],
+        `SELECT a.agent_id FROM agents a JOIN unnest($2::text[], $3::bigint[]) AS u(id, e)
+           ON a.agent_id = u.id AND a.lease_epoch = u.e
+         WHERE a.lease_owner = $1 AND a.status = ANY($4::text[]) AND a.lease_expires_at > now()`,
+        [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), RUNNABLE],
       );
       const ok = new Set(rows.map((r) => r.agent_id));
       return items.map((i) => ({ ok: true as const, value: ok.has(i.id) }));
@@ -223,7 +220,7 @@ export class PgWorkers implements WorkerCoordination {
   async mayProceed(agentId: string): Promise<boolean> {
     const epoch = this.db.held.get(agentId);
     if (epoch === undefined || epoch === LOST) return false;
-    // The database decides, even when this worker's heartbeat is late: the gate renews a lease that is still its own.
+    // The database decides, even when this worker's heartbeat has not told it yet that a lease is gone.
     const ok = await this.gate({ id: agentId, epoch }).catch(() => false);
     if (!ok) this.interrupted.add(agentId);
     return ok;
