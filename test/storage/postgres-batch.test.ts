@@ -140,6 +140,74 @@ describe.skipIf(!reachable && !strict)('PostgreSQL fast writes', () => {
     expect(ledger.reduce((sum, l) => sum + l.amount, 0)).toBe(account.balance);
   });
 
+  it('a batch writes what the same commits write one by one: status changes that apply or not, patches, spend', async () => {
+    // Commits of every shape in one batch, and the same commits one at a time (each its own batch) in another schema.
+    const shapes = (i: number): StepCommit => {
+      const base = step(`c${i}`, 0, i % 3 === 0 ? undefined : { id: `r${i}`, cost: 10 + i });
+      const kind = i % 5;
+      return {
+        ...base,
+        // A settlement of another agent's hold (the root's own spend), outside the batch's agents.
+        settlements:
+          i === 7
+            ? [
+                ...(base.settlements ?? []),
+                {
+                  ...base.settlements![0]!,
+                  reservation_id: 'r-root',
+                  ledger: { ...base.settlements![0]!.ledger, agent_id: 'root', cost: 5 },
+                },
+              ]
+            : base.settlements,
+        patch: {
+          ...base.patch,
+          ...(kind === 1 || kind === 3 ? { progress: 0.25, status_message: 'from the step' } : {}),
+          ...(kind === 2 ? { plan: `plan ${i}` } : {}),
+        },
+        status:
+          kind === 0
+            ? null
+            : kind === 3
+              ? { from: ['ACTIVE'], to: 'COMPLETED' } // does not apply: the agent is STARTING_UP
+              : {
+                  from: ['STARTING_UP'],
+                  to: kind === 4 ? 'COMPLETED' : 'ACTIVE',
+                  patch: { progress: 0.5 + i / 100, status_message: 'from the change', started: true, active_ms: i },
+                },
+      };
+    };
+    const N = 12;
+    const run = async (together: boolean) => {
+      const { s } = await storage();
+      await setUp(s, N);
+      for (let i = 0; i < N; i++) {
+        if (i % 3 !== 0)
+          await s.reserve({ id: `r${i}`, account_id: 'acct', agent_id: `c${i}`, root_id: 'root', amount: 100 });
+      }
+      await s.reserve({ id: 'r-root', account_id: 'acct', agent_id: 'root', root_id: 'root', amount: 50 });
+      const commits = Array.from({ length: N }, (_, i) => shapes(i));
+      const results = together
+        ? await Promise.all(commits.map((c) => s.commitStep(c)))
+        : await commits.reduce<Promise<Awaited<ReturnType<StorageAdapter['commitStep']>>[]>>(
+            async (acc, c) => [...(await acc), await s.commitStep(c)],
+            Promise.resolve([]),
+          );
+      const rows = await Promise.all(['root', ...commits.map((c) => c.agent_id)].map((id) => s.getAgent(id)));
+      return { results, rows, account: await s.getAccount('acct'), ledger: (await s.listLedger('acct')).length };
+    };
+    const batched = await run(true);
+    const single = await run(false);
+    expect(batched).toEqual(single);
+    // And what they are: the change's patch wins where it applies, the step's otherwise.
+    expect(batched.rows[2]).toMatchObject({ status: 'ACTIVE', progress: 0.51, status_message: 'from the change' });
+    expect(batched.rows[4]).toMatchObject({ status: 'STARTING_UP', progress: 0.25, status_message: 'from the step' });
+    expect(batched.rows[3]).toMatchObject({ status: 'ACTIVE', plan: 'plan 2', progress: 0.52, active_ms: 2 });
+    expect(batched.results[3]!.statusChanged).toBe(false);
+    expect(batched.rows[5]).toMatchObject({ status: 'COMPLETED', started: true, status_message: 'from the change' });
+    expect(batched.rows[0]).toMatchObject({ credits_spent: 5 });
+    expect(batched.rows[8]).toMatchObject({ credits_spent: 17 });
+  });
+
   it('inserts 1,000 children with a handful of statements, in order, and counts them on the parent', async () => {
     const { s } = await storage();
     await setUp(s, 0);

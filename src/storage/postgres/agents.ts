@@ -401,7 +401,8 @@ async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
        wake_requested = a.wake_requested OR (x.to_status IN ('ACTIVE', 'STARTING_UP')
          AND a.status NOT IN ('ACTIVE', 'STARTING_UP'))
      FROM jsonb_to_recordset($1::jsonb) AS x(agent_id text, from_status jsonb, to_status text, p jsonb, updated_at text)
-     WHERE a.agent_id = x.agent_id AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
+     WHERE a.agent_id = ANY($2::text[]) AND a.agent_id = x.agent_id
+       AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
      RETURNING ${AGENT_FIELDS.map((f) => `a.${f}`).join(', ')}`,
     [
       JSON.stringify(
@@ -413,6 +414,8 @@ async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
           updated_at: c.updatedAt,
         })),
       ),
+      // The ids again, as an array: the planner looks them up instead of scanning the table to join the JSON.
+      changes.map((c) => c.agentId),
     ],
   );
   const byId = new Map(rows.map((r) => [r.agent_id, r as AgentRow]));

@@ -104,8 +104,14 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
   // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
   { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
-  // A batch of step commits writes one row version per agent (spend, counters and status change in one update).
-  { version: 6, name: 'step commits: one agent row version each', up: FUNCTIONS_SCHEMA },
+  // A batch of step commits writes one row version per agent (spend, counters and status change in one update), and
+  // ends the lease of an agent it leaves not runnable. The index of lease owners goes: every claim, step and release
+  // paid for it, and the statements that need leased agents find them by id or through agents_claimable.
+  {
+    version: 6,
+    name: 'step commits: one agent row version each',
+    up: ['DROP INDEX IF EXISTS agents_lease_owner', ...FUNCTIONS_SCHEMA],
+  },
 ];
 
 /**

@@ -6,8 +6,11 @@
  * - **Claim**: `SELECT … FOR UPDATE SKIP LOCKED LIMIT n`, then `UPDATE … SET lease_owner, lease_epoch + 1,
  *   lease_expires_at` (database time), one statement. An agent another live worker holds gets
  *   `wake_requested` instead: its holder sees it when it releases the agent and drives it again.
- * - **Fence**: the adapter adds `{worker, epoch}` of every agent it holds to that agent's step commits, status changes
- *   and "started" marks of calls that must never run twice (`db.held`); a write whose lease is gone writes nothing.
+ * - **Fence**: the adapter adds `{worker, epoch}` of every agent it holds to that agent's step commits and "started"
+ *   marks of calls that must never run twice (`db.held`); a write whose lease is gone writes nothing. Status changes
+ *   are compare-and-set on the status instead (a pause or delete may come from any process, holder or not).
+ * - **Release**: a step commit that leaves its agent not runnable ends the lease in the same statement; a driver that
+ *   stops otherwise gives the lease back (below).
  * - **Heartbeat** (every `heartbeatMs`, jittered): renews the worker's row and every lease it holds in one statement.
  *   The answer also tells which agents were taken over or deleted (lost) and which were paused or stopped by another
  *   process (the backstop of the `control` notification). A worker that could not renew for most of a lease stops
@@ -130,7 +133,7 @@ export class PgWorkers implements WorkerCoordination {
              u.unfinished AND a.status = ANY($4::text[]) AS unfinished FROM agents a
            JOIN unnest($2::text[], $3::bigint[], $6::boolean[]) AS u(id, e, unfinished)
              ON a.agent_id = u.id AND a.lease_epoch = u.e
-           WHERE a.lease_owner = $1 ORDER BY a.agent_id FOR UPDATE OF a
+           WHERE a.agent_id = ANY($2::text[]) AND a.lease_owner = $1 ORDER BY a.agent_id FOR UPDATE OF a
          )
          UPDATE agents a SET
            lease_owner = CASE WHEN r.again THEN a.lease_owner END,
@@ -153,14 +156,14 @@ export class PgWorkers implements WorkerCoordination {
     this.gate = groupCommit(async (items: Held[]) => {
       // A read: a pause or takeover committed before it is seen, one committed after it is as if it came after the
       // call started. Locking the rows would order nothing more, and would cost a row version per agent and call.
-      const rows = await this.db.q<{ agent_id: string }>(
-        `SELECT a.agent_id FROM agents a JOIN unnest($2::text[], $3::bigint[]) AS u(id, e)
-           ON a.agent_id = u.id AND a.lease_epoch = u.e
-         WHERE a.lease_owner = $1 AND a.status = ANY($4::text[]) AND a.lease_expires_at > now()`,
-        [this.db.workerId, items.map((i) => i.id), items.map((i) => i.epoch), RUNNABLE],
+      // Looked up by id (the epochs compared here): a join with the ids' array would have the planner scan the table.
+      const rows = await this.db.q<{ agent_id: string; lease_epoch: number }>(
+        `SELECT agent_id, lease_epoch FROM agents
+         WHERE agent_id = ANY($2::text[]) AND lease_owner = $1 AND status = ANY($3::text[]) AND lease_expires_at > now()`,
+        [this.db.workerId, items.map((i) => i.id), RUNNABLE],
       );
-      const ok = new Set(rows.map((r) => r.agent_id));
-      return items.map((i) => ({ ok: true as const, value: ok.has(i.id) }));
+      const epochs = new Map(rows.map((r) => [r.agent_id, r.lease_epoch]));
+      return items.map((i) => ({ ok: true as const, value: epochs.get(i.id) === i.epoch }));
     }, MAX_BATCH);
   }
 
@@ -335,7 +338,7 @@ export class PgWorkers implements WorkerCoordination {
             `WITH r AS (
                SELECT a.agent_id FROM agents a JOIN unnest($2::text[], $3::bigint[]) AS u(id, e)
                  ON a.agent_id = u.id AND a.lease_epoch = u.e
-               WHERE a.lease_owner = $1 ORDER BY a.agent_id FOR UPDATE OF a
+               WHERE a.agent_id = ANY($2::text[]) AND a.lease_owner = $1 ORDER BY a.agent_id FOR UPDATE OF a
              ) UPDATE agents a SET lease_expires_at = now() + $4::bigint * interval '1 millisecond'
                FROM r WHERE a.agent_id = r.agent_id RETURNING a.agent_id, a.status`,
             [this.db.workerId, ids, epochs, this.db.leaseMs],

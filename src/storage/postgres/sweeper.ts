@@ -48,9 +48,11 @@ export async function sweep(db: Db, hooks: readonly GoneWorkersHook[], everythin
     const othersLive = rows.some((r) => !r.gone);
     if (gone.length === 0 && !(everything && !othersLive)) return { gone, freed: false };
     if (gone.length > 0) {
-      // Their leases end now rather than when they run out.
+      // Their leases of runnable agents end now rather than when they run out (others run out: nobody claims them).
       await q(
-        `UPDATE agents SET lease_expires_at = now() WHERE lease_owner = ANY($1::text[]) AND lease_expires_at > now()`,
+        `UPDATE agents SET lease_expires_at = now()
+         WHERE status IN ('ACTIVE', 'STARTING_UP') AND (wake_requested OR lease_owner IS NOT NULL)
+           AND lease_owner = ANY($1::text[]) AND lease_expires_at > now()`,
         [gone],
       );
     }
