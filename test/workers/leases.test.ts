@@ -48,18 +48,24 @@ function worker(
   return { storage, lost, hooks };
 }
 
+/** A schema with a runtime that creates agents and steps none (a process beside the workers). */
+async function creatorOf(): Promise<{ schema: string; creator: AgentRuntime }> {
+  const schema = newSchemaName('agentry_lease');
+  schemas.push(schema);
+  const creator = await AgentRuntime.open({
+    storage: postgresStorage({ connectionString: url, schema }),
+    model: scriptedModel({ turns: [{ text: 'done' }] }),
+    builtinTools: false,
+    scheduler: 'manual',
+  });
+  closers.push(() => creator.close());
+  return { schema, creator };
+}
+
 describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict && unreachable), () => {
   it('fences every write of a worker that lost an agent to another', async () => {
-    const schema = newSchemaName('agentry_lease');
-    schemas.push(schema);
     // An agent created by a process that steps nothing.
-    const creator = await AgentRuntime.open({
-      storage: postgresStorage({ connectionString: url, schema }),
-      model: scriptedModel({ turns: [{ text: 'done' }] }),
-      builtinTools: false,
-      scheduler: 'manual',
-    });
-    closers.push(() => creator.close());
+    const { schema, creator } = await creatorOf();
     const { agent_id: id } = await creator.create({ goal: 'lease me' });
 
     // a renews rarely: it stands for a worker frozen between two heartbeats.
@@ -119,15 +125,7 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
   });
 
   it('a step commit that ends the agent gives its lease back at once; the worker writes nothing more for it', async () => {
-    const schema = newSchemaName('agentry_lease');
-    schemas.push(schema);
-    const creator = await AgentRuntime.open({
-      storage: postgresStorage({ connectionString: url, schema }),
-      model: scriptedModel({ turns: [{ text: 'done' }] }),
-      builtinTools: false,
-      scheduler: 'manual',
-    });
-    closers.push(() => creator.close());
+    const { schema, creator } = await creatorOf();
     const { agent_id: id } = await creator.create({ goal: 'finish me' });
     const { agent_id: other } = await creator.create({ goal: 'pause me' });
 
