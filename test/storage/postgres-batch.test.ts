@@ -166,7 +166,7 @@ describe.skipIf(!reachable && !strict)('PostgreSQL fast writes', () => {
         },
         status:
           kind === 0
-            ? null
+            ? undefined
             : kind === 3
               ? { from: ['ACTIVE'], to: 'COMPLETED' } // does not apply: the agent is STARTING_UP
               : {

@@ -7,7 +7,7 @@
  * `seq` columns are ordering keys only (creation order of agents, append order of messages, first-write order of tool
  * calls) and never leave the adapter, except as `listAgents`' opaque page position.
  */
-import type { AgentStatus } from '../../core/status.js';
+import { RUNNABLE_STATUSES, type AgentStatus } from '../../core/status.js';
 import type {
   AgentPage,
   AgentQuery,
@@ -325,9 +325,6 @@ async function descendantsIn(q: Query, agentId: string): Promise<string[]> {
   return out;
 }
 
-/** The statuses a worker steps: a step commit that leaves its agent in another one ends the lease. */
-const RUNNABLE: ReadonlySet<string> = new Set(['ACTIVE', 'STARTING_UP']);
-
 /** The SQLSTATE the step commit functions raise for a commit whose worker lost the agent's lease. */
 const LEASE_LOST = 'AL001';
 
@@ -349,26 +346,21 @@ async function commitSteps(db: Db, commits: StepCommit[]) {
     'SELECT agentry_commit_steps($1::jsonb) AS out',
     [JSON.stringify(fenced)],
   );
-  row!.out.forEach((o, i) => {
+  return row!.out.map((o, i) => {
+    if (!o.ok) {
+      const error =
+        o.code === LEASE_LOST ? new LeaseLostError(commits[i]!.agent_id) : new Error(o.error ?? 'step commit failed');
+      return { ok: false as const, error };
+    }
     // A commit that left its agent not runnable gave the lease back in the same statement (functions.ts): whatever
     // this worker still writes for that agent is fenced out, and the driver's release has nothing left to do.
     const lease = fenced[i]!.lease;
-    const agent = o.value?.agent;
-    if (lease && agent && !RUNNABLE.has(agent.status) && db.held.get(agent.agent_id) === lease.e) {
+    const agent = o.value!.agent;
+    if (lease && agent && !RUNNABLE_STATUSES.includes(agent.status) && db.held.get(agent.agent_id) === lease.e) {
       db.held.set(agent.agent_id, LEASE_GONE);
     }
+    return { ok: true as const, value: o.value! };
   });
-  return row!.out.map((o, i) =>
-    o.ok
-      ? { ok: true as const, value: o.value! }
-      : {
-          ok: false as const,
-          error:
-            o.code === LEASE_LOST
-              ? new LeaseLostError(commits[i]!.agent_id)
-              : new Error(o.error ?? 'step commit failed'),
-        },
-  );
 }
 
 interface StatusChangeRequest {
