@@ -14,9 +14,9 @@
  *   whole batch (holds, balances, ledger rows, turns, messages, tool calls), and one new row version per agent (its
  *   spend, counters, patch, lease and status change in one update), the charges computed in order against a running
  *   balance. A commit fenced by a lease that leaves its agent not runnable (finished, paused) also ends the lease, as
- *   the release that would follow it (both step commit functions). If anything in it fails (a turn out of order, an agent twice), it is
- *   rolled back and the batch goes through `agentry_commit_steps_each`: each commit in a subtransaction of its own, so
- *   one that fails changes nothing and the others still commit. Returns one `{ok, value|error}` each. A deadlock or
+ *   the release that would follow it (both step commit functions). If anything in it fails (a turn out of order, an
+ *   agent twice), it is rolled back and the batch goes through `agentry_commit_steps_each`: each commit in a
+ *   subtransaction of its own, so one that fails changes nothing and the others still commit. Returns one `{ok, value|error}` each. A deadlock or
  *   serialization failure is raised for the whole batch, which the caller retries.
  * - `agentry_settle_all(ss)`: settlements in order, outside a step; returns the charges.
  * - `agentry_float_grow(id, account, need, want, worker, share)` and `agentry_float_shrink(id, account, amount)`: a
