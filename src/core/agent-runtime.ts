@@ -255,6 +255,8 @@ export class AgentRuntime {
   private readonly toolStatuses: ToolStatus[];
   private readonly subAgents: SubAgentCoordinator;
   private readonly credits: CreditGate;
+  /** Whether an account may run agents: asked before every step and every billed turn asked for from outside one. */
+  private readonly subscriptions: SubscriptionCheck;
   /** Durable timers: waits that end at a time, monitors' checks (core/timers.ts). */
   private readonly timers: TimerService;
   /** `waitFor` callers by agent id: told of every status change of that agent (null when it is deleted). */
@@ -283,6 +285,7 @@ export class AgentRuntime {
     // A call waiting until a time (ctx.waitUntil) runs again: the agent is made runnable, and its call decides.
     this.timers.register(AGENT_WAKE_TIMER, async (timer) => this.scheduler.kick(timer.agent_id));
     const subscriptions = new SubscriptionCheck(storage, clock);
+    this.subscriptions = subscriptions;
     this.accounts = new Accounts(
       storage,
       clock,
@@ -1018,6 +1021,7 @@ export class AgentRuntime {
         clock: this.clock,
         events: this.events,
         inModelLane: (fn) => this.lanes.inModelLane(fn),
+        subscriptions: this.subscriptions,
       }),
     };
     await this.platform?.attach?.(services);

@@ -27,6 +27,12 @@ export interface BackgroundDeps {
   clock: Clock;
   events: RuntimeEvents;
   inModelLane<T>(fn: () => Promise<T>): Promise<T>;
+  /**
+   * Whether an agent's account may run it (core/subscription-check.ts), asked before every billed model turn: a
+   * turn asked for from outside a step (an MCP server's sampling, a coding agent's bridge, a monitor) must not go on
+   * after the subscription is deactivated. Absent: always.
+   */
+  subscriptions?: { isActive(accountId: string): Promise<boolean> };
 }
 
 export type BackgroundServices = Pick<
@@ -93,6 +99,12 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
   const generate: BackgroundServices['generate'] = async (agentId, turn, options = {}) => {
     const agent = await storage.getAgent(agentId);
     if (!agent) throw new AgentryError('not_found', `Agent ${agentId} not found`);
+    if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
+      throw new AgentryError(
+        'subscription_inactive',
+        'The subscription of this account is not active: the model call was not made',
+      );
+    }
     const price = deps.prices.models[agent.model];
     if (!price) throw new AgentryError('not_configured', `no price is configured for model ${agent.model}`);
     const request: ModelRequest = { model: agent.model, ...turn, agentId };

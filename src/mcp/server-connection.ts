@@ -19,7 +19,8 @@
  * - tools that need task-based execution (`execution.taskSupport: "required"`) run as MCP tasks: created, polled
  *   (their status message passed on), cancelled with the call, their result fetched;
  * - what a server asks of the client: `roots` (as configured), `sampling` (the calling agent's model, one billed
- *   turn, only for servers that opt in), `elicitation` (the embedding application's handler, else declined).
+ *   turn, only for servers that opt in; their calls run one agent at a time, so the request is the agent's),
+ *   `elicitation` (the embedding application's handler, else declined).
  */
 import type { ChildProcess } from 'node:child_process';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -27,6 +28,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { CallToolResult, Progress, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from './config.js';
 import { answerServerRequests, clientCapabilities, type CallInFlight, type McpClientHost } from './server-requests.js';
+import { AgentTurns } from './agent-turns.js';
 import { whyLine } from './stderr.js';
 import { callToolAsTask } from './task-call.js';
 
@@ -131,6 +133,8 @@ export class McpServerConnection {
   private endWait: (() => void) | undefined;
   /** Calls in flight (a sampling request is answered by the model of the agent they belong to). */
   private readonly inFlight = new Set<CallInFlight>();
+  /** On a server with `sampling`: whose calls may run (see agent-turns.ts). */
+  readonly turns = new AgentTurns();
   /** Why the connection is being dropped (an HTTP session that ended), for the `closed` handler. */
   private dropReason: string | undefined;
   /** A ping checking the server after a response stream broke (one at a time). */
@@ -194,6 +198,11 @@ export class McpServerConnection {
     const signal = options.signal;
     signal?.throwIfAborted();
     const timeoutMs = options.timeoutMs ?? this.config.toolTimeoutMs;
+    // On a server that may ask for sampling, agents take turns: its requests are then always attributable.
+    const endTurn =
+      this.config.sampling && options.agentId !== undefined
+        ? await this.turns.take(options.agentId, signal)
+        : undefined;
     const call: CallInFlight = { agentId: options.agentId, signal, samples: 0 };
     this.inFlight.add(call);
     try {
@@ -237,6 +246,7 @@ export class McpServerConnection {
       }
     } finally {
       this.inFlight.delete(call);
+      endTurn?.();
     }
   }
 

@@ -126,8 +126,9 @@ export function answerServerRequests(client: Client, types: RequestSchemas, conn
 
 /**
  * The agent a request of the server (sampling) is for: the agent whose calls are in flight. A connection serves
- * every agent and MCP does not say which call a server request comes with, so with calls of several agents in
- * flight the request is refused rather than billed to a guess.
+ * every agent and MCP does not say which call a server request comes with. A server that may sample runs one
+ * agent's calls at a time (agent-turns.ts), so there is one; should calls of several agents still be in flight (calls
+ * made on the connection directly), the request is refused rather than billed to a guess.
  */
 function callerOf(inFlight: ReadonlySet<CallInFlight>, what: string): string {
   const agents = new Set([...inFlight].map((c) => c.agentId));

@@ -183,13 +183,16 @@ describe('MCP tools through an agent', () => {
     }
   });
 
-  it('sampling while calls of two agents are in flight is refused: agentry cannot tell whose model should answer', async () => {
+  it('sampling with calls of two agents on one server: each request is answered by its own agent’s model, billed to it', async () => {
     const { config } = fixtureServer();
     const model = scriptedModel({
       turns: (request, { turnIndex }): ScriptedTurn => {
-        if (request.system.startsWith('An MCP server (counting)')) return { text: 'sampled' };
+        if (request.system.startsWith('An MCP server (counting)'))
+          return { text: 'sampled', usage: { inputTokens: 7 } };
+        // Each call waits (at most 1.5 s) for the other agent's call: before agents took turns, both were in flight
+        // when they asked, and both were refused.
         return turnIndex === 0
-          ? { toolCalls: [{ id: 'call_0', name: 'mcp__counting__ask_model', input: { together: 2 } }] }
+          ? { toolCalls: [{ id: 'call_0', name: 'mcp__counting__ask_model', input: { together: 2, wait_ms: 1500 } }] }
           : { text: 'done' };
       },
     });
@@ -204,11 +207,55 @@ describe('MCP tools through an agent', () => {
       const agents = await Promise.all([1, 2].map((i) => runtime.create({ goal: `Agent ${i}` })));
       for (const { agent_id } of agents) {
         expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
-        expect((await toolResults(storage, agent_id)).get('call_0')!.content).toMatch(
-          /^refused: .*agentry declined the sampling request: calls of 2 agents are in flight on this server/,
-        );
+        expect((await toolResults(storage, agent_id)).get('call_0')!.content).toMatch(/^answered: .*"text":"sampled"/);
       }
-      expect(model.calls.some((c) => c.system.startsWith('An MCP server'))).toBe(false);
+      // One sampling turn per agent, each on its own model call and its own ledger row.
+      const sampled = model.calls.filter((c) => c.system.startsWith('An MCP server'));
+      expect(sampled.map((c) => c.agentId).sort()).toEqual(agents.map((a) => a.agent_id).sort());
+      const ledger = await storage.listLedger(runtime.defaultAccountId);
+      const rows = ledger.filter((l) => l.kind === 'model' && l.tokens_in === 7);
+      expect(rows.map((l) => l.agent_id).sort()).toEqual(agents.map((a) => a.agent_id).sort());
+    } finally {
+      await runtime.close();
+    }
+  });
+
+  it('no sampled turn after the subscription is deactivated: the server is refused, the agent pauses', async () => {
+    const { config } = fixtureServer();
+    const opened: { runtime?: AgentRuntime } = {};
+    const model = scriptedModel({
+      turns: async (request, { turnIndex }): Promise<ScriptedTurn> => {
+        if (request.system.startsWith('An MCP server (counting)')) {
+          // The account is unsubscribed while the first sampling turn is answered.
+          await opened.runtime!.accounts.unsubscribe(opened.runtime!.defaultAccountId);
+          return { text: 'sampled', usage: { inputTokens: 11 } };
+        }
+        return turnIndex === 0
+          ? { toolCalls: [{ id: 'call_0', name: 'mcp__counting__ask_model', input: { times: 3 } }] }
+          : { text: 'done' };
+      },
+    });
+    const storage = memoryStorage();
+    const runtime = await AgentRuntime.open({
+      storage,
+      model,
+      builtinTools: false,
+      mcpServers: { counting: { ...config, sampling: true } },
+    });
+    opened.runtime = runtime;
+    try {
+      const { agent_id } = await runtime.create({ goal: 'Let the server sample' });
+      const agent = await runtime.waitFor(agent_id);
+      expect(agent).toMatchObject({ status: 'PAUSED', status_message: 'Paused: subscription inactive' });
+      const lines = (await toolResults(storage, agent_id)).get('call_0')!.content.split('\n');
+      expect(lines).toHaveLength(3);
+      expect(lines[0]).toMatch(/^answered: /);
+      expect(lines[1]).toMatch(/^refused: .*subscription of this account is not active/);
+      expect(lines[2]).toMatch(/^refused: .*subscription of this account is not active/);
+      // One sampling turn was made and billed; none after the deactivation.
+      expect(model.calls.filter((c) => c.system.startsWith('An MCP server'))).toHaveLength(1);
+      const ledger = await storage.listLedger(runtime.defaultAccountId);
+      expect(ledger.filter((l) => l.kind === 'model' && l.tokens_in === 11)).toHaveLength(1);
     } finally {
       await runtime.close();
     }
