@@ -11,9 +11,10 @@
  * opt-outs, timers, monitors).
  *
  * Several runtime processes may drive one database's agents (issue 27): each adapter instance is a worker that steps
- * an agent only under its lease (leases.ts), hears pause, delete and new work over LISTEN/NOTIFY (notify.ts), and
- * cleans up after workers that are gone (sweeper.ts). `exclusive: true` keeps one process per database instead (an
- * advisory lock refuses a second, as SQLite does).
+ * an agent only under its lease (leases.ts), hears pause, delete and new work over LISTEN/NOTIFY (notify.ts, sealed
+ * with a secret of the schema: any role of the database may listen and notify), and cleans up after workers that are
+ * gone (sweeper.ts). `exclusive: true` keeps one process per database instead (an advisory lock refuses a second, as
+ * SQLite does).
  */
 import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
@@ -111,6 +112,18 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
     version: 6,
     name: 'step commits: one agent row version each',
     up: ['DROP INDEX IF EXISTS agents_lease_owner', ...FUNCTIONS_SCHEMA],
+  },
+  // LISTEN and NOTIFY are open to every role of the database: the bus's channel name and payload key come from this
+  // secret, which only the schema's own role reads (notify.ts). 32 bytes from two strong-random UUIDs (244 random
+  // bits; gen_random_uuid() is core since PostgreSQL 13, pgcrypto's gen_random_bytes is an extension).
+  {
+    version: 7,
+    name: 'notification secret',
+    up: [
+      'CREATE TABLE bus_secret (id SMALLINT PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL)',
+      'REVOKE ALL ON bus_secret FROM PUBLIC',
+      `INSERT INTO bus_secret (id, secret) VALUES (1, decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))`,
+    ],
   },
 ];
 
