@@ -256,6 +256,18 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
       offered: offered.has(CODE_AGENT_TOOL_NAME),
     },
     {
+      // The coding child's Grep is ripgrep: without it the child works, and its Grep calls fail.
+      name: `${CODE_AGENT_TOOL_NAME}/Grep`,
+      source: 'builtin',
+      get ready() {
+        return codeAgent.grepReadiness().ready;
+      },
+      get detail() {
+        return `the coding child's Grep: ${codeAgent.grepReadiness().detail}`;
+      },
+      offered: offered.has(CODE_AGENT_TOOL_NAME),
+    },
+    {
       name: BROWSER_AGENT_TOOL_NAME,
       source: 'builtin',
       get ready() {

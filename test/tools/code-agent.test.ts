@@ -19,6 +19,7 @@ import { CODE_AGENT_TOOL_NAME, codeAgentTool } from '../../src/tools/builtin/cod
 import { ToolSuspension, type ToolContext } from '../../src/tools/define-tool.js';
 import { globToRegExp, matchesGlob } from '../../src/tools/builtin/code-agent/file-helper.mjs';
 import { CODER_INSTRUCTIONS } from '../../src/tools/builtin/code-agent/prompts.js';
+import { ripgrepReadiness } from '../../src/tools/builtin/code-agent/ripgrep.js';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 import { skippable } from '../support/skip.js';
 
@@ -27,6 +28,8 @@ const probe = await sandbox.probe();
 /** Why the sandbox suites are skipped, for their names; null when they run. */
 const skipReason = probe.ok ? null : probe.reason;
 const strict = process.env.AGENTRY_CI_STRICT === '1';
+/** The coding child's Grep is ripgrep: without `rg` the file-tools test skips here (and fails under strict). */
+const rg = ripgrepReadiness();
 
 const isCoder = (req: ModelRequest) => req.system === CODER_INSTRUCTIONS;
 const firstText = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
@@ -122,76 +125,82 @@ const standIn: Sandbox = {
   }),
 };
 
-describe.skipIf(!probe.ok)('the coding child file tools (in the bubblewrap sandbox)', () => {
-  it('Write, Read, Edit, Glob and Grep work in the workspace; .. and symlinks out are refused', async () => {
-    let workspace = '';
-    const call = (name: string, input: Record<string, unknown>) => ({ name, input });
-    const { seen, agent, runtime } = await runCodeAgent(
-      { task: 'Tidy the notes', files: [{ path: 'notes/a.txt', content: 'hello\nworld\n' }] },
-      [
-        (req) => {
-          expect(firstText(req)).toContain('Tidy the notes');
-          expect(firstText(req)).toContain('- notes/a.txt');
-          return {
+describe.skipIf((!probe.ok || !rg.ready) && !strict)(
+  skippable(
+    'the coding child file tools (in the bubblewrap sandbox, Grep with ripgrep)',
+    !strict && (skipReason ?? (rg.ready ? null : rg.detail)),
+  ),
+  () => {
+    it('Write, Read, Edit, Glob and Grep work in the workspace; .. and symlinks out are refused', async () => {
+      let workspace = '';
+      const call = (name: string, input: Record<string, unknown>) => ({ name, input });
+      const { seen, agent, runtime } = await runCodeAgent(
+        { task: 'Tidy the notes', files: [{ path: 'notes/a.txt', content: 'hello\nworld\n' }] },
+        [
+          (req) => {
+            expect(firstText(req)).toContain('Tidy the notes');
+            expect(firstText(req)).toContain('- notes/a.txt');
+            return {
+              toolCalls: [
+                call('Write', { file_path: '/workspace/src/deep/b.py', content: 'print("hello")\n' }),
+                call('Read', { file_path: 'notes/a.txt', offset: 2 }),
+                call('Read', { file_path: '../../../etc/passwd' }),
+                call('Read', { file_path: '/etc/passwd' }),
+              ],
+            };
+          },
+          () => ({
             toolCalls: [
-              call('Write', { file_path: '/workspace/src/deep/b.py', content: 'print("hello")\n' }),
-              call('Read', { file_path: 'notes/a.txt', offset: 2 }),
-              call('Read', { file_path: '../../../etc/passwd' }),
-              call('Read', { file_path: '/etc/passwd' }),
+              call('Edit', { file_path: 'notes/a.txt', old_string: 'world', new_string: 'there' }),
+              call('Edit', { file_path: 'notes/a.txt', old_string: 'nowhere', new_string: 'x' }),
+              call('Glob', { pattern: '**/*.py' }),
+              call('Grep', { pattern: 'hel+o', glob: '*.txt' }),
+              call('Bash', { command: 'ln -s /etc out' }),
             ],
-          };
+          }),
+          () => ({ toolCalls: [call('Read', { file_path: 'out/passwd' })] }),
+          () => ({
+            toolCalls: [call('submit_result', { summary: 'Tidied.', files: ['notes/a.txt', 'nope.txt', '../x'] })],
+          }),
+        ],
+        {
+          name: 'bubblewrap',
+          probe: () => sandbox.probe(),
+          run: (c, o) => {
+            workspace = c.workspace;
+            return sandbox.run(c, o);
+          },
         },
-        () => ({
-          toolCalls: [
-            call('Edit', { file_path: 'notes/a.txt', old_string: 'world', new_string: 'there' }),
-            call('Edit', { file_path: 'notes/a.txt', old_string: 'nowhere', new_string: 'x' }),
-            call('Glob', { pattern: '**/*.py' }),
-            call('Grep', { pattern: 'hel+o', glob: '*.txt' }),
-            call('Bash', { command: 'ln -s /etc out' }),
-          ],
-        }),
-        () => ({ toolCalls: [call('Read', { file_path: 'out/passwd' })] }),
-        () => ({
-          toolCalls: [call('submit_result', { summary: 'Tidied.', files: ['notes/a.txt', 'nope.txt', '../x'] })],
-        }),
-      ],
-      {
-        name: 'bubblewrap',
-        probe: () => sandbox.probe(),
-        run: (c, o) => {
-          workspace = c.workspace;
-          return sandbox.run(c, o);
-        },
-      },
-    );
-    expect(agent.status).toBe('COMPLETED');
-    const [first, second, third] = seen.childSaw;
-    expect(first!.map((r) => r.is_error === true)).toEqual([false, false, true, true]);
-    expect(first![0]!.content).toBe('Wrote 15 bytes to src/deep/b.py.');
-    expect(first![1]!.content).toBe('     2\tworld');
-    expect(first![2]!.content).toMatch(/`\.\.` is not allowed/);
-    expect(first![3]!.content).toMatch(/relative to the workspace/);
-    expect(second!.map((r) => r.is_error === true)).toEqual([false, true, false, false, false]);
-    expect(second![1]!.content).toMatch(/old_string was not found/);
-    expect(second![2]!.content).toBe('src/deep/b.py');
-    expect(second![3]!.content).toBe('notes/a.txt:1:hello');
-    expect(third![0]).toMatchObject({ is_error: true, content: expect.stringMatching(/through a symlink/) });
-    const out = json(seen.result!);
-    expect(out.summary).toBe('Tidied.');
-    expect(out.commands).toEqual([{ command: 'ln -s /etc out', exit_code: 0, ms: expect.any(Number) }]);
-    const files = out.files as Array<{ path: string; size: number; artifact_id: string }>;
-    expect(files).toEqual([{ path: 'notes/a.txt', size: 12, artifact_id: expect.any(String) }]);
-    const artifact = await runtime.getArtifact(agent.agent_id, files[0]!.artifact_id);
-    expect(Buffer.from(artifact!.data).toString()).toBe('hello\nthere\n');
-    expect(out.not_saved).toEqual([
-      { path: 'nope.txt', reason: 'no such file' },
-      { path: '../x', reason: expect.stringMatching(/`\.\.` is not allowed/) },
-    ]);
-    // the call kept its output; the workspace is gone
-    expect(existsSync(workspace)).toBe(false);
-    await runtime.close();
-  });
-});
+      );
+      expect(agent.status).toBe('COMPLETED');
+      const [first, second, third] = seen.childSaw;
+      expect(first!.map((r) => r.is_error === true)).toEqual([false, false, true, true]);
+      expect(first![0]!.content).toBe('Wrote 15 bytes to src/deep/b.py.');
+      expect(first![1]!.content).toBe('     2\tworld');
+      expect(first![2]!.content).toMatch(/`\.\.` is not allowed/);
+      expect(first![3]!.content).toMatch(/relative to the workspace/);
+      expect(second!.map((r) => r.is_error === true)).toEqual([false, true, false, false, false]);
+      expect(second![1]!.content).toMatch(/old_string was not found/);
+      expect(second![2]!.content).toBe('src/deep/b.py');
+      expect(second![3]!.content).toBe('notes/a.txt:1:hello');
+      expect(third![0]).toMatchObject({ is_error: true, content: expect.stringMatching(/through a symlink/) });
+      const out = json(seen.result!);
+      expect(out.summary).toBe('Tidied.');
+      expect(out.commands).toEqual([{ command: 'ln -s /etc out', exit_code: 0, ms: expect.any(Number) }]);
+      const files = out.files as Array<{ path: string; size: number; artifact_id: string }>;
+      expect(files).toEqual([{ path: 'notes/a.txt', size: 12, artifact_id: expect.any(String) }]);
+      const artifact = await runtime.getArtifact(agent.agent_id, files[0]!.artifact_id);
+      expect(Buffer.from(artifact!.data).toString()).toBe('hello\nthere\n');
+      expect(out.not_saved).toEqual([
+        { path: 'nope.txt', reason: 'no such file' },
+        { path: '../x', reason: expect.stringMatching(/`\.\.` is not allowed/) },
+      ]);
+      // the call kept its output; the workspace is gone
+      expect(existsSync(workspace)).toBe(false);
+      await runtime.close();
+    });
+  },
+);
 
 describe('CPU-second billing of Bash (stand-in sandbox)', () => {
   it('charges the CPU time a command used at the per-CPU-second price; wall time when it was not measured', async () => {
@@ -262,11 +271,24 @@ describe.skipIf(!probe.ok)('re-runs of a call (a hand-made context)', () => {
   });
 });
 
-describe('bubblewrap availability for spawn_claude_code_agent', () => {
-  it.runIf(strict)('is available (AGENTRY_CI_STRICT=1: a missing sandbox fails here)', () => {
-    expect(probe).toEqual({ ok: true });
-  });
-  it.skipIf(probe.ok || strict)(`sandbox suites skipped: ${probe.ok ? '' : probe.reason}`, () => {});
+// What the sandbox tests of this file need, each a test of its own: it passes where the dependency is, is skipped
+// with the reason on a user's machine without it, and fails under AGENTRY_CI_STRICT=1.
+describe('what the sandbox tests of spawn_claude_code_agent need', () => {
+  it.skipIf(!probe.ok && !strict)(
+    skippable('bubblewrap works here (needed by the 8 sandbox tests in this file)', !strict && skipReason),
+    () => {
+      expect(probe).toEqual({ ok: true });
+    },
+  );
+  it.skipIf(!rg.ready && !strict)(
+    skippable(
+      'ripgrep (rg) is installed (needed by the file-tools test in this file: its Grep is ripgrep)',
+      !strict && !rg.ready && rg.detail,
+    ),
+    () => {
+      expect(rg).toMatchObject({ ready: true });
+    },
+  );
 });
 
 const PY = [

@@ -31,6 +31,7 @@ import { CLAUDE_AGENT_SDK, removeClaudeRuns } from './claude-sdk/runs.js';
 import type { ClaudeAgentSdk } from './claude-sdk/run-claude-code.js';
 import { BASH_CPU_SECOND_PRICE, codeChildTools, relativePath } from './child-tools.js';
 import { CLAUDE_CODE_INSTRUCTIONS, CODER_INSTRUCTIONS, CODER_STEPS, coderGoal } from './prompts.js';
+import { ripgrepReadiness } from './ripgrep.js';
 import { readCommands, readSession, removeSession, writeSession, type CommandRecord } from './session.js';
 import { workspaceFileOperation } from './workspace-files.js';
 
@@ -184,6 +185,8 @@ function sdkInstalled(): boolean {
 export type CodeAgentTool = Tool<z.input<typeof Input>> & {
   /** Ready or not, and why: the probe's answer once it ran, else a quick look for bwrap ("checked on first use"). */
   readiness(): { ready: boolean; detail: string };
+  /** Whether the coding child's `Grep` can start: ripgrep (`rg`) where the sandbox finds programs. */
+  grepReadiness(): { ready: boolean; detail: string };
   /** Removes the workspaces of deleted agents (a coding child's workspace is keyed by the child's id). */
   agentsDeleted(agentIds: readonly string[]): Promise<void>;
   /** The runtime's services: the claude-agent-sdk backend's model turns are billed through them. */
@@ -426,5 +429,6 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       }
       return { ready: true, detail: `${coder} ${sandbox.name} sandbox (checked on first use)` };
     },
+    grepReadiness: () => ripgrepReadiness(),
   }) as CodeAgentTool;
 }
