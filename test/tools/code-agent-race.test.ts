@@ -84,7 +84,8 @@ function stopRacer(racer: ChildProcess): Promise<number> {
 }
 
 describe('the file tools under a symlink race', () => {
-  it.runIf(strict && !probe.ok)('has a sandbox (AGENTRY_CI_STRICT=1)', () => {
+  // Stands in for what the test below needs; a failure under AGENTRY_CI_STRICT=1 when it is missing.
+  it.runIf(strict && !probe.ok)('bubblewrap works here (needed by the race test below)', () => {
     expect(probe).toEqual({ ok: true });
   });
 

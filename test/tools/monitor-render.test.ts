@@ -31,7 +31,8 @@ afterAll(async () => {
 });
 
 describe('monitor render: true', () => {
-  it.runIf(strict)('has Chromium (AGENTRY_CI_STRICT=1: a missing browser fails here)', () => {
+  // Stands in for what the test below needs; a failure under AGENTRY_CI_STRICT=1 when it is missing.
+  it.runIf(strict)('Chromium is installed (needed by the render test below)', () => {
     expect(chromium.found, chromium.found ? '' : chromium.reason).toBe(true);
   });
 
