@@ -19,7 +19,8 @@
  * - tools that need task-based execution (`execution.taskSupport: "required"`) run as MCP tasks: created, polled
  *   (their status message passed on), cancelled with the call, their result fetched;
  * - what a server asks of the client: `roots` (as configured), `sampling` (the calling agent's model, one billed
- *   turn, only for servers that opt in; their calls run one agent at a time, so the request is the agent's),
+ *   turn, only for servers that opt in; the request is the agent's whose call's response stream it came on
+ *   (Streamable HTTP), and a stdio server runs one agent's calls at a time, so there it is the running agent's),
  *   `elicitation` (the embedding application's handler, else declined).
  */
 import type { ChildProcess } from 'node:child_process';
@@ -29,6 +30,7 @@ import type { CallToolResult, Progress, Tool as McpTool } from '@modelcontextpro
 import type { McpServerConfig } from './config.js';
 import { answerServerRequests, clientCapabilities, type CallInFlight, type McpClientHost } from './server-requests.js';
 import { AgentTurns } from './agent-turns.js';
+import { CALL_TOKEN_META, CallAttribution } from './http-attribution.js';
 import { whyLine } from './stderr.js';
 import { callToolAsTask } from './task-call.js';
 
@@ -133,8 +135,10 @@ export class McpServerConnection {
   private endWait: (() => void) | undefined;
   /** Calls in flight (a sampling request is answered by the model of the agent they belong to). */
   private readonly inFlight = new Set<CallInFlight>();
-  /** On a server with `sampling`: whose calls may run (see agent-turns.ts). */
+  /** On a stdio server with `sampling`: whose calls may run (see agent-turns.ts). */
   readonly turns = new AgentTurns();
+  /** On a Streamable HTTP server: the calls whose streams the server's requests came on (http-attribution.ts). */
+  private readonly attribution = new CallAttribution();
   /** Why the connection is being dropped (an HTTP session that ended), for the `closed` handler. */
   private dropReason: string | undefined;
   /** A ping checking the server after a response stream broke (one at a time). */
@@ -198,16 +202,21 @@ export class McpServerConnection {
     const signal = options.signal;
     signal?.throwIfAborted();
     const timeoutMs = options.timeoutMs ?? this.config.toolTimeoutMs;
-    // On a server that may ask for sampling, agents take turns: its requests are then always attributable.
-    const endTurn =
-      this.config.sampling && options.agentId !== undefined
-        ? await this.turns.take(options.agentId, signal)
-        : undefined;
-    const call: CallInFlight = { agentId: options.agentId, signal, samples: 0 };
+    // A server that may ask for sampling must be able to tell whose model answers. Over Streamable HTTP its request
+    // comes on the call's own response stream, which the call's token in `_meta` identifies (http-attribution.ts);
+    // over stdio nothing does, so there agents take turns (agent-turns.ts).
+    const sampling = this.config.sampling && options.agentId !== undefined;
+    const token = sampling && this.config.transport === 'http' ? this.attribution.newToken() : undefined;
+    const endTurn = sampling && token === undefined ? await this.turns.take(options.agentId!, signal) : undefined;
+    const call: CallInFlight = { agentId: options.agentId, signal, samples: 0, token };
     this.inFlight.add(call);
     try {
       // The trace goes on at the server when tracing is on: MCP's `_meta` carries W3C trace context by convention.
-      const traceMeta = options.traceparent !== undefined ? { _meta: { traceparent: options.traceparent } } : {};
+      const meta = {
+        ...(options.traceparent !== undefined ? { traceparent: options.traceparent } : {}),
+        ...(token !== undefined ? { [CALL_TOKEN_META]: token } : {}),
+      };
+      const traceMeta = Object.keys(meta).length > 0 ? { _meta: meta } : {};
       for (let attempt = 0; ; attempt++) {
         const client = await (signal ? raceAbort(this.start(), signal) : this.start());
         try {
@@ -246,6 +255,7 @@ export class McpServerConnection {
       }
     } finally {
       this.inFlight.delete(call);
+      if (token !== undefined) this.attribution.ended(token);
       endTurn?.();
     }
   }
@@ -340,7 +350,12 @@ export class McpServerConnection {
     const loaded = await (sdk ??= loadSdk());
     const { Client, StdioClientTransport, StreamableHTTPClientTransport } = loaded;
     const client = new Client(this.clientInfo, { capabilities: clientCapabilities(this.config, this.host) });
-    answerServerRequests(client, loaded.types, { config: this.config, host: this.host, inFlight: this.inFlight });
+    answerServerRequests(client, loaded.types, {
+      config: this.config,
+      host: this.host,
+      inFlight: this.inFlight,
+      attribution: this.attribution,
+    });
     client.onerror = (err) => this.transportError(client, err);
     client.setNotificationHandler(loaded.types.ToolListChangedNotificationSchema, () => {
       if (this.client !== client || this.state !== 'ready') return;
@@ -413,7 +428,10 @@ export class McpServerConnection {
   ): Transport {
     const c = this.config;
     if (c.transport === 'http') {
-      return new StreamableHTTPClientTransport(new URL(c.url), { requestInit: { headers: c.headers } });
+      return new StreamableHTTPClientTransport(new URL(c.url), {
+        requestInit: { headers: c.headers },
+        ...(c.sampling ? { fetch: this.attribution.wrap() } : {}),
+      });
     }
     const transport = new StdioClientTransport({
       command: c.command,

@@ -14,6 +14,7 @@ import type {
 import type { CreateMessageRequest, CreateMessageResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpElicitationHandler } from '../tools/tool-source.js';
 import type { McpServerConfig } from './config.js';
+import type { CallAttribution } from './http-attribution.js';
 
 const INVALID_REQUEST = -32600;
 const METHOD_NOT_FOUND = -32601;
@@ -40,6 +41,8 @@ export interface CallInFlight {
   signal: AbortSignal | undefined;
   /** Sampling requests answered for it so far (a server may not loop on the agent's model). */
   samples: number;
+  /** Its token in `_meta` (Streamable HTTP servers that may sample): its stream's requests are its own. */
+  token?: string | undefined;
 }
 
 /** What of a connection the handlers read: its config, the runtime's services, its calls in flight. */
@@ -47,6 +50,8 @@ interface ConnectionView {
   config: McpServerConfig;
   host: McpClientHost;
   inFlight: ReadonlySet<CallInFlight>;
+  /** Which call's response stream a request came on (Streamable HTTP). */
+  attribution: Pick<CallAttribution, 'take'>;
 }
 
 /**
@@ -63,15 +68,18 @@ export function clientCapabilities(config: McpServerConfig, host: McpClientHost)
 
 /** Handlers of the server's requests: roots, sampling and elicitation, each only when declared. */
 export function answerServerRequests(client: Client, types: RequestSchemas, connection: ConnectionView): void {
-  const { config, host, inFlight } = connection;
+  const { config, host, inFlight, attribution } = connection;
   if (config.roots.length > 0) {
     client.setRequestHandler(types.ListRootsRequestSchema, () => ({ roots: config.roots }));
   }
   if (config.sampling) {
     client.setRequestHandler(types.CreateMessageRequestSchema, async (request, extra) => {
-      const agentId = callerOf(inFlight, 'sampling');
-      // Counted on the agent's oldest call in flight: the one the request most likely came with.
-      const call = [...inFlight].find((c) => c.agentId === agentId)!;
+      // The call whose response stream carried the request, when one did (Streamable HTTP); else the one agent whose
+      // calls are in flight, counted on its oldest call: the one the request most likely came with.
+      const token = attribution.take(extra.requestId);
+      const own = token === undefined ? undefined : [...inFlight].find((c) => c.token === token && c.agentId);
+      const agentId = own?.agentId ?? callerOf(inFlight, 'sampling');
+      const call = own ?? [...inFlight].find((c) => c.agentId === agentId)!;
       if (++call.samples > config.samplingMaxRequests) {
         throw refusal(
           INVALID_REQUEST,
@@ -125,10 +133,11 @@ export function answerServerRequests(client: Client, types: RequestSchemas, conn
 }
 
 /**
- * The agent a request of the server (sampling) is for: the agent whose calls are in flight. A connection serves
- * every agent and MCP does not say which call a server request comes with. A server that may sample runs one
- * agent's calls at a time (agent-turns.ts), so there is one; should calls of several agents still be in flight (calls
- * made on the connection directly), the request is refused rather than billed to a guess.
+ * The agent a request of the server (sampling) is for, when its stream did not say: the agent whose calls are in
+ * flight. A connection serves every agent and MCP does not say which call a server request comes with. A stdio server
+ * that may sample runs one agent's calls at a time (agent-turns.ts), so there is one; should calls of several agents
+ * still be in flight (a Streamable HTTP server that sent the request outside the call's stream, calls made on the
+ * connection directly), the request is refused rather than billed to a guess.
  */
 function callerOf(inFlight: ReadonlySet<CallInFlight>, what: string): string {
   const agents = new Set([...inFlight].map((c) => c.agentId));

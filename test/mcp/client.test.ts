@@ -220,6 +220,41 @@ describe('MCP tools through an agent', () => {
     }
   });
 
+  it('sampling over Streamable HTTP with calls of two agents in flight together: each answered by its own agent’s model', async () => {
+    const { url, child } = await startHttpFixture({}, ['--sessions']);
+    const model = scriptedModel({
+      turns: (request, { turnIndex }): ScriptedTurn => {
+        if (request.system.startsWith('An MCP server (remote)')) return { text: 'sampled', usage: { inputTokens: 9 } };
+        // Both calls wait until the other is in flight too, then ask: the request comes on each call's own stream.
+        return turnIndex === 0
+          ? { toolCalls: [{ id: 'call_0', name: 'mcp__remote__ask_model', input: { together: 2 } }] }
+          : { text: 'done' };
+      },
+    });
+    const storage = memoryStorage();
+    const runtime = await AgentRuntime.open({
+      storage,
+      model,
+      builtinTools: false,
+      mcpServers: { remote: { type: 'http', url, sampling: true } },
+    });
+    try {
+      const agents = await Promise.all([1, 2].map((i) => runtime.create({ goal: `Agent ${i}` })));
+      for (const { agent_id } of agents) {
+        expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+        expect((await toolResults(storage, agent_id)).get('call_0')!.content).toMatch(/^answered: .*"text":"sampled"/);
+      }
+      const sampled = model.calls.filter((c) => c.system.startsWith('An MCP server'));
+      expect(sampled.map((c) => c.agentId).sort()).toEqual(agents.map((a) => a.agent_id).sort());
+      const ledger = await storage.listLedger(runtime.defaultAccountId);
+      const rows = ledger.filter((l) => l.kind === 'model' && l.tokens_in === 9);
+      expect(rows.map((l) => l.agent_id).sort()).toEqual(agents.map((a) => a.agent_id).sort());
+    } finally {
+      await runtime.close();
+      await stopChild(child);
+    }
+  });
+
   it('no sampled turn after the subscription is deactivated: the server is refused, the agent pauses', async () => {
     const { config } = fixtureServer();
     const opened: { runtime?: AgentRuntime } = {};
