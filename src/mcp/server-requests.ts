@@ -88,7 +88,9 @@ export function answerServerRequests(client: Client, types: RequestSchemas, conn
         );
       }
       if (!host.sample) throw refusal(INTERNAL_ERROR, 'agentry: the runtime is not open yet');
-      const signals = [extra.signal, ...[...inFlight].flatMap((c) => (c.signal ? [c.signal] : []))];
+      // Ends with the request, or with the call(s) it may belong to (a pause or delete of that agent).
+      const calls = own ? [own] : [...inFlight];
+      const signals = [extra.signal, ...calls.flatMap((c) => (c.signal ? [c.signal] : []))];
       return host.sample(agentId, request.params, AbortSignal.any(signals));
     });
   }
