@@ -7,7 +7,15 @@
  * kept up to a cap and then read and dropped, so a chatty command never blocks on a full pipe.
  *
  * Each run's whole memory is bounded by a memory cgroup of its own where the host allows one (`memory-cgroup.ts`),
- * its tmpfs by their size, and its workspace by a disk quota watched with `du` during the run (`workspace-usage.ts`).
+ * its tmpfs by their size, and its workspace by a disk quota watched with `du` during the run (`workspace-usage.ts`),
+ * as is the sum over every workspace of the run's account (`accountWorkspaceBytes`).
+ *
+ * CPU time is measured for the whole sandbox, detached processes included: by the run's cgroup where there is one
+ * (`cpuacct.usage`, v2 `cpu.stat`), else by a fixed shell OUTSIDE the sandbox that waits for bwrap and prints
+ * `times`. Every process of the pid namespace is reaped by its parent or by bwrap's init (a detached one too, when
+ * it ends or when the namespace is torn down), and each reap adds the child's time to its reaper, up to bwrap and
+ * so to that shell. What it misses: a process whose parent set SIGCHLD to SIG_IGN is reaped by nobody, so its time
+ * reaches no parent (SECURITY.md, "Resource bounds").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, readFileSync } from 'node:fs';
@@ -63,7 +71,19 @@ export interface BubblewrapSandboxOptions {
    * @default 'auto'
    */
   memoryCgroup?: 'auto' | 'require' | 'off';
+  /**
+   * Disk all workspaces of one account may use together (bytes, as `du` counts them), for runs that name their
+   * account (`SandboxRunOptions.account`). Checked like `workspaceBytes`: before a run (the workspaces of the account
+   * this sandbox has run in are measured) and every half second during it; past it the run is killed with
+   * `quotaExceeded`. Workspaces of the account not touched since the process started are not counted until a run
+   * touches them.
+   * @default DEFAULT_ACCOUNT_WORKSPACE_BYTES (4 GiB)
+   */
+  accountWorkspaceBytes?: number;
 }
+
+/** Disk all workspaces of one account may hold together, by default: four full workspaces. */
+export const DEFAULT_ACCOUNT_WORKSPACE_BYTES = 4 * 1024 ** 3;
 
 /** How often the workspace quota is checked during a run. */
 const QUOTA_CHECK_MS = 500;
@@ -135,6 +155,8 @@ interface LaunchExtras {
   input?: string | Uint8Array;
   /** The workspace's usage at the start: the run may not take it past max(quota, this). */
   usageAtStart?: WorkspaceUsage;
+  /** The run's account and what its other workspaces held at the start (the account's disk bound). */
+  account?: { name: string; others: number; atStart: number };
 }
 
 /**
@@ -151,6 +173,10 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
   const etc = options.etc ?? DEFAULT_ETC;
   const baseLimits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
   const memoryCgroup = options.memoryCgroup ?? 'auto';
+  const accountBytes = options.accountWorkspaceBytes ?? DEFAULT_ACCOUNT_WORKSPACE_BYTES;
+  positiveLimit('accountWorkspaceBytes', accountBytes);
+  /** Per account: each workspace it ran in, with the bytes last measured there. */
+  const accountDisk = new Map<string, Map<string, number>>();
   let host: Promise<Host | string> | undefined;
   let probed: Promise<SandboxProbe> | undefined;
 
@@ -205,7 +231,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     let argv: string[];
     try {
       argv = bubblewrapArgv({
-        ...(extras.cgroup ? { cgroupProcs: extras.cgroup.procsFile } : {}),
+        ...(extras.cgroup ? { cgroupProcs: extras.cgroup.procsFiles } : {}),
         bwrap: h.bwrap,
         setpriv: h.setpriv,
         prlimit: h.prlimit,
@@ -220,8 +246,10 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         ...(command.mounts ? { mounts: command.mounts } : {}),
         env: sandboxEnv(command.env),
         limits,
-        command: ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...commandArgv(command)],
+        command: commandArgv(command),
       });
+      // The CPU reporter waits for bwrap outside the sandbox: nothing inside can reach its fd 3.
+      argv = ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...argv];
     } catch (error) {
       void extras.cgroup?.finish();
       throw error;
@@ -257,7 +285,8 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     const killSandbox = () => {
       if (ended || killed || child.pid === undefined) return;
       killed = true;
-      const inits = childrenOf(child.pid);
+      // The reporter shell's child is bwrap (after the launcher's and setpriv's execs); bwrap's child is the init.
+      const inits = childrenOf(child.pid).flatMap(childrenOf);
       for (const pid of inits) {
         try {
           process.kill(pid, 'SIGKILL');
@@ -280,10 +309,17 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       bytes: Math.max(limits.workspaceBytes, extras.usageAtStart?.bytes ?? 0),
       files: Math.max(limits.workspaceFiles, extras.usageAtStart?.files ?? 0),
     };
+    const account = extras.account;
+    const accountAllowed = account ? Math.max(accountBytes, account.atStart) : Infinity;
     const checkQuota = async () => {
       const usage = await workspaceUsage(h.du, command.workspace);
       if (ended || killed) return;
-      if (usage && (usage.bytes > allowed.bytes || usage.files > allowed.files)) {
+      if (usage && account) accountDisk.get(account.name)?.set(command.workspace, usage.bytes);
+      const others = account ? otherWorkspaces(account.name, command.workspace) : 0;
+      if (
+        usage &&
+        (usage.bytes > allowed.bytes || usage.files > allowed.files || usage.bytes + others > accountAllowed)
+      ) {
         quotaExceeded = true;
         killSandbox();
         return;
@@ -325,7 +361,8 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
             signal: killed ? 'SIGKILL' : sig,
             timedOut,
             durationMs,
-            ...cpuTimeOf(killed ? '' : cpuReport),
+            // The cgroup's figure when there is one (it also sees a process nobody reaped), else the reaped tree's.
+            ...cpuTimeOf(cpuReport),
             ...m,
             ...(quotaExceeded ? { quotaExceeded } : {}),
           }),
@@ -335,7 +372,19 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     return { child, kill: killSandbox, exited };
   }
 
-  async function runSandboxed(h: Host, command: SandboxCommand, signal?: AbortSignal): Promise<SandboxResult> {
+  /** Bytes last measured in the account's workspaces other than `workspace`. */
+  function otherWorkspaces(account: string, workspace: string): number {
+    let sum = 0;
+    for (const [path, bytes] of accountDisk.get(account) ?? []) if (path !== workspace) sum += bytes;
+    return sum;
+  }
+
+  async function runSandboxed(
+    h: Host,
+    command: SandboxCommand,
+    signal?: AbortSignal,
+    account?: string,
+  ): Promise<SandboxResult> {
     if (signal?.aborted) {
       return {
         exitCode: null,
@@ -353,7 +402,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       command,
       command.stdin !== undefined ? 'pipe' : 'ignore',
       signal,
-      await prepare(h, command, command.stdin),
+      await prepare(h, command, command.stdin, account),
     );
     const capture = (stream: NodeJS.ReadableStream) => {
       const chunks: Buffer[] = [];
@@ -425,6 +474,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     h: Host,
     command: SandboxSpawnCommand | SandboxCommand,
     input?: string | Uint8Array,
+    accountName?: string,
   ): Promise<LaunchExtras> {
     const limits: SandboxLimits = { ...baseLimits, ...command.limits };
     positiveLimit('memoryBytes', limits.memoryBytes);
@@ -443,12 +493,47 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
           `limits are ${limits.workspaceBytes} bytes and ${limits.workspaceFiles} files): delete files first`,
       );
     }
+    const account =
+      accountName !== undefined && usageAtStart
+        ? await measureAccount(h, accountName, command.workspace, usageAtStart.bytes)
+        : undefined;
+    if (command.refuseOverQuota && account && account.others + usageAtStart!.bytes > accountBytes) {
+      throw new AgentryError(
+        'invalid_request',
+        `The account's workspaces are over their disk quota (${account.others + usageAtStart!.bytes} bytes; the ` +
+          `limit is ${accountBytes} bytes across workspaces): delete files first`,
+      );
+    }
     const cgroup = typeof h.cgroups === 'string' ? undefined : await h.cgroups.create(limits.memoryBytes);
     return {
       ...(cgroup ? { cgroup } : {}),
+      ...(account ? { account } : {}),
       ...(input !== undefined ? { input } : {}),
       ...(usageAtStart ? { usageAtStart } : {}),
     };
+  }
+
+  /**
+   * Re-measures the account's other workspaces (dropping those that are gone) and records this one: what the
+   * account's disk bound is checked against during the run.
+   */
+  async function measureAccount(
+    h: Host,
+    name: string,
+    workspace: string,
+    bytes: number,
+  ): Promise<NonNullable<LaunchExtras['account']>> {
+    let known = accountDisk.get(name);
+    if (!known) accountDisk.set(name, (known = new Map()));
+    known.set(workspace, bytes);
+    for (const path of [...known.keys()]) {
+      if (path === workspace) continue;
+      const usage = await workspaceUsage(h.du, path);
+      if (usage) known.set(path, usage.bytes);
+      else known.delete(path);
+    }
+    const others = otherWorkspaces(name, workspace);
+    return { name, others, atStart: others + bytes };
   }
 
   /** The host, once the probe passed, and the checks every command must pass. */
@@ -481,11 +566,17 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         );
       }
       const h = await ready(command);
-      return runSandboxed(h, command, runOptions.signal);
+      return runSandboxed(h, command, runOptions.signal, runOptions.account);
     },
     async spawn(command, runOptions: SandboxRunOptions = {}): Promise<SandboxProcess> {
       const h = await ready(command);
-      const { child, kill, exited } = launch(h, command, 'pipe', runOptions.signal, await prepare(h, command));
+      const { child, kill, exited } = launch(
+        h,
+        command,
+        'pipe',
+        runOptions.signal,
+        await prepare(h, command, undefined, runOptions.account),
+      );
       // A start that fails rejects `exited`; the caller sees it there, not as an unhandled rejection here.
       exited.catch(() => undefined);
       return { stdin: child.stdin!, stdout: child.stdout!, stderr: child.stderr!, kill, exited };
@@ -500,9 +591,11 @@ function positiveLimit(name: string, value: number): void {
 }
 
 /**
- * The command runs as the child of a shell that, when it has ended, writes the CPU time of the command and every
- * process it waited for (`times`) to fd 3. The command does not inherit fd 3 (`3>&-`), so it cannot forge the figure;
- * the shell exits with the command's status (128 + signal when a signal killed it).
+ * bwrap (with the cgroup launcher and setpriv before it) runs as the child of a shell on the host that, when bwrap
+ * has ended, writes the CPU time of bwrap and everything reaped under it (`times`) to fd 3: every process of the
+ * sandbox, detached ones included, since the pid namespace's init reaps orphans and is itself reaped by bwrap. bwrap
+ * does not inherit fd 3 (`3>&-`), so nothing in the sandbox can forge the figure; the shell exits with bwrap's status
+ * (the command's, 128 + signal when a signal killed it).
  */
 const CPU_REPORTER = '"$@" 3>&-; status=$?; times >&3; exit $status';
 

@@ -161,7 +161,8 @@ describe.skipIf(!probe.ok)(skippable('bubblewrap sandbox: real runs', skipReason
     expect(r.timedOut).toBe(false);
     expect(Date.now() - started).toBeLessThan(2000);
     expect(await processesWith('41.414')).toBe(0);
-    expect(r.cpuMs).toBeUndefined(); // killed before it could be measured: billed by wall time instead
+    // Measured although killed: the reporter waits for bwrap outside the sandbox, and the kill ends only the inside.
+    expect(r.cpuMs).toBeTypeOf('number');
   });
 });
 
