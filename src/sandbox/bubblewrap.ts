@@ -11,11 +11,12 @@
  * as is the sum over every workspace of the run's account (`accountWorkspaceBytes`).
  *
  * CPU time is measured for the whole sandbox, detached processes included: by the run's cgroup where there is one
- * (`cpuacct.usage`, v2 `cpu.stat`), else by a fixed shell OUTSIDE the sandbox that waits for bwrap and prints
- * `times`. Every process of the pid namespace is reaped by its parent or by bwrap's init (a detached one too, when
- * it ends or when the namespace is torn down), and each reap adds the child's time to its reaper, up to bwrap and
- * so to that shell. What it misses: a process whose parent set SIGCHLD to SIG_IGN is reaped by nobody, so its time
- * reaches no parent (SECURITY.md, "Resource bounds").
+ * (`cpuacct.usage`, v2 `cpu.stat`). Without one, by sampling the process tree under bwrap's init in /proc every
+ * quarter second: each process's own time plus what it reaped (`cutime`, `cstime`), the init's included, which has
+ * reaped every orphan, detached ones among them; and by the command's own report of what it waited for. What that
+ * misses: the last quarter second of processes that end together with the run, and any process whose parent set
+ * SIGCHLD to SIG_IGN (reaped by nobody, its time reaches no parent) after the last sample (SECURITY.md,
+ * "Resource bounds").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, readFileSync } from 'node:fs';
@@ -87,6 +88,10 @@ export const DEFAULT_ACCOUNT_WORKSPACE_BYTES = 4 * 1024 ** 3;
 
 /** How often the workspace quota is checked during a run. */
 const QUOTA_CHECK_MS = 500;
+/** How often a run without a cgroup has its process tree's CPU time sampled. */
+const CPU_SAMPLE_MS = 250;
+/** Clock ticks per second of /proc's times (USER_HZ: 100 on every Linux architecture agentry runs on). */
+const USER_HZ = 100;
 
 const ROOT_ENTRIES = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 const FALLBACK_DIRS = ['/usr/bin', '/usr/sbin', '/bin', '/sbin'];
@@ -130,6 +135,40 @@ function childrenOf(pid: number): number[] {
   } catch {
     return [];
   }
+}
+
+/**
+ * CPU time of the processes under `roots` and of everything they reaped, in ms: utime + stime + cutime + cstime of
+ * each (fields 14-17 of /proc/<pid>/stat). A dead child's time is in its reaper's cutime, and live ones are counted
+ * on their own, so nothing is counted twice. Undefined when no process could be read.
+ */
+function treeCpuMs(roots: number[]): number | undefined {
+  let ticks = 0;
+  let read = false;
+  const queue = [...roots];
+  for (let seen = 0; queue.length > 0 && seen < 100_000; seen++) {
+    const pid = queue.pop()!;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    // The command name (field 2) may hold spaces and parentheses: the fields after it start after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const times = [fields[11], fields[12], fields[13], fields[14]].map(Number);
+    if (times.every(Number.isFinite)) {
+      ticks += times.reduce((a, b) => a + b, 0);
+      read = true;
+    }
+    queue.push(...childrenOf(pid));
+  }
+  return read ? Math.round((ticks * 1000) / USER_HZ) : undefined;
+}
+
+function largestCpu(a: number | undefined, b: number | undefined): { cpuMs?: number } {
+  if (a === undefined && b === undefined) return {};
+  return { cpuMs: Math.max(a ?? 0, b ?? 0) };
 }
 
 function isRoot(): boolean {
@@ -246,10 +285,8 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         ...(command.mounts ? { mounts: command.mounts } : {}),
         env: sandboxEnv(command.env),
         limits,
-        command: commandArgv(command),
+        command: ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...commandArgv(command)],
       });
-      // The CPU reporter waits for bwrap outside the sandbox: nothing inside can reach its fd 3.
-      argv = ['/bin/sh', '-c', CPU_REPORTER, 'sh', ...argv];
     } catch (error) {
       void extras.cgroup?.finish();
       throw error;
@@ -285,8 +322,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     const killSandbox = () => {
       if (ended || killed || child.pid === undefined) return;
       killed = true;
-      // The reporter shell's child is bwrap (after the launcher's and setpriv's execs); bwrap's child is the init.
-      const inits = childrenOf(child.pid).flatMap(childrenOf);
+      const inits = childrenOf(child.pid);
       for (const pid of inits) {
         try {
           process.kill(pid, 'SIGKILL');
@@ -330,6 +366,16 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     signal?.addEventListener('abort', onAbort, { once: true });
     if (signal?.aborted) killSandbox();
 
+    // Without a cgroup, the whole tree's CPU is sampled (see the module's comment).
+    let sampledCpuMs: number | undefined;
+    let cpuTimer: NodeJS.Timeout | undefined;
+    const sampleCpu = () => {
+      if (ended || child.pid === undefined) return;
+      const ms = treeCpuMs(childrenOf(child.pid));
+      if (ms !== undefined) sampledCpuMs = Math.max(sampledCpuMs ?? 0, ms);
+      cpuTimer = setTimeout(sampleCpu, CPU_SAMPLE_MS);
+    };
+    if (!extras.cgroup) cpuTimer = setTimeout(sampleCpu, CPU_SAMPLE_MS / 2);
     let cpuReport = '';
     (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
       if (cpuReport.length < 256) cpuReport += chunk.toString('utf8');
@@ -341,6 +387,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     const exited = new Promise<Ended>((resolve, reject) => {
       child.on('error', (error) => {
         clearTimeout(timer);
+        clearTimeout(cpuTimer);
         clearTimeout(quotaTimer);
         void extras.cgroup?.finish();
         signal?.removeEventListener('abort', onAbort);
@@ -348,6 +395,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       });
       child.on('close', (code, sig) => {
         ended = true;
+        clearTimeout(cpuTimer);
         clearTimeout(timer);
         clearTimeout(fallback);
         clearTimeout(quotaTimer);
@@ -361,8 +409,9 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
             signal: killed ? 'SIGKILL' : sig,
             timedOut,
             durationMs,
-            // The cgroup's figure when there is one (it also sees a process nobody reaped), else the reaped tree's.
-            ...cpuTimeOf(cpuReport),
+            // The cgroup's figure (`m`) when there is one: it sees every process. Else the larger of the command's
+            // report and the sampled tree.
+            ...largestCpu(cpuTimeOf(killed ? '' : cpuReport).cpuMs, sampledCpuMs),
             ...m,
             ...(quotaExceeded ? { quotaExceeded } : {}),
           }),
@@ -591,11 +640,10 @@ function positiveLimit(name: string, value: number): void {
 }
 
 /**
- * bwrap (with the cgroup launcher and setpriv before it) runs as the child of a shell on the host that, when bwrap
- * has ended, writes the CPU time of bwrap and everything reaped under it (`times`) to fd 3: every process of the
- * sandbox, detached ones included, since the pid namespace's init reaps orphans and is itself reaped by bwrap. bwrap
- * does not inherit fd 3 (`3>&-`), so nothing in the sandbox can forge the figure; the shell exits with bwrap's status
- * (the command's, 128 + signal when a signal killed it).
+ * The command runs as the child of a shell that, when it has ended, writes the CPU time of the command and every
+ * process it waited for (`times`) to fd 3. The command does not inherit fd 3 (`3>&-`), so it cannot forge the figure;
+ * the shell exits with the command's status (128 + signal when a signal killed it). What the command did not wait
+ * for is in the cgroup's figure, or the sampled tree's.
  */
 const CPU_REPORTER = '"$@" 3>&-; status=$?; times >&3; exit $status';
 
