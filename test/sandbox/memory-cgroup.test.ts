@@ -67,7 +67,9 @@ describe('findMemoryCgroups', () => {
     // a real cgroupfs makes these files itself in a new cgroup; the stand-in has none, so memsw is skipped
     const run = await found.create(64 * 1024 * 1024);
     expect(run.procsFiles[0]!.startsWith(join(own, 'agentry', 'run-'))).toBe(true);
-    expect(await readFile(run.procsFiles[0]!.replace('cgroup.procs', 'memory.limit_in_bytes'), 'utf8')).toBe('67108864');
+    expect(await readFile(run.procsFiles[0]!.replace('cgroup.procs', 'memory.limit_in_bytes'), 'utf8')).toBe(
+      '67108864',
+    );
     expect(await run.finish()).toEqual({ memoryExceeded: false });
   });
 });

@@ -56,6 +56,45 @@ describe('fair sandbox slots (no sandbox needed)', () => {
     expect(slots.peak).toBe(3);
   });
 
+  it('wraps any sandbox: one slot per account by default with 2 slots; a run aborted while waiting never starts', async () => {
+    const started: string[] = [];
+    const finish: Array<() => void> = [];
+    const inner: Sandbox = {
+      name: 'fake',
+      probe: async () => ({ ok: true }),
+      run: (command) =>
+        new Promise((resolve) => {
+          started.push(command.shell ?? '');
+          finish.push(() =>
+            resolve({
+              exitCode: 0,
+              signal: null,
+              stdout: '',
+              stderr: '',
+              stdoutTruncated: false,
+              stderrTruncated: false,
+              timedOut: false,
+              durationMs: 1,
+            }),
+          );
+        }),
+    };
+    const sandbox = withSandboxSlots(inner);
+    const cmd = (shell: string) => ({ shell, workspace: '/w', timeoutMs: 1_000, maxOutputBytes: 10 });
+    const a1 = sandbox.run(cmd('a1'), { account: 'a' });
+    const gone = new AbortController();
+    const a2 = sandbox.run(cmd('a2'), { account: 'a', signal: gone.signal });
+    const b1 = sandbox.run(cmd('b1'), { account: 'b' });
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(started).toEqual(['a1', 'b1']);
+    gone.abort();
+    expect(await a2).toMatchObject({ signal: 'SIGKILL', exitCode: null });
+    for (const done of finish) done();
+    await Promise.all([a1, b1]);
+    expect(started).toEqual(['a1', 'b1']);
+    expect(() => withSandboxSlots(inner, { slots: 0 })).toThrow(/slots/);
+  });
+
   it.runIf(strict)('has a sandbox (AGENTRY_CI_STRICT=1: a missing sandbox fails here)', () => {
     expect(probe).toEqual({ ok: true });
   });

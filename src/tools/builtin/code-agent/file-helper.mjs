@@ -247,14 +247,20 @@ export function compileGlob(pattern) {
   if (i < pattern.length) throw new Error(`unbalanced } in glob ${JSON.stringify(pattern)}`);
 
   /** Adds `state` and every state its splits lead to (once each: `seen` marks the current step). */
-  const closure = (/** @type {number} */ state, /** @type {number[]} */ into, /** @type {Int32Array} */ seen, /** @type {number} */ step) => {
+  const closure = (
+    /** @type {number} */ state,
+    /** @type {number[]} */ into,
+    /** @type {Int32Array} */ seen,
+    /** @type {number} */ step,
+  ) => {
     const stack = [state];
     while (stack.length > 0) {
       const s = /** @type {number} */ (stack.pop());
       if (seen[s] === step) continue;
       seen[s] = step;
       const node = /** @type {GlobState} */ (states[s]);
-      if (node.kind === 'split') for (let k = node.outs.length - 1; k >= 0; k--) stack.push(/** @type {number} */ (node.outs[k]));
+      if (node.kind === 'split')
+        for (let k = node.outs.length - 1; k >= 0; k--) stack.push(/** @type {number} */ (node.outs[k]));
       else into.push(s);
     }
   };
