@@ -78,13 +78,13 @@ export interface BubblewrapSandboxOptions {
    * this sandbox has run in are measured) and every half second during it; past it the run is killed with
    * `quotaExceeded`. Workspaces of the account not touched since the process started are not counted until a run
    * touches them.
-   * @default DEFAULT_ACCOUNT_WORKSPACE_BYTES (4 GiB)
+   * @default DEFAULT_ACCOUNT_WORKSPACE_BYTES (2 GiB)
    */
   accountWorkspaceBytes?: number;
 }
 
-/** Disk all workspaces of one account may hold together, by default: four full workspaces. */
-export const DEFAULT_ACCOUNT_WORKSPACE_BYTES = 4 * 1024 ** 3;
+/** Disk all workspaces of one account may hold together, by default: two full workspaces. */
+export const DEFAULT_ACCOUNT_WORKSPACE_BYTES = 2 * 1024 ** 3;
 
 /** How often the workspace quota is checked during a run. */
 const QUOTA_CHECK_MS = 500;

@@ -248,7 +248,8 @@ describe.skipIf(!probe.ok)(skippable('one resource budget per account for the sa
 
   it('32 parallel Reads of a 5 MB binary file add < 300 MB to the runtime', async () => {
     const dataDir = join(base, 'reads');
-    const tools = childTools(dataDir);
+    // As many slots as Reads: what bounds the runtime's memory here is the streamed, capped answer, not the queue.
+    const tools = childTools(dataDir, { sandboxSlots: { slots: 32, perAccount: 32 } });
     const { workspace, ctx } = await codingChild(dataDir, 'child-reads', 'acct-r');
     await writeFile(join(workspace, 'blob.bin'), randomBytes(5 * 1024 * 1024));
     await chmod(join(workspace, 'blob.bin'), 0o644);
