@@ -12,8 +12,12 @@
  *   `memory.max` and `memory.swap.max = 0`. v2 forbids processes in a cgroup whose children have controllers, so the
  *   runtime's own cgroup cannot be the parent; the root can.
  *
+ * The same cgroups give the run's CPU time, every process counted, detached ones too (so billing sees them): v2's
+ * `cpu.stat` exists in every cgroup; on v1 a `cpuacct` cgroup is made next to the memory one when that hierarchy is
+ * mounted and writable. When the run ends, any process still in its cgroup is killed.
+ *
  * The launcher (a fixed shell line, run as root before privileges are dropped) writes its own pid to the run's
- * `cgroup.procs` and then execs bubblewrap, so every process of the sandbox starts inside the cgroup; there is no
+ * `cgroup.procs` files and then execs bubblewrap, so every process of the sandbox starts inside the cgroup; there is no
  * window in which a process runs outside it. Only root can do this: without root, or without a writable memory
  * hierarchy, {@link findMemoryCgroups} says why and runs go without (see `SandboxLimits.memoryBytes`).
  */
