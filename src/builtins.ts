@@ -72,6 +72,13 @@ const OptionsSchema = z
         backend: z.enum(CODE_AGENT_BACKENDS).optional(),
         maxTurns: z.number().int().min(1).max(1_000).optional(),
         maxOutputTokens: z.number().int().min(256).max(128_000).optional(),
+        sandboxSlots: z
+          .object({
+            slots: z.number().int().min(1).max(10_000).optional(),
+            perAccount: z.number().int().min(1).max(10_000).optional(),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .optional(),
@@ -150,6 +157,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
   const codeAgent = codeAgentTool({
     ...(o.dataDir !== undefined ? { dataDir: o.dataDir } : {}),
     backend: codeAgentBackend(o.codeAgent?.backend, env),
+    ...(o.codeAgent?.sandboxSlots !== undefined ? { sandboxSlots: o.codeAgent.sandboxSlots } : {}),
     ...(o.codeAgent?.maxTurns !== undefined || o.codeAgent?.maxOutputTokens !== undefined
       ? {
           claudeCode: {

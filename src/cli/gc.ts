@@ -8,7 +8,8 @@
 import { parseDuration } from '../core/retention.js';
 import { COMMON_OPTIONS, openAdminRuntime, parseCommandArgs, positionals, resolveDb, UsageError } from './common.js';
 
-export const usage = `Usage: agentry gc --older-than <duration> [--delete-trees] [--db ./agentry.db] [--json]
+export const usage = `Usage: agentry gc --older-than <duration> [--delete-trees] [--out-of-credits-after <duration>]
+                 [--db ./agentry.db] [--json]
 
 Forgets the work of finished agents (COMPLETED or FAILED roots, with their sub-agents) last updated longer ago than
 <duration> (e.g. 0s, 90m, 36h, 30d): their turns, messages, tool calls and artifacts. The agents stay, with their
@@ -17,6 +18,9 @@ status, counts and credits; the ledger always stays.
 Options:
   --older-than <d>  age of the trees to forget (required)
   --delete-trees    delete the agents too (afterwards they are not found)
+  --out-of-credits-after <d>
+                    also DELETE trees whose root stopped OUT_OF_CREDITS and was untouched that long (their coding
+                    workspaces go with them where the runtime that made them removes them)
   --db <path>       SQLite file or postgres:// URL (default $AGENTRY_DB, else ./agentry.db)
   --json            print the result as JSON`;
 
@@ -30,6 +34,7 @@ export async function run(args: string[]): Promise<number> {
     ...COMMON_OPTIONS,
     'older-than': { type: 'string' },
     'delete-trees': { type: 'boolean', default: false },
+    'out-of-credits-after': { type: 'string' },
     json: { type: 'boolean', default: false },
   });
   positionals(rest, [], usage);
@@ -40,6 +45,13 @@ export async function run(args: string[]): Promise<number> {
   } catch (error) {
     throw new UsageError(`--older-than: ${(error as Error).message}`);
   }
+  let outOfCreditsAfter: number | undefined;
+  try {
+    const given = values['out-of-credits-after'];
+    outOfCreditsAfter = given === undefined ? undefined : parseDuration(given);
+  } catch (error) {
+    throw new UsageError(`--out-of-credits-after: ${(error as Error).message}`);
+  }
   const db = resolveDb(values.db);
   const runtime = await openAdminRuntime(db);
   try {
@@ -48,6 +60,7 @@ export async function run(args: string[]): Promise<number> {
       completedAfter: age,
       failedAfter: age,
       deleteTrees: values['delete-trees'],
+      ...(outOfCreditsAfter !== undefined ? { outOfCreditsAfter } : {}),
       batchSize: 200,
     });
     if (values.json) console.log(JSON.stringify({ ...result, converted_to_incremental_vacuum: converted }));

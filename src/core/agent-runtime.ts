@@ -361,8 +361,9 @@ export class AgentRuntime {
       modelRequestsPerInterval: options.concurrency.modelRequestsPerInterval,
       modelIntervalMs: options.concurrency.modelIntervalMs,
       toolConcurrency: options.concurrency.tools,
-      // A sandbox holds a process tree and a browser context holds ~50 MB: their lanes are narrow unless set.
-      laneConcurrency: { sandbox: 2, browser: 4, ...options.concurrency.lanes },
+      // A browser context holds ~50 MB: its lane is narrow unless set. Sandboxes are bounded by their own slots
+      // (sandbox/sandbox-slots.ts), shared fairly between accounts, not by a lane.
+      laneConcurrency: { browser: 4, ...options.concurrency.lanes },
     });
     const registry = this.registry;
     this.toolboxes = new Toolboxes(

@@ -5,6 +5,11 @@
  * is COMPLETED or FAILED and was last updated long enough ago, its tree's turns, messages, tool calls, tool states,
  * artifacts and page reads go — or, with `deleteTrees`, the agents themselves. Ledger rows always stay: money is never
  * forgotten. Sweeps work in small batches with a yield between them, off the agents' hot path.
+ *
+ * A root stopped OUT_OF_CREDITS is not finished (credits added later resume it), so its work cannot be forgotten
+ * without breaking that resume; but it holds what its tools keep outside the database (a coding child's workspace,
+ * up to the sandbox's disk quota) for as long as it exists. `outOfCreditsAfter` deletes such a tree once untouched
+ * that long, as `runtime.delete()` does, which removes those workspaces too.
  */
 import { z } from 'zod';
 import type { StorageAdapter } from '../storage/adapter.js';
@@ -43,6 +48,11 @@ export const RetentionOptionsSchema = z
     completedAfter: DurationSchema.optional(),
     /** The same for a FAILED root. */
     failedAfter: DurationSchema.optional(),
+    /**
+     * Age after which an OUT_OF_CREDITS root's tree is DELETED (always deleted, whatever `deleteTrees` says: its
+     * transcript is what a resume continues from), with its workspaces; absent: never.
+     */
+    outOfCreditsAfter: DurationSchema.optional(),
     /** Delete the agents too (they are then 404), not only their work. @default false */
     deleteTrees: z.boolean().default(false),
     /** Time between sweeps. @default 60_000 */
@@ -79,26 +89,28 @@ export async function sweepFinished(
   signal?: AbortSignal,
 ): Promise<SweepResult> {
   const result: SweepResult = { trees: 0, agents: 0, rows: 0 };
-  const rules: Array<[AgentStatus, number | undefined]> = [
-    ['COMPLETED', settings.completedAfter],
-    ['FAILED', settings.failedAfter],
+  const rules: Array<[AgentStatus, number | undefined, boolean]> = [
+    ['COMPLETED', settings.completedAfter, settings.deleteTrees],
+    ['FAILED', settings.failedAfter, settings.deleteTrees],
+    ['OUT_OF_CREDITS', settings.outOfCreditsAfter, true],
   ];
-  for (const [status, age] of rules) {
+  for (const [status, age, deleteTrees] of rules) {
     if (age === undefined) continue;
     const before = isoTime(host.clock.now() - age);
+    const treesBefore = result.trees;
     for (;;) {
       if (signal?.aborted) return result;
       const roots = await host.storage.listFinishedRoots({
         statuses: [status],
         updatedBefore: before,
         limit: settings.batchSize,
-        withTranscript: !settings.deleteTrees,
+        withTranscript: !deleteTrees,
       });
       if (roots.length === 0) break;
       const trees = await Promise.all(
         roots.map(async (root) => ({ root, descendants: await host.storage.listDescendantIds(root) })),
       );
-      if (settings.deleteTrees) {
+      if (deleteTrees) {
         // A tree with a part still running (a child a pause left behind, then resumed) waits for a later sweep. The
         // batch's deletes go out together: SQLite commits them as one group.
         const done = await Promise.all(
@@ -122,7 +134,7 @@ export async function sweepFinished(
       // Off the hot path: the agents' steps get the event loop between batches.
       await new Promise<void>((resolve) => setImmediate(resolve));
       if (roots.length < settings.batchSize) break;
-      if (settings.deleteTrees && result.trees === 0) break; // every candidate is still running somewhere
+      if (deleteTrees && result.trees === treesBefore) break; // every candidate is still running somewhere
     }
   }
   if (result.trees > 0) await host.storage.reclaimSpace?.();

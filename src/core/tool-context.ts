@@ -38,6 +38,7 @@ export function createToolContext(
       agent ??= toStatusForm(row);
       return agent;
     },
+    accountId: row.account_id,
     toolCallId: use.id,
     get signal() {
       return control.toolsSignal;

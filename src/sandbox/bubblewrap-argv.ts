@@ -4,9 +4,9 @@
  * flag is unit-tested without running anything; `bubblewrap.ts` only detects the host layout, spawns and kills.
  *
  * The argv, outside in:
- * 0. With a memory cgroup (`memory-cgroup.ts`): `/bin/sh -c 'echo $$ > "$1" && shift && exec "$@"'`, as root, so
- *    that bwrap and everything under it start inside the run's cgroup. The line is fixed; the cgroup file is the
- *    runtime's own path, passed as an argument.
+ * 0. With a memory cgroup (`memory-cgroup.ts`): `/bin/sh -c 'echo $$ > "$1" ... exec "$@"'`, as root, so that bwrap
+ *    and everything under it start inside the run's cgroups (the memory one, and on v1 the `cpuacct` one). The line
+ *    is fixed; the cgroup files are the runtime's own paths, passed as arguments up to a `--`.
  * 1. `setpriv --reuid --regid --clear-groups --inh-caps=-all` when the runtime runs as root: bubblewrap and
  *    everything under it run as an unprivileged uid (65534), so no root capability exists even before bwrap drops
  *    its own, and RLIMIT_NPROC is enforced (the kernel does not enforce it for root).
@@ -60,12 +60,15 @@ export interface BubblewrapConfig {
   limits: SandboxLimits;
   /** The command's argv, e.g. `['/bin/sh', '-c', 'make test']`. */
   command: string[];
-  /** The `cgroup.procs` file of the run's memory cgroup, joined before anything else starts (needs root). */
-  cgroupProcs?: string;
+  /** The `cgroup.procs` files of the run's cgroups, joined before anything else starts (needs root). */
+  cgroupProcs?: string[];
 }
 
-/** The launcher that joins a cgroup and then becomes the rest of its argv (fixed: no input is ever part of it). */
-export const CGROUP_LAUNCHER = 'echo $$ > "$1" || exit 125; shift; exec "$@"';
+/**
+ * The launcher that joins the cgroups named up to `--` and then becomes the rest of its argv (fixed: no input is
+ * ever part of it).
+ */
+export const CGROUP_LAUNCHER = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"';
 
 /** Where the workspace appears inside the sandbox. */
 export const SANDBOX_WORKSPACE = '/workspace';
@@ -163,11 +166,13 @@ export function bubblewrapArgv(config: BubblewrapConfig): string[] {
     throw new AgentryError('invalid_request', `Expected \`workspace\` to be an absolute path, got ${config.workspace}`);
   }
   const argv: string[] = [];
-  if (config.cgroupProcs !== undefined) {
-    if (!posix.isAbsolute(config.cgroupProcs)) {
-      throw new AgentryError('invalid_request', `Expected an absolute cgroup.procs path, got ${config.cgroupProcs}`);
+  if (config.cgroupProcs !== undefined && config.cgroupProcs.length > 0) {
+    for (const file of config.cgroupProcs) {
+      if (!posix.isAbsolute(file) || file === '--') {
+        throw new AgentryError('invalid_request', `Expected an absolute cgroup.procs path, got ${file}`);
+      }
     }
-    argv.push('/bin/sh', '-c', CGROUP_LAUNCHER, 'sh', config.cgroupProcs);
+    argv.push('/bin/sh', '-c', CGROUP_LAUNCHER, 'sh', ...config.cgroupProcs, '--');
   }
   if (config.dropTo) {
     argv.push(

@@ -7,7 +7,16 @@
  * kept up to a cap and then read and dropped, so a chatty command never blocks on a full pipe.
  *
  * Each run's whole memory is bounded by a memory cgroup of its own where the host allows one (`memory-cgroup.ts`),
- * its tmpfs by their size, and its workspace by a disk quota watched with `du` during the run (`workspace-usage.ts`).
+ * its tmpfs by their size, and its workspace by a disk quota watched with `du` during the run (`workspace-usage.ts`),
+ * as is the sum over every workspace of the run's account (`accountWorkspaceBytes`).
+ *
+ * CPU time is measured for the whole sandbox, detached processes included: by the run's cgroup where there is one
+ * (`cpuacct.usage`, v2 `cpu.stat`). Without one, by sampling the process tree under bwrap's init in /proc every
+ * quarter second: each process's own time plus what it reaped (`cutime`, `cstime`), the init's included, which has
+ * reaped every orphan, detached ones among them; and by the command's own report of what it waited for. What that
+ * misses: the last quarter second of processes that end together with the run, and any process whose parent set
+ * SIGCHLD to SIG_IGN (reaped by nobody, its time reaches no parent) after the last sample (SECURITY.md,
+ * "Resource bounds").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, readFileSync } from 'node:fs';
@@ -63,10 +72,26 @@ export interface BubblewrapSandboxOptions {
    * @default 'auto'
    */
   memoryCgroup?: 'auto' | 'require' | 'off';
+  /**
+   * Disk all workspaces of one account may use together (bytes, as `du` counts them), for runs that name their
+   * account (`SandboxRunOptions.account`). Checked like `workspaceBytes`: before a run (the workspaces of the account
+   * this sandbox has run in are measured) and every half second during it; past it the run is killed with
+   * `quotaExceeded`. Workspaces of the account not touched since the process started are not counted until a run
+   * touches them.
+   * @default DEFAULT_ACCOUNT_WORKSPACE_BYTES (2 GiB)
+   */
+  accountWorkspaceBytes?: number;
 }
+
+/** Disk all workspaces of one account may hold together, by default: two full workspaces. */
+export const DEFAULT_ACCOUNT_WORKSPACE_BYTES = 2 * 1024 ** 3;
 
 /** How often the workspace quota is checked during a run. */
 const QUOTA_CHECK_MS = 500;
+/** How often a run without a cgroup has its process tree's CPU time sampled. */
+const CPU_SAMPLE_MS = 250;
+/** Clock ticks per second of /proc's times (USER_HZ: 100 on every Linux architecture agentry runs on). */
+const USER_HZ = 100;
 
 const ROOT_ENTRIES = ['/bin', '/sbin', '/lib', '/lib32', '/lib64', '/libx32'];
 const FALLBACK_DIRS = ['/usr/bin', '/usr/sbin', '/bin', '/sbin'];
@@ -112,6 +137,40 @@ function childrenOf(pid: number): number[] {
   }
 }
 
+/**
+ * CPU time of the processes under `roots` and of everything they reaped, in ms: utime + stime + cutime + cstime of
+ * each (fields 14-17 of /proc/<pid>/stat). A dead child's time is in its reaper's cutime, and live ones are counted
+ * on their own, so nothing is counted twice. Undefined when no process could be read.
+ */
+function treeCpuMs(roots: number[]): number | undefined {
+  let ticks = 0;
+  let read = false;
+  const queue = [...roots];
+  for (let seen = 0; queue.length > 0 && seen < 100_000; seen++) {
+    const pid = queue.pop()!;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    } catch {
+      continue;
+    }
+    // The command name (field 2) may hold spaces and parentheses: the fields after it start after the last ')'.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const times = [fields[11], fields[12], fields[13], fields[14]].map(Number);
+    if (times.every(Number.isFinite)) {
+      ticks += times.reduce((a, b) => a + b, 0);
+      read = true;
+    }
+    queue.push(...childrenOf(pid));
+  }
+  return read ? Math.round((ticks * 1000) / USER_HZ) : undefined;
+}
+
+function largestCpu(a: number | undefined, b: number | undefined): { cpuMs?: number } {
+  if (a === undefined && b === undefined) return {};
+  return { cpuMs: Math.max(a ?? 0, b ?? 0) };
+}
+
 function isRoot(): boolean {
   return typeof process.getuid === 'function' && process.getuid() === 0;
 }
@@ -135,6 +194,8 @@ interface LaunchExtras {
   input?: string | Uint8Array;
   /** The workspace's usage at the start: the run may not take it past max(quota, this). */
   usageAtStart?: WorkspaceUsage;
+  /** The run's account and what its other workspaces held at the start (the account's disk bound). */
+  account?: { name: string; others: number; atStart: number };
 }
 
 /**
@@ -151,6 +212,10 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
   const etc = options.etc ?? DEFAULT_ETC;
   const baseLimits: SandboxLimits = { ...DEFAULT_SANDBOX_LIMITS, ...options.limits };
   const memoryCgroup = options.memoryCgroup ?? 'auto';
+  const accountBytes = options.accountWorkspaceBytes ?? DEFAULT_ACCOUNT_WORKSPACE_BYTES;
+  positiveLimit('accountWorkspaceBytes', accountBytes);
+  /** Per account: each workspace it ran in, with the bytes last measured there. */
+  const accountDisk = new Map<string, Map<string, number>>();
   let host: Promise<Host | string> | undefined;
   let probed: Promise<SandboxProbe> | undefined;
 
@@ -205,7 +270,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     let argv: string[];
     try {
       argv = bubblewrapArgv({
-        ...(extras.cgroup ? { cgroupProcs: extras.cgroup.procsFile } : {}),
+        ...(extras.cgroup ? { cgroupProcs: extras.cgroup.procsFiles } : {}),
         bwrap: h.bwrap,
         setpriv: h.setpriv,
         prlimit: h.prlimit,
@@ -280,10 +345,17 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       bytes: Math.max(limits.workspaceBytes, extras.usageAtStart?.bytes ?? 0),
       files: Math.max(limits.workspaceFiles, extras.usageAtStart?.files ?? 0),
     };
+    const account = extras.account;
+    const accountAllowed = account ? Math.max(accountBytes, account.atStart) : Infinity;
     const checkQuota = async () => {
       const usage = await workspaceUsage(h.du, command.workspace);
       if (ended || killed) return;
-      if (usage && (usage.bytes > allowed.bytes || usage.files > allowed.files)) {
+      if (usage && account) accountDisk.get(account.name)?.set(command.workspace, usage.bytes);
+      const others = account ? otherWorkspaces(account.name, command.workspace) : 0;
+      if (
+        usage &&
+        (usage.bytes > allowed.bytes || usage.files > allowed.files || usage.bytes + others > accountAllowed)
+      ) {
         quotaExceeded = true;
         killSandbox();
         return;
@@ -294,6 +366,16 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     signal?.addEventListener('abort', onAbort, { once: true });
     if (signal?.aborted) killSandbox();
 
+    // Without a cgroup, the whole tree's CPU is sampled (see the module's comment).
+    let sampledCpuMs: number | undefined;
+    let cpuTimer: NodeJS.Timeout | undefined;
+    const sampleCpu = () => {
+      if (ended || child.pid === undefined) return;
+      const ms = treeCpuMs(childrenOf(child.pid));
+      if (ms !== undefined) sampledCpuMs = Math.max(sampledCpuMs ?? 0, ms);
+      cpuTimer = setTimeout(sampleCpu, CPU_SAMPLE_MS);
+    };
+    if (!extras.cgroup) cpuTimer = setTimeout(sampleCpu, CPU_SAMPLE_MS / 2);
     let cpuReport = '';
     (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
       if (cpuReport.length < 256) cpuReport += chunk.toString('utf8');
@@ -305,6 +387,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     const exited = new Promise<Ended>((resolve, reject) => {
       child.on('error', (error) => {
         clearTimeout(timer);
+        clearTimeout(cpuTimer);
         clearTimeout(quotaTimer);
         void extras.cgroup?.finish();
         signal?.removeEventListener('abort', onAbort);
@@ -312,6 +395,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       });
       child.on('close', (code, sig) => {
         ended = true;
+        clearTimeout(cpuTimer);
         clearTimeout(timer);
         clearTimeout(fallback);
         clearTimeout(quotaTimer);
@@ -325,7 +409,9 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
             signal: killed ? 'SIGKILL' : sig,
             timedOut,
             durationMs,
-            ...cpuTimeOf(killed ? '' : cpuReport),
+            // The cgroup's figure (`m`) when there is one: it sees every process. Else the larger of the command's
+            // report and the sampled tree.
+            ...largestCpu(cpuTimeOf(killed ? '' : cpuReport).cpuMs, sampledCpuMs),
             ...m,
             ...(quotaExceeded ? { quotaExceeded } : {}),
           }),
@@ -335,7 +421,19 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     return { child, kill: killSandbox, exited };
   }
 
-  async function runSandboxed(h: Host, command: SandboxCommand, signal?: AbortSignal): Promise<SandboxResult> {
+  /** Bytes last measured in the account's workspaces other than `workspace`. */
+  function otherWorkspaces(account: string, workspace: string): number {
+    let sum = 0;
+    for (const [path, bytes] of accountDisk.get(account) ?? []) if (path !== workspace) sum += bytes;
+    return sum;
+  }
+
+  async function runSandboxed(
+    h: Host,
+    command: SandboxCommand,
+    signal?: AbortSignal,
+    account?: string,
+  ): Promise<SandboxResult> {
     if (signal?.aborted) {
       return {
         exitCode: null,
@@ -353,7 +451,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
       command,
       command.stdin !== undefined ? 'pipe' : 'ignore',
       signal,
-      await prepare(h, command, command.stdin),
+      await prepare(h, command, command.stdin, account),
     );
     const capture = (stream: NodeJS.ReadableStream) => {
       const chunks: Buffer[] = [];
@@ -425,6 +523,7 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     h: Host,
     command: SandboxSpawnCommand | SandboxCommand,
     input?: string | Uint8Array,
+    accountName?: string,
   ): Promise<LaunchExtras> {
     const limits: SandboxLimits = { ...baseLimits, ...command.limits };
     positiveLimit('memoryBytes', limits.memoryBytes);
@@ -443,12 +542,47 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
           `limits are ${limits.workspaceBytes} bytes and ${limits.workspaceFiles} files): delete files first`,
       );
     }
+    const account =
+      accountName !== undefined && usageAtStart
+        ? await measureAccount(h, accountName, command.workspace, usageAtStart.bytes)
+        : undefined;
+    if (command.refuseOverQuota && account && account.others + usageAtStart!.bytes > accountBytes) {
+      throw new AgentryError(
+        'invalid_request',
+        `The account's workspaces are over their disk quota (${account.others + usageAtStart!.bytes} bytes; the ` +
+          `limit is ${accountBytes} bytes across workspaces): delete files first`,
+      );
+    }
     const cgroup = typeof h.cgroups === 'string' ? undefined : await h.cgroups.create(limits.memoryBytes);
     return {
       ...(cgroup ? { cgroup } : {}),
+      ...(account ? { account } : {}),
       ...(input !== undefined ? { input } : {}),
       ...(usageAtStart ? { usageAtStart } : {}),
     };
+  }
+
+  /**
+   * Re-measures the account's other workspaces (dropping those that are gone) and records this one: what the
+   * account's disk bound is checked against during the run.
+   */
+  async function measureAccount(
+    h: Host,
+    name: string,
+    workspace: string,
+    bytes: number,
+  ): Promise<NonNullable<LaunchExtras['account']>> {
+    let known = accountDisk.get(name);
+    if (!known) accountDisk.set(name, (known = new Map()));
+    known.set(workspace, bytes);
+    for (const path of [...known.keys()]) {
+      if (path === workspace) continue;
+      const usage = await workspaceUsage(h.du, path);
+      if (usage) known.set(path, usage.bytes);
+      else known.delete(path);
+    }
+    const others = otherWorkspaces(name, workspace);
+    return { name, others, atStart: others + bytes };
   }
 
   /** The host, once the probe passed, and the checks every command must pass. */
@@ -481,11 +615,17 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
         );
       }
       const h = await ready(command);
-      return runSandboxed(h, command, runOptions.signal);
+      return runSandboxed(h, command, runOptions.signal, runOptions.account);
     },
     async spawn(command, runOptions: SandboxRunOptions = {}): Promise<SandboxProcess> {
       const h = await ready(command);
-      const { child, kill, exited } = launch(h, command, 'pipe', runOptions.signal, await prepare(h, command));
+      const { child, kill, exited } = launch(
+        h,
+        command,
+        'pipe',
+        runOptions.signal,
+        await prepare(h, command, undefined, runOptions.account),
+      );
       // A start that fails rejects `exited`; the caller sees it there, not as an unhandled rejection here.
       exited.catch(() => undefined);
       return { stdin: child.stdin!, stdout: child.stdout!, stderr: child.stderr!, kill, exited };
@@ -502,7 +642,8 @@ function positiveLimit(name: string, value: number): void {
 /**
  * The command runs as the child of a shell that, when it has ended, writes the CPU time of the command and every
  * process it waited for (`times`) to fd 3. The command does not inherit fd 3 (`3>&-`), so it cannot forge the figure;
- * the shell exits with the command's status (128 + signal when a signal killed it).
+ * the shell exits with the command's status (128 + signal when a signal killed it). What the command did not wait
+ * for is in the cgroup's figure, or the sampled tree's.
  */
 const CPU_REPORTER = '"$@" 3>&-; status=$?; times >&3; exit $status';
 

@@ -128,16 +128,19 @@ export interface SandboxResult {
   timedOut: boolean;
   durationMs: number;
   /**
-   * CPU time (user + system), in milliseconds, of the command and every process it waited for; what CPU-second
-   * billing charges. Absent when the run was killed before it could be measured (a timeout or an abort), or when the
-   * sandbox cannot measure it.
+   * CPU time (user + system), in milliseconds, of every process of the sandbox, detached ones included (the run's
+   * cgroup, or the process tree that bwrap reaped); what CPU-second billing charges. Absent when the sandbox could not
+   * measure it.
    */
   cpuMs?: number;
   /** The most memory the whole sandbox held at once (its memory cgroup's peak); absent without a memory cgroup. */
   memoryPeakBytes?: number;
   /** True when the kernel's OOM killer ended a process of the sandbox at `memoryBytes`. */
   memoryExceeded?: boolean;
-  /** True when the run was killed because the workspace went over `workspaceBytes` or `workspaceFiles`. */
+  /**
+   * True when the run was killed because the workspace went over `workspaceBytes` or `workspaceFiles`, or the
+   * account's workspaces together over their bound.
+   */
   quotaExceeded?: boolean;
 }
 
@@ -165,6 +168,11 @@ export type SandboxProbe = { ok: true } | { ok: false; reason: string };
 export interface SandboxRunOptions {
   /** Aborting kills the whole process group at once; the run then resolves with `signal: 'SIGKILL'`. */
   signal?: AbortSignal;
+  /**
+   * The account the run is for: sandbox slots are shared fairly between accounts (`sandbox-slots.ts`) and the disk
+   * of all of an account's workspaces is bounded together. Absent: the runtime's own work (no account's bound).
+   */
+  account?: string;
 }
 
 /** Runs commands isolated from the network and the host. */

@@ -10,6 +10,11 @@ import type { Agent, AgentStatus } from '../core/schemas.js';
 export interface ToolContext {
   /** The agent that called the tool (status form, as of the step). */
   agent: Agent;
+  /**
+   * The account the agent's credits come from: what resources shared between tenants (sandbox slots, workspace
+   * disk) are shared fairly by.
+   */
+  accountId: string;
   /** The model's id for this call; stable across a crash and restart. */
   toolCallId: string;
   /**

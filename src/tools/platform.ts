@@ -63,6 +63,11 @@ export interface BuiltinToolsOptions {
     maxTurns?: number;
     /** Output tokens of one of Claude Code's model turns at most. */
     maxOutputTokens?: number;
+    /**
+     * Sandboxes running at once across all the coding tools, and how many one account may hold (SECURITY.md,
+     * "Resource bounds"). @default { slots: 2, perAccount: 1 }
+     */
+    sandboxSlots?: { slots?: number; perAccount?: number };
   };
   /**
    * spawn_browser_agent (issue 14): the Chromium to drive, how long an idle browser stays up, and how many contexts

@@ -80,6 +80,29 @@ describe('retention', () => {
     await runtime.close();
   });
 
+  it('deletes an OUT_OF_CREDITS tree (and so its workspaces) once untouched for outOfCreditsAfter, not before', async () => {
+    const clock = fakeClock();
+    const storage = memoryStorage();
+    const runtime = await AgentRuntime.open({
+      storage,
+      clock,
+      model: scriptedModel({ turns: script }),
+      builtinTools: false,
+    });
+    const stuck = (await runtime.create({ goal: 'stuck', maxCredits: 0.000001 })).agent_id;
+    expect((await runtime.waitFor(stuck)).status).toBe('OUT_OF_CREDITS');
+    const done = (await runtime.create({ goal: 'done' })).agent_id;
+    await runtime.waitFor(done);
+    clock.advance(30 * 60_000);
+    expect(await runtime.sweep({ outOfCreditsAfter: '1h' })).toMatchObject({ trees: 0 });
+    expect((await runtime.get(stuck)).agent.status).toBe('OUT_OF_CREDITS');
+    clock.advance(31 * 60_000);
+    expect(await runtime.sweep({ outOfCreditsAfter: '1h' })).toMatchObject({ trees: 1, agents: 1 });
+    await expect(runtime.get(stuck)).rejects.toMatchObject({ code: 'not_found' });
+    expect((await runtime.get(done)).agent.status).toBe('COMPLETED'); // no rule for it was given
+    await runtime.close();
+  });
+
   it('agentry gc forgets old work on SQLite, keeps the ledger and gives the pages back; --delete-trees deletes', async () => {
     const tmp = tempDir('agentry-gc-');
     try {

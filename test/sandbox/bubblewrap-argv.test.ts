@@ -139,16 +139,25 @@ describe('bubblewrapArgv', () => {
   });
 
   it("joins the run's memory cgroup first, by a fixed launcher line, before dropping privileges", () => {
-    const argv = bubblewrapArgv(config({ cgroupProcs: '/sys/fs/cgroup/memory/agentry/run-1/cgroup.procs' }));
-    expect(argv.slice(0, 6)).toEqual([
+    const argv = bubblewrapArgv(
+      config({
+        cgroupProcs: [
+          '/sys/fs/cgroup/memory/agentry/run-1/cgroup.procs',
+          '/sys/fs/cgroup/cpuacct/agentry/run-1/cgroup.procs',
+        ],
+      }),
+    );
+    expect(argv.slice(0, 8)).toEqual([
       '/bin/sh',
       '-c',
       CGROUP_LAUNCHER,
       'sh',
       '/sys/fs/cgroup/memory/agentry/run-1/cgroup.procs',
+      '/sys/fs/cgroup/cpuacct/agentry/run-1/cgroup.procs',
+      '--',
       '/usr/bin/setpriv',
     ]);
-    expect(() => bubblewrapArgv(config({ cgroupProcs: 'relative/cgroup.procs' }))).toThrow(AgentryError);
+    expect(() => bubblewrapArgv(config({ cgroupProcs: ['relative/cgroup.procs'] }))).toThrow(AgentryError);
   });
 
   it('binds the workspace read-only for an operation that only reads it', () => {

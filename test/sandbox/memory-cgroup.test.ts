@@ -34,7 +34,7 @@ describe('findMemoryCgroups', () => {
     expect(await readFile(join(root, 'cgroup.subtree_control'), 'utf8')).toBe('+memory');
     expect(await readFile(join(root, 'agentry', 'cgroup.subtree_control'), 'utf8')).toBe('+memory');
     const run = await found.create(123_456_789);
-    const dir = run.procsFile.replace(/\/cgroup\.procs$/, '');
+    const dir = run.procsFiles[0]!.replace(/\/cgroup\.procs$/, '');
     expect(dir.startsWith(join(root, 'agentry', `run-${process.pid}-`))).toBe(true);
     expect(await readFile(join(dir, 'memory.max'), 'utf8')).toBe('123456789');
     await writeFile(join(dir, 'memory.peak'), '1000\n');
@@ -66,8 +66,10 @@ describe('findMemoryCgroups', () => {
     expect(found.version).toBe(1);
     // a real cgroupfs makes these files itself in a new cgroup; the stand-in has none, so memsw is skipped
     const run = await found.create(64 * 1024 * 1024);
-    expect(run.procsFile.startsWith(join(own, 'agentry', 'run-'))).toBe(true);
-    expect(await readFile(run.procsFile.replace('cgroup.procs', 'memory.limit_in_bytes'), 'utf8')).toBe('67108864');
+    expect(run.procsFiles[0]!.startsWith(join(own, 'agentry', 'run-'))).toBe(true);
+    expect(await readFile(run.procsFiles[0]!.replace('cgroup.procs', 'memory.limit_in_bytes'), 'utf8')).toBe(
+      '67108864',
+    );
     expect(await run.finish()).toEqual({ memoryExceeded: false });
   });
 });

@@ -1,8 +1,8 @@
 /**
  * Issue 24, "Done means" 2: no pattern of a model runs on the runtime's event loop. A coding child greps adversarial
  * lines with catastrophic patterns (`^(a+)+$` on 28 `a`s and a `!` took the old in-process `Grep` 9.5 s per line,
- * doubling with each `a`) and globs with a pattern whose regular expression backtracks exponentially (it runs in the
- * sandbox until its 30 s limit). Meanwhile another agent keeps taking steps, and HTTP requests, a poll and a route
+ * doubling with each `a`) and globs with a pattern whose regular expression backtracked exponentially (it ran in the
+ * sandbox until its 30 s limit; issue 34 made the matcher a linear-time NFA, so it now answers at once). Meanwhile another agent keeps taking steps, and HTTP requests, a poll and a route
  * of the router's own thread, answer within 100 ms (the issue's bound; 95th percentile, see below), and the event
  * loop's delay stays within it.
  */
@@ -30,6 +30,7 @@ const skipReason = !probe.ok ? probe.reason : !rg.ready ? rg.detail : null;
 const BOUND_MS = 100;
 
 function p95(values: number[]): number {
+  if (values.length === 0) return 0;
   const sorted = [...values].sort((a, b) => a - b);
   return Math.round(sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.95))]!);
 }
@@ -145,14 +146,15 @@ describe('Grep and Glob patterns never run on the event loop', () => {
           'COMPLETED',
         );
 
-        // The greps ran (ripgrep: linear, done in a blink); the glob's backtracking ran out its time in the sandbox.
+        // The greps ran (ripgrep: linear, done in a blink); so did the glob (an NFA: no backtracking, issue 34).
         const greps = coderResults.slice(0, CATASTROPHIC.length);
         const glob = coderResults.at(-1);
         expect(greps.map((r) => r.is_error === true)).toEqual(CATASTROPHIC.map(() => false));
         expect(greps[0]!.content).toMatch(/^big\.txt:20001:a{300}…$/m); // ^(a+)+$: the lines of a's only
         expect(greps[1]!.content).toMatch(/^big\.txt:1:a{28}!$/m);
         expect(greps[1]!.content).toMatch(/\(19800 more matches\)$/);
-        expect(glob).toMatchObject({ is_error: true, content: expect.stringMatching(/longer than 30 s/) });
+        expect(glob).toMatchObject({ content: 'No files found.' });
+        expect(glob!.is_error).not.toBe(true);
 
         const during = otherSteps.filter((t) => t >= window!.start && t <= window!.end!);
         const gaps = during.slice(1).map((t, i) => t - during[i]! - TICK_MS);
@@ -160,7 +162,7 @@ describe('Grep and Glob patterns never run on the event loop', () => {
           window_ms: Math.round(window!.end! - window!.start),
           other_steps: during.length,
           step_overhead_p95_ms: p95(gaps),
-          step_overhead_max_ms: Math.round(Math.max(...gaps)),
+          step_overhead_max_ms: Math.round(Math.max(0, ...gaps)),
           http_answers: answers.length,
           http_p95_ms: p95(answers),
           http_max_ms: Math.round(Math.max(...answers)),
@@ -168,9 +170,6 @@ describe('Grep and Glob patterns never run on the event loop', () => {
           event_loop_delay_max_ms: Math.round(delay.max / 1e6),
         };
         console.log(`grep/glob window: ${JSON.stringify(report)}`);
-        // The window lasts as long as the glob's 30 s in the sandbox: the other agent stepped all along.
-        expect(report.window_ms).toBeGreaterThan(25_000);
-        expect(during.length).toBeGreaterThan(100);
         // Within 100 ms, as answers go on a shared CI host: its 95th percentile. The maximum is held to a second, as
         // scheduling on a loaded host stalls any process that long now and then, grep or no grep (the same test with
         // `sleep 20` in place of the patterns shows the same stalls); the old in-process Grep stalled for minutes.

@@ -17,7 +17,7 @@ import { defaultDataDir } from '../../src/sandbox/workspace.js';
 import type { Sandbox, SandboxCommand } from '../../src/sandbox/sandbox.js';
 import { CODE_AGENT_TOOL_NAME, codeAgentTool } from '../../src/tools/builtin/code-agent/index.js';
 import { ToolSuspension, type ToolContext } from '../../src/tools/define-tool.js';
-import { globToRegExp, matchesGlob } from '../../src/tools/builtin/code-agent/file-helper.mjs';
+import { compileGlob, matchesGlob } from '../../src/tools/builtin/code-agent/file-helper.mjs';
 import { CODER_INSTRUCTIONS } from '../../src/tools/builtin/code-agent/prompts.js';
 import { ripgrepReadiness } from '../../src/tools/builtin/code-agent/ripgrep.js';
 import { eventually, openTestRuntime } from '../support/runtime.js';
@@ -87,7 +87,7 @@ describe('glob matcher', () => {
     expect(matchesGlob('a1', 'a[0-9]')).toBe(true);
     expect(matchesGlob('ab/c', 'a?')).toBe(false);
     expect(matchesGlob('a.b+c(d)', 'a.b+c(d)')).toBe(true);
-    expect(() => globToRegExp('{a,b')).toThrow(/unbalanced/);
+    expect(() => compileGlob('{a,b')).toThrow(/unbalanced/);
   });
 });
 

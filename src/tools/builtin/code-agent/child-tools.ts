@@ -7,8 +7,9 @@
  *
  * All six run inside the sandbox as its unprivileged user: `Bash` as a shell line, the five file tools as one
  * operation each of a fixed helper program (`workspace-files.ts`), never as the runtime's user on a host path.
- * `Grep` is ripgrep there (a linear-time engine), and `Glob`'s matcher runs there too: no pattern of the model runs
- * on the runtime's event loop.
+ * `Grep` is ripgrep there (a linear-time engine), and `Glob`'s matcher (a linear-time NFA) runs there too: no
+ * pattern of the model runs on the runtime's event loop. Every one of them takes a slot of the same sandbox, for the
+ * child's account (`sandbox/sandbox-slots.ts`), and is billed by the CPU-second of its sandbox at the `Bash` price.
  */
 import { availableParallelism } from 'node:os';
 import { z } from 'zod';
@@ -17,7 +18,7 @@ import type { Sandbox } from '../../../sandbox/sandbox.js';
 import { workspacePath } from '../../../sandbox/workspace.js';
 import { defineTool, type Tool, type ToolContext } from '../../define-tool.js';
 import { appendCommand, notACodeChild, readCommands, waitForSession, type CodeSession } from './session.js';
-import { workspaceFileOperation } from './workspace-files.js';
+import { FILE_CALL_TIMEOUT_MS, workspaceFileOperation, MAX_LINES_CHARS } from './workspace-files.js';
 
 /** Bytes of stdout, and of stderr, a `Bash` result shows. */
 export const BASH_OUTPUT_BYTES = 30_000;
@@ -28,7 +29,7 @@ export const BASH_MAX_TIMEOUT_MS = 600_000;
  * overrides it.
  */
 export const BASH_CPU_SECOND_PRICE = 0.001;
-/** Largest file `Read`, `Edit` and `Grep` open. */
+/** Largest file `Edit` and `Grep` open (`Read` streams any file, answering a window of its lines). */
 export const MAX_READ_BYTES = 5 * 1024 * 1024;
 const READ_DEFAULT_LINES = 2_000;
 const LINE_CHARS = 2_000;
@@ -75,6 +76,21 @@ export function relativePath(path: string): string {
   return rel;
 }
 
+/** The price and meter of the five file tools: their sandbox's CPU-seconds, like `Bash`, reserved for the most. */
+const FILE_TOOL_BILLING = {
+  price: BASH_CPU_SECOND_PRICE,
+  meter: { unit: 'cpu_second', maxUnits: () => (FILE_CALL_TIMEOUT_MS / 1000) * availableParallelism() },
+} as const;
+
+/** How a file tool runs its operation: for the child's account, its CPU reported to the call's meter. */
+function fileCallOptions(ctx: ToolContext) {
+  return {
+    signal: ctx.signal,
+    account: ctx.accountId,
+    onCpuMs: (ms: number) => ctx.meter(ms / 1000),
+  };
+}
+
 /** The six tools of a coding child. */
 export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Tool[] {
   const bash = defineTool({
@@ -88,7 +104,8 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
       timeout: z.number().int().min(1).max(BASH_MAX_TIMEOUT_MS).optional(),
     }),
     idempotent: false,
-    lane: 'sandbox',
+    // No lane of its own: the sandbox's slots, shared fairly between accounts, bound it (a FIFO lane in front of them
+    // would let one account's queued commands hold another's back).
     // Billed by the CPU time the command used, reserved for the most it could use: every core for its whole timeout.
     price: BASH_CPU_SECOND_PRICE,
     meter: {
@@ -111,7 +128,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
       const r = await sandbox.run(
         { shell: command, workspace: root, timeoutMs, maxOutputBytes: BASH_OUTPUT_BYTES },
         // A pause stops the command at once; the model is told, and can run it again after resume.
-        { signal: AbortSignal.any([ctx.signal, ctx.pauseSignal]) },
+        { signal: AbortSignal.any([ctx.signal, ctx.pauseSignal]), account: ctx.accountId },
       );
       // A run killed before it could be measured (timeout, pause) is billed its wall time, on one core.
       ctx.meter((r.cpuMs ?? r.durationMs) / 1000);
@@ -125,7 +142,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
         ...(r.stdoutTruncated ? { stdout_truncated: true } : {}),
         ...(r.stderrTruncated ? { stderr_truncated: true } : {}),
         ...(r.timedOut ? { note: `killed after ${timeoutMs} ms (timeout)` } : {}),
-        ...(r.signal && !r.timedOut ? { note: 'killed: the agent was paused or stopped' } : {}),
+        ...(r.signal && !r.timedOut ? { note: killNote(r) } : {}),
       };
     },
   });
@@ -138,31 +155,33 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     input: z.object({
       file_path: z.string().min(1),
       offset: z.number().int().min(1).optional(),
-      limit: z.number().int().min(1).optional(),
+      limit: z.number().int().min(1).max(1_000_000).optional(),
     }),
     idempotent: true,
+    ...FILE_TOOL_BILLING,
     describe: ({ file_path }) => `Reading ${file_path}`,
     async run({ file_path, offset, limit }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Read', ctx);
-      const { content: text } = await workspaceFileOperation(
+      const first = (offset ?? 1) - 1;
+      // The helper streams the file and answers only this window, each line cut: never the whole file.
+      const { lines, total } = await workspaceFileOperation(
         sandbox,
         root,
-        { op: 'read', path: relativePath(file_path), label: file_path, max_bytes: MAX_READ_BYTES, encoding: 'utf8' },
-        ctx.signal,
+        {
+          op: 'lines',
+          path: relativePath(file_path),
+          label: file_path,
+          offset: first + 1,
+          limit: limit ?? READ_DEFAULT_LINES,
+          line_chars: LINE_CHARS,
+          max_chars: MAX_LINES_CHARS,
+        },
+        fileCallOptions(ctx),
       );
-      if (text === '') return `${file_path} is empty.`;
-      const lines = text.split('\n');
-      if (lines.at(-1) === '') lines.pop();
-      const first = (offset ?? 1) - 1;
-      const chosen = lines.slice(first, first + (limit ?? READ_DEFAULT_LINES));
-      const body = chosen
-        .map((line, i) => {
-          const cut = line.length > LINE_CHARS ? `${line.slice(0, LINE_CHARS)}…` : line;
-          return `${String(first + i + 1).padStart(6)}\t${cut}`;
-        })
-        .join('\n');
-      const rest = lines.length - first - chosen.length;
-      return rest > 0 ? `${body}\n(${rest} more lines; read on with offset ${first + chosen.length + 1})` : body;
+      if (total === 0) return `${file_path} is empty.`;
+      const body = lines.map((line, i) => `${String(first + i + 1).padStart(6)}\t${line}`).join('\n');
+      const rest = total - first - lines.length;
+      return rest > 0 ? `${body}\n(${rest} more lines; read on with offset ${first + lines.length + 1})` : body;
     },
   });
 
@@ -173,6 +192,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
     input: z.object({ file_path: z.string().min(1), content: z.string().max(1_000_000) }),
     // Writing the same content twice leaves the same file.
     idempotent: true,
+    ...FILE_TOOL_BILLING,
     describe: ({ file_path }) => `Writing ${file_path}`,
     async run({ file_path, content }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Write', ctx);
@@ -180,7 +200,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
         sandbox,
         root,
         { op: 'write', path: relativePath(file_path), label: file_path, content, encoding: 'utf8' },
-        ctx.signal,
+        fileCallOptions(ctx),
       );
       return `Wrote ${wrote.bytes} bytes to ${wrote.path}.`;
     },
@@ -198,6 +218,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
       replace_all: z.boolean().optional(),
     }),
     idempotent: false,
+    ...FILE_TOOL_BILLING,
     describe: ({ file_path }) => `Editing ${file_path}`,
     async run({ file_path, old_string, new_string, replace_all }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Edit', ctx);
@@ -217,7 +238,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
           replace_all: replace_all ?? false,
           max_bytes: MAX_READ_BYTES,
         },
-        ctx.signal,
+        fileCallOptions(ctx),
       );
       const n = edited.replacements;
       return `Edited ${edited.path}: ${n} replacement${n > 1 ? 's' : ''}.`;
@@ -231,6 +252,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
       '`**/*.py`. `path` is the directory to search (default: the workspace).',
     input: z.object({ pattern: z.string().min(1).max(1_000), path: z.string().optional() }),
     idempotent: true,
+    ...FILE_TOOL_BILLING,
     describe: ({ pattern }) => `Finding ${pattern}`,
     async run({ pattern, path }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Glob', ctx);
@@ -238,7 +260,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
         sandbox,
         root,
         { op: 'glob', path: relativePath(path ?? '.'), pattern, max_results: MAX_GLOB_RESULTS, max_walk: MAX_WALK },
-        ctx.signal,
+        fileCallOptions(ctx),
       );
       if (found.total === 0) return 'No files found.';
       const listed = found.matches.join('\n');
@@ -258,6 +280,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
       glob: z.string().max(1_000).optional(),
     }),
     idempotent: true,
+    ...FILE_TOOL_BILLING,
     describe: ({ pattern }) => `Searching for ${pattern}`,
     async run({ pattern, path, glob: only }, ctx) {
       const { root } = await workspaceOf(dataDir, 'Grep', ctx);
@@ -273,7 +296,7 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
           max_bytes: MAX_READ_BYTES,
           line_chars: GREP_LINE_CHARS,
         },
-        ctx.signal,
+        fileCallOptions(ctx),
       );
       if (lines.length === 0) return 'No matches.';
       return more > 0 ? `${lines.join('\n')}\n(${more} more matches)` : lines.join('\n');
@@ -281,4 +304,16 @@ export function codeChildTools({ dataDir, sandbox }: CodeChildToolsOptions): Too
   });
 
   return [bash, read, write, edit, glob, grep] as Tool[];
+}
+
+/** Why a command was killed, for the model: its workspace's quota, its memory, or a pause or stop. */
+function killNote(r: { quotaExceeded?: boolean; memoryExceeded?: boolean }): string {
+  if (r.quotaExceeded) {
+    return (
+      'killed: over the workspace quota (disk of this workspace, or of all your account’s workspaces together); ' +
+      'delete files to go on'
+    );
+  }
+  if (r.memoryExceeded) return 'killed: the sandbox ran out of memory';
+  return 'killed: the agent was paused or stopped';
 }

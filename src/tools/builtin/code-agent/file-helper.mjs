@@ -8,18 +8,21 @@
  *
  * Plain JavaScript with no dependencies because it runs on the host's node binary, bound into the sandbox read-only,
  * from the source tree as from the built package. `Grep` is ripgrep (linear-time regular expressions); `Glob`'s
- * matcher is a regular expression made from the pattern, run here under the sandbox's CPU and time limits, never on
- * the runtime's event loop.
+ * matcher is an NFA made from the pattern and simulated in linear time ({@link compileGlob}), run here under the
+ * sandbox's CPU and time limits, never on the runtime's event loop. `Read` streams the file and answers only the lines
+ * asked for, each cut, up to a character budget: the answer is small whatever the file.
  *
  * Answers: `{"ok": true, ...}` or `{"ok": false, "code": "not_found" | "invalid_request", "message": "..."}`.
  */
 import { Buffer } from 'node:buffer';
 import { spawn } from 'node:child_process';
+import { createReadStream } from 'node:fs';
 import { lstat, mkdir, readdir, readFile, realpath, writeFile } from 'node:fs/promises';
 import { posix } from 'node:path';
 import process from 'node:process';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
+import { StringDecoder } from 'node:string_decoder';
 
 const ROOT = '/workspace';
 
@@ -117,59 +120,175 @@ async function walk(/** @type {string} */ dir, /** @type {number} */ maxWalk) {
 }
 
 /**
- * The regular expression of a glob over `/`-separated relative paths: `*` (one segment), `**` (any number of
- * segments), `?`, `[abc]`, `[!abc]` and `{a,b}`.
- * @param {string} pattern
+ * @typedef {{kind: 'char', test: (c: string) => boolean, out: number}
+ *   | {kind: 'split', outs: number[]}
+ *   | {kind: 'match'}} GlobState
  */
-export function globToRegExp(pattern) {
-  let source = '';
-  let braces = 0;
-  for (let i = 0; i < pattern.length; i++) {
-    const c = /** @type {string} */ (pattern[i]);
-    if (c === '*') {
-      if (pattern[i + 1] === '*') {
-        const atStart = i === 0 || pattern[i - 1] === '/';
-        const slashAfter = pattern[i + 2] === '/';
-        if (atStart && slashAfter) {
-          source += '(?:[^/]*(?:/|$))*'; // `**/`: zero or more whole segments
-          i += 2;
+
+/**
+ * A glob over `/`-separated relative paths, compiled to a Thompson NFA: `*` (within one segment), `**` (any number of
+ * segments), `?`, `[abc]`, `[!abc]`, `[a-z]` and `{a,b}`. It is matched by simulating every state at once, one
+ * character at a time, so a match costs (path length × pattern length) steps at most, whatever the pattern: no
+ * backtracking, so `**` repeated many times cannot make it exponential (a regular expression made from the glob, on
+ * a backtracking engine, could).
+ * @param {string} pattern
+ * @returns {{test: (path: string) => boolean}}
+ */
+export function compileGlob(pattern) {
+  /** @type {GlobState[]} */
+  const states = [{ kind: 'match' }];
+  /** @param {GlobState} state */
+  const add = (state) => states.push(state) - 1;
+  const notSlash = (/** @type {string} */ c) => c !== '/';
+  const anyChar = () => true;
+  /** A loop over `test` characters, then `next`. @param {(c: string) => boolean} test @param {number} next */
+  const loop = (test, next) => {
+    const split = add({ kind: 'split', outs: [] });
+    const consume = add({ kind: 'char', test, out: split });
+    /** @type {{outs: number[]}} */ (states[split]).outs.push(consume, next);
+    return split;
+  };
+  let i = 0;
+  /**
+   * Parses up to the end (or, inside braces, up to `,` or `}`) and builds the states that lead to `next`.
+   * @param {number} depth @param {number} next @returns {number}
+   */
+  const sequence = (depth, next) => {
+    /** @type {Array<(next: number) => number>} */
+    const parts = [];
+    while (i < pattern.length) {
+      const c = /** @type {string} */ (pattern[i]);
+      if (depth > 0 && (c === ',' || c === '}')) break;
+      if (c === '*') {
+        if (pattern[i + 1] === '*') {
+          const atStart = i === 0 || pattern[i - 1] === '/';
+          if (atStart && pattern[i + 2] === '/') {
+            // `**/`: nothing, or anything that ends with a slash (zero or more whole segments).
+            i += 3;
+            parts.push((n) => {
+              const split = add({ kind: 'split', outs: [] });
+              const slash = add({ kind: 'char', test: (ch) => ch === '/', out: n });
+              const inner = add({ kind: 'split', outs: [] });
+              const consume = add({ kind: 'char', test: anyChar, out: inner });
+              /** @type {{outs: number[]}} */ (states[inner]).outs.push(consume, slash);
+              /** @type {{outs: number[]}} */ (states[split]).outs.push(n, inner);
+              return split;
+            });
+          } else {
+            i += 2;
+            parts.push((n) => loop(anyChar, n));
+          }
         } else {
-          source += '.*';
           i += 1;
+          parts.push((n) => loop(notSlash, n));
         }
+      } else if (c === '?') {
+        i += 1;
+        parts.push((n) => add({ kind: 'char', test: notSlash, out: n }));
+      } else if (c === '[' && pattern.indexOf(']', i + 2) !== -1) {
+        const close = pattern.indexOf(']', i + 2);
+        const body = pattern.slice(i + 1, close);
+        i = close + 1;
+        const negated = body.startsWith('!');
+        // One character against a character class: a single-character regular expression cannot backtrack.
+        const cls = new RegExp(`^[${negated ? '^' : ''}${(negated ? body.slice(1) : body).replace(/\\/g, '\\\\')}]$`);
+        parts.push((n) => add({ kind: 'char', test: (ch) => ch !== '/' && cls.test(ch), out: n }));
+      } else if (c === '{') {
+        i += 1;
+        /** @type {Array<(next: number) => number>} */
+        const alternatives = [];
+        // Each alternative is parsed once; its states are built when the part is (once, towards its `next`).
+        const startAt = [i];
+        for (;;) {
+          skipAlternative(depth + 1);
+          if (i >= pattern.length) throw new Error(`unbalanced { in glob ${JSON.stringify(pattern)}`);
+          if (pattern[i] === ',') {
+            i += 1;
+            startAt.push(i);
+            continue;
+          }
+          i += 1; // the closing }
+          break;
+        }
+        const after = i;
+        for (const at of startAt) {
+          alternatives.push((n) => {
+            const saved = i;
+            i = at;
+            const first = sequence(depth + 1, n);
+            i = saved;
+            return first;
+          });
+        }
+        i = after;
+        parts.push((n) => add({ kind: 'split', outs: alternatives.map((build) => build(n)) }));
       } else {
-        source += '[^/]*';
+        i += 1;
+        parts.push((n) => add({ kind: 'char', test: (ch) => ch === c, out: n }));
       }
-    } else if (c === '?') {
-      source += '[^/]';
-    } else if (c === '[') {
-      const end = pattern.indexOf(']', i + 2);
-      if (end === -1) {
-        source += '\\[';
-      } else {
-        const body = pattern.slice(i + 1, end).replace(/\\/g, '\\\\');
-        source += `[${body.startsWith('!') ? `^${body.slice(1)}` : body}]`;
-        i = end;
-      }
-    } else if (c === '{') {
-      braces++;
-      source += '(?:';
-    } else if (c === '}' && braces > 0) {
-      braces--;
-      source += ')';
-    } else if (c === ',' && braces > 0) {
-      source += '|';
-    } else {
-      source += c.replace(/[.+^$()|\\]/g, '\\$&');
     }
-  }
-  if (braces > 0) throw new Error(`unbalanced { in glob ${JSON.stringify(pattern)}`);
-  return new RegExp(`^${source}$`);
+    let at = next;
+    for (let k = parts.length - 1; k >= 0; k--) at = /** @type {(n: number) => number} */ (parts[k])(at);
+    return at;
+  };
+  /** Moves `i` past one alternative inside braces (nested braces included), to its `,` or `}`. @param {number} depth */
+  const skipAlternative = (depth) => {
+    let nested = 0;
+    while (i < pattern.length) {
+      const c = pattern[i];
+      if (c === '{') nested++;
+      else if (c === '}' && nested > 0) nested--;
+      else if (nested === 0 && (c === ',' || c === '}')) return;
+      i++;
+    }
+    if (depth > 0 && nested > 0) throw new Error(`unbalanced { in glob ${JSON.stringify(pattern)}`);
+  };
+  const start = sequence(0, 0);
+  if (i < pattern.length) throw new Error(`unbalanced } in glob ${JSON.stringify(pattern)}`);
+
+  /** Adds `state` and every state its splits lead to (once each: `seen` marks the current step). */
+  const closure = (
+    /** @type {number} */ state,
+    /** @type {number[]} */ into,
+    /** @type {Int32Array} */ seen,
+    /** @type {number} */ step,
+  ) => {
+    const stack = [state];
+    while (stack.length > 0) {
+      const s = /** @type {number} */ (stack.pop());
+      if (seen[s] === step) continue;
+      seen[s] = step;
+      const node = /** @type {GlobState} */ (states[s]);
+      if (node.kind === 'split')
+        for (let k = node.outs.length - 1; k >= 0; k--) stack.push(/** @type {number} */ (node.outs[k]));
+      else into.push(s);
+    }
+  };
+  return {
+    test(path) {
+      const seen = new Int32Array(states.length).fill(-1);
+      let current = /** @type {number[]} */ ([]);
+      let step = 0;
+      closure(start, current, seen, step);
+      for (const c of path) {
+        step++;
+        /** @type {number[]} */
+        const next = [];
+        for (const s of current) {
+          const node = /** @type {GlobState} */ (states[s]);
+          if (node.kind === 'char' && node.test(c)) closure(node.out, next, seen, step);
+        }
+        if (next.length === 0) return false;
+        current = next;
+      }
+      return current.includes(0);
+    },
+  };
 }
 
 /** @param {string} path @param {string} pattern */
 export function matchesGlob(path, pattern) {
-  return globToRegExp(pattern).test(path);
+  return compileGlob(pattern).test(path);
 }
 
 /** @param {string} line @param {number} max */
@@ -257,10 +376,18 @@ const OPERATIONS = {
     return { replacements: op.replace_all ? count : 1, path: shown(abs) };
   },
 
+  async lines(op) {
+    const abs = await resolveInWorkspace(op.path);
+    const stat = await lstat(abs).catch(() => undefined);
+    if (!stat) throw new Refusal('not_found', `File does not exist: ${op.label}`);
+    if (!stat.isFile()) throw new Refusal('invalid_request', `Not a file: ${op.label}`);
+    return readLines(abs, op);
+  },
+
   async glob(op) {
     let re;
     try {
-      re = globToRegExp(op.pattern);
+      re = compileGlob(op.pattern);
     } catch (error) {
       throw new Refusal('invalid_request', `Invalid glob: ${/** @type {Error} */ (error).message}`);
     }
@@ -283,6 +410,58 @@ const OPERATIONS = {
     });
   },
 };
+
+/**
+ * Lines `offset`..`offset + limit - 1` (1-based) of a file, read as a stream: each cut at `line_chars` characters,
+ * and no more lines once `max_chars` characters are kept. Lines are counted to the end (what `total` says), but only
+ * the kept ones, and at most `line_chars` characters of the line being read, are ever held.
+ * @param {string} abs
+ * @param {{offset: number, limit: number, line_chars: number, max_chars: number}} op
+ */
+async function readLines(abs, op) {
+  const first = op.offset - 1;
+  const end = first + op.limit;
+  /** @type {string[]} */
+  const kept = [];
+  let index = 0;
+  let current = '';
+  let segment = 0;
+  let chars = 0;
+  let full = false;
+  const take = (/** @type {string} */ piece) => {
+    segment += piece.length;
+    if (!full && index >= first && index < end && current.length <= op.line_chars) {
+      current += piece.slice(0, op.line_chars + 1 - current.length);
+    }
+  };
+  const endLine = () => {
+    if (!full && index >= first && index < end) {
+      const line = current.length > op.line_chars ? `${current.slice(0, op.line_chars)}…` : current;
+      if (chars + line.length > op.max_chars && kept.length > 0) full = true;
+      else {
+        kept.push(line);
+        chars += line.length;
+      }
+    }
+    index++;
+    current = '';
+    segment = 0;
+  };
+  const decoder = new StringDecoder('utf8');
+  for await (const chunk of createReadStream(abs, { highWaterMark: 64 * 1024 })) {
+    const text = decoder.write(/** @type {Buffer} */ (chunk));
+    let start = 0;
+    for (let nl = text.indexOf('\n'); nl !== -1; nl = text.indexOf('\n', start)) {
+      take(text.slice(start, nl));
+      endLine();
+      start = nl + 1;
+    }
+    take(text.slice(start));
+  }
+  take(decoder.end());
+  if (segment > 0) endLine();
+  return { lines: kept, total: index };
+}
 
 async function main() {
   const chunks = [];

@@ -24,6 +24,7 @@ import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';
 import { bubblewrapSandbox } from '../../../sandbox/bubblewrap.js';
 import type { Sandbox, SandboxProbe } from '../../../sandbox/sandbox.js';
+import { isSlotted, withSandboxSlots, type SandboxSlotOptions } from '../../../sandbox/sandbox-slots.js';
 import { createWorkspace, defaultDataDir } from '../../../sandbox/workspace.js';
 import { defineTool, ToolSuspension, type ChildTask, type Tool, type ToolContext } from '../../define-tool.js';
 import type { PlatformServices } from '../../platform.js';
@@ -53,8 +54,18 @@ export interface CodeAgentToolOptions {
    * @example '/var/lib/agentry'
    */
   dataDir?: string;
-  /** @default bubblewrapSandbox() (one per tool instance; probed on first use) */
+  /**
+   * Where commands and file operations run. Wrapped in sandbox slots ({@link withSandboxSlots}) unless it already
+   * has them.
+   * @default bubblewrapSandbox() (one per tool instance; probed on first use)
+   */
   sandbox?: Sandbox;
+  /**
+   * How many sandboxes run at once across every tool of the coding child (`Bash`, the file tools, the acceptance
+   * command, Claude Code), and how many of them one account may hold.
+   * @default { slots: 2, perAccount: 1 }
+   */
+  sandboxSlots?: SandboxSlotOptions;
   /** Credits per call (the child's model use is billed on its own). @default 1 */
   price?: number;
   /** Largest file kept as an artifact; a larger one is reported, not kept. @default 1 MB */
@@ -202,7 +213,9 @@ export type CodeAgentTool = Tool<z.input<typeof Input>> & {
  */
 export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool {
   const dataDir = options.dataDir ?? defaultDataDir();
-  const sandbox = options.sandbox ?? bubblewrapSandbox();
+  // One set of slots for everything this tool runs in a sandbox (a host's own sandbox too, unless it has slots).
+  const given = options.sandbox ?? bubblewrapSandbox();
+  const sandbox = isSlotted(given) ? given : withSandboxSlots(given, options.sandboxSlots);
   const maxFileBytes = options.maxFileBytes ?? 1024 * 1024;
   const parsed = OptionsSchema.safeParse({ backend: options.backend, claudeCode: options.claudeCode });
   if (!parsed.success) {
@@ -252,7 +265,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
             sandbox,
             root,
             { op: 'write', path, label: file.path, content: file.content, encoding: 'utf8' },
-            ctx.signal,
+            { signal: ctx.signal, account: ctx.accountId },
           );
         }
       };
@@ -351,7 +364,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
           sandbox,
           root,
           { op: 'read', path: rel, label: named, max_bytes: maxFileBytes, encoding: 'base64' },
-          ctx.signal,
+          { signal: ctx.signal, account: ctx.accountId },
         ).catch((error: unknown) => {
           if (!AgentryError.isInstance(error)) throw error;
           const reason = error.message.startsWith('File does not exist')
@@ -386,7 +399,7 @@ export function codeAgentTool(options: CodeAgentToolOptions = {}): CodeAgentTool
       // `verified` is never false because of a pause.
       const r = await sandbox.run(
         { shell: input.acceptance_command, workspace: root, timeoutMs: budgetMs, maxOutputBytes: 64 * 1024 },
-        { signal: ctx.signal },
+        { signal: ctx.signal, account: ctx.accountId },
       );
       output.verified = r.exitCode === 0;
       output.verification = {

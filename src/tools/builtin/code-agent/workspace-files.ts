@@ -7,8 +7,10 @@
  * by a concurrent `Bash` call (renameat2 RENAME_EXCHANGE between a check and an open) leads nowhere the sandbox could
  * not already go; and no pattern the model chose runs on the runtime's event loop.
  *
- * Cost: one sandbox per call (about 50-80 ms: bwrap, then node's start). File calls are not billed like `Bash`: each
- * is bounded by {@link FILE_CALL_TIMEOUT_MS} and the sandbox's limits, and a child's model turns bound their number.
+ * Cost: one sandbox per call (about 50-80 ms: bwrap, then node's start), taking one of the sandbox's slots like a
+ * `Bash` command (`sandbox-slots.ts`), for the caller's account. Its CPU time is reported (`onCpuMs`) so that the
+ * child's file tools bill it by the CPU-second, like `Bash`; the answer is capped per operation
+ * ({@link answerBytes}), so what the runtime holds per call is small whatever the file.
  */
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
@@ -17,15 +19,29 @@ import type { Sandbox } from '../../../sandbox/sandbox.js';
 
 /** Wall-clock and CPU limit of one file operation. */
 export const FILE_CALL_TIMEOUT_MS = 30_000;
+/** Memory of one file operation's sandbox (node and the operation; `Edit` holds a file of at most 5 MB twice). */
+export const FILE_CALL_MEMORY_BYTES = 256 * 1024 ** 2;
 const NODE_AT = '/run/agentry/node';
 const HELPER_AT = '/run/agentry/file-helper.mjs';
 const HELPER = fileURLToPath(new URL('./file-helper.mjs', import.meta.url));
-/** Room for the answer: a 5 MB file of control characters is ~30 MB of JSON. */
-const MAX_ANSWER_BYTES = 48 * 1024 * 1024;
+/** Characters of lines one `lines` answer keeps at most (its JSON is at most six bytes a character). */
+export const MAX_LINES_CHARS = 256 * 1024;
+
+/**
+ * Bytes of answer kept per operation: what the runtime buffers for one call. A `read` (the runtime's own, for
+ * artifacts: base64, up to its `max_bytes`) gets room for its file; a `lines` answer (the `Read` tool) for
+ * {@link MAX_LINES_CHARS} escaped characters; the others' answers are small and capped by their counts.
+ */
+function answerBytes(operation: FileOperation): number {
+  if (operation.op === 'read') return Math.ceil(operation.max_bytes / 3) * 4 * 2 + 64 * 1024;
+  if (operation.op === 'lines') return operation.max_chars * 6 + 64 * 1024;
+  return 2 * 1024 * 1024;
+}
 
 /** The operations `file-helper.mjs` knows, as sent. */
 export type FileOperation =
   | { op: 'read'; path: string; label: string; max_bytes: number; encoding: 'utf8' | 'base64' }
+  | { op: 'lines'; path: string; label: string; offset: number; limit: number; line_chars: number; max_chars: number }
   | { op: 'write'; path: string; label: string; content: string; encoding: 'utf8' | 'base64' }
   | {
       op: 'edit';
@@ -50,12 +66,26 @@ export type FileOperation =
 const Failure = z.object({ ok: z.literal(false), code: z.enum(['not_found', 'invalid_request']), message: z.string() });
 const ANSWERS = {
   read: z.object({ ok: z.literal(true), content: z.string() }),
+  lines: z.object({ ok: z.literal(true), lines: z.array(z.string()), total: z.number() }),
   write: z.object({ ok: z.literal(true), bytes: z.number(), path: z.string() }),
   edit: z.object({ ok: z.literal(true), replacements: z.number(), path: z.string() }),
   glob: z.object({ ok: z.literal(true), matches: z.array(z.string()), total: z.number() }),
   grep: z.object({ ok: z.literal(true), lines: z.array(z.string()), more: z.number() }),
 } as const;
 type Answers = { [K in keyof typeof ANSWERS]: z.output<(typeof ANSWERS)[K]> };
+
+/** How one operation runs. */
+export interface FileOperationOptions {
+  /** Aborting kills its sandbox (or gives up its place in the queue for a slot). */
+  signal?: AbortSignal;
+  /** The account whose sandbox slots and disk the operation counts to. */
+  account?: string;
+  /**
+   * Told the operation's CPU time (or its wall time, when it could not be measured) as soon as the sandbox has
+   * ended, before the answer is checked: a refused or failed operation used CPU too.
+   */
+  onCpuMs?: (ms: number) => void;
+}
 
 /**
  * Runs one operation on the workspace `root` in a fresh sandbox and returns its answer; a refusal (no such file, a
@@ -70,35 +100,44 @@ export async function workspaceFileOperation<O extends FileOperation>(
   sandbox: Sandbox,
   root: string,
   operation: O,
-  signal?: AbortSignal,
+  options: FileOperationOptions = {},
 ): Promise<Answers[O['op']]> {
+  const { signal, account, onCpuMs } = options;
   const r = await sandbox.run(
     {
       argv: [NODE_AT, HELPER_AT],
       stdin: JSON.stringify(operation),
       workspace: root,
       // Read, Glob and Grep only read: the workspace is bound read-only for them.
-      workspaceReadOnly: operation.op === 'read' || operation.op === 'glob' || operation.op === 'grep',
+      workspaceReadOnly:
+        operation.op === 'read' || operation.op === 'lines' || operation.op === 'glob' || operation.op === 'grep',
       mounts: [
         { host: process.execPath, at: NODE_AT },
         { host: HELPER, at: HELPER_AT },
       ],
       timeoutMs: FILE_CALL_TIMEOUT_MS,
-      limits: { cpuSeconds: FILE_CALL_TIMEOUT_MS / 1000 },
-      maxOutputBytes: MAX_ANSWER_BYTES,
+      limits: { cpuSeconds: FILE_CALL_TIMEOUT_MS / 1000, memoryBytes: FILE_CALL_MEMORY_BYTES },
+      maxOutputBytes: answerBytes(operation),
       // A workspace over its disk quota takes no more writes (Bash can still delete files).
       refuseOverQuota: operation.op === 'write' || operation.op === 'edit',
     },
     // A signal of its own per call: many concurrent calls of one agent would otherwise pile listeners on one signal.
-    signal ? { signal: AbortSignal.any([signal]) } : {},
+    {
+      ...(signal ? { signal: AbortSignal.any([signal]) } : {}),
+      ...(account !== undefined ? { account } : {}),
+    },
   );
+  onCpuMs?.(r.cpuMs ?? r.durationMs);
   if (r.timedOut) {
     throw new AgentryError('invalid_request', `The ${operation.op} took longer than ${FILE_CALL_TIMEOUT_MS / 1000} s`);
   }
   if (r.memoryExceeded || r.quotaExceeded) {
     throw new AgentryError(
       'invalid_request',
-      `The ${operation.op} was stopped: the workspace's ${r.memoryExceeded ? 'memory' : 'disk quota'} is used up`,
+      r.memoryExceeded
+        ? `The ${operation.op} was stopped: it used up its memory (${FILE_CALL_MEMORY_BYTES} bytes)`
+        : `The ${operation.op} was stopped: the workspace quota is used up (this workspace's, or the account's ` +
+            'across its workspaces); delete files first',
     );
   }
   if (r.signal)

@@ -144,6 +144,7 @@ export async function runClaudeCodeBackend(
       maxTurns: o.maxTurns,
       timeoutMs: budgetMs,
       signal: stop,
+      account: ctx.accountId,
       onCommand: (c) => running.commands.push(c),
     });
   } catch (error) {

@@ -58,6 +58,8 @@ export interface ClaudeCodeRun {
   limits?: Partial<SandboxLimits>;
   /** Aborting kills the sandbox at once (pause, delete, shutdown). */
   signal: AbortSignal;
+  /** The account the sandbox's slot and disk are counted to. */
+  account?: string;
   /** Told of each command Claude Code ran, when its result comes back. */
   onCommand?(command: CommandRecord): void;
 }
@@ -250,7 +252,7 @@ export async function runClaudeCode(run: ClaudeCodeRun): Promise<ClaudeCodeOutco
                 timeoutMs: run.timeoutMs,
                 ...(run.limits ? { limits: run.limits } : {}),
               },
-              { signal: abort.signal },
+              { signal: abort.signal, ...(run.account !== undefined ? { account: run.account } : {}) },
             ),
             (chunk) => {
               stderrTail = (stderrTail + chunk).slice(-4_000);
