@@ -65,6 +65,7 @@ import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
+import { MIN_THINKING_BUDGET, replayableThinking } from '../models/thinking.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -333,19 +334,23 @@ async function runModelTurn(
     chars += t.content.length;
     turnBytes.push(Buffer.byteLength(t.content));
   }
-  const all = turns.map(toModelMessage);
+  const logged = turns.map(toModelMessage);
+  // Thinking blocks of the current tool-use loop go back unchanged; older ones are left out (models/thinking.ts).
+  const all = replayableThinking(logged);
   const sent = fitContext(
     all,
     deps.model.contextWindow?.(agent.model) ?? DEFAULT_CONTEXT_WINDOW,
     fixedPromptTokens(box.system, tools),
-    chars,
+    all === logged ? chars : undefined,
   );
+  // Thinking counts inside max_tokens and is billed as output: the call's output (and so its hold) grows by it.
+  const thinkingTokens = deps.model.thinkingTokens?.(agent.model) ?? 0;
   const request: ModelRequest = {
     model: agent.model,
     system: box.system,
     messages: sent,
     tools,
-    maxTokens: deps.limits.maxOutputTokens,
+    maxTokens: deps.limits.maxOutputTokens + thinkingTokens,
     agentId: agent.agent_id,
   };
   // The worst case with the configured max_tokens; when the balance cannot cover it, max_tokens is lowered to what
@@ -357,7 +362,7 @@ async function runModelTurn(
     model: agent.model,
     system: box.system,
     tools,
-    messageBytes: sent === all ? turnBytes : sent.map((m) => Buffer.byteLength(JSON.stringify(m.content))),
+    messageBytes: sent === logged ? turnBytes : sent.map((m) => Buffer.byteLength(JSON.stringify(m.content))),
     elided: sent !== all,
   });
   let inputBound = bound.tokens;
@@ -379,7 +384,11 @@ async function runModelTurn(
       await savePending();
       continue;
     }
-    const floor = Math.min(deps.limits.minOutputTokens, deps.limits.maxOutputTokens);
+    // A thinking call lowered to the floor keeps room for the least thinking budget the API takes.
+    const floor = Math.min(
+      deps.limits.minOutputTokens + Math.min(thinkingTokens, MIN_THINKING_BUDGET),
+      deps.limits.maxOutputTokens + thinkingTokens,
+    );
     let affordable = affordableOutputTokens(price, inputBound, reservation.payable);
     if (affordable < floor && !counted && deps.model.countTokens) {
       // Even the bound does not fit: the provider counts the request exactly before the agent gives up.
