@@ -1,0 +1,180 @@
+/**
+ * Extended thinking end to end (issue 35, "Done means" 1, fourth bullet, in-process part): the real SDK against the
+ * stand-in Messages API, which signs thinking blocks and refuses a request whose thinking was dropped or altered.
+ * - an ultra agent with three tool turns under thinking completes: every later request carries each earlier turn's
+ *   thinking (signature and redacted_thinking included) unchanged, `max_tokens` covers budget + answer, and the
+ *   thinking tokens are billed as output;
+ * - no thinking text reaches the transcript: `runtime.get`, `GET /api/agents/{id}`, the console API;
+ * - a provider that drops the thinking (what the turn log did before) fails against the stand-in with its 400.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { AgentRuntime, anthropicProvider, memoryStorage, type ModelProvider } from 'agentry';
+import { createFetchHandler } from 'agentry/http';
+import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest } from 'agentry/testing';
+import { FINAL_TEXT, THOUGHT, TOOL_TURNS, TURN_USAGE, lookupTool, thinkingHandler } from './thinking-fixtures.js';
+
+let fake: FakeAnthropic | undefined;
+let runtime: AgentRuntime | undefined;
+afterEach(async () => {
+  await runtime?.close();
+  await fake?.close();
+  runtime = undefined;
+  fake = undefined;
+});
+
+const MAX_OUTPUT = 4096;
+const BUDGET = 8000; // the default budget of svc-1-ultra
+
+async function open(ultraUpstream: string, wrap: (model: ModelProvider) => ModelProvider = (m) => m) {
+  fake = await startFakeAnthropic({ handler: thinkingHandler() });
+  const model = anthropicProvider({
+    baseURL: fake.url,
+    apiKey: 'sk-test',
+    maxRetries: 0,
+    models: { 'svc-1-ultra': ultraUpstream },
+  });
+  runtime = await AgentRuntime.open({
+    storage: memoryStorage(),
+    model: wrap(model),
+    tools: [lookupTool],
+    builtinTools: false,
+    defaultAccount: { id: 'local', credits: 1_000 },
+    limits: { maxOutputTokens: MAX_OUTPUT },
+  });
+  return { fake, runtime };
+}
+
+type Block = Record<string, unknown>;
+const blocksOf = (message: FakeMessagesRequest['messages'][number]) => message.content as Block[];
+
+describe('extended thinking for svc-1-ultra (stand-in Messages API)', () => {
+  it('an ultra agent with 3 tool turns under thinking completes; each turn goes back with its thinking intact', async () => {
+    const { fake, runtime } = await open('claude-opus-5-5');
+    const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-ultra' });
+    const agent = await runtime.waitFor(agent_id);
+    expect(agent.status, agent.status_message).toBe('COMPLETED');
+    expect(fake.requests).toHaveLength(TOOL_TURNS + 1);
+
+    for (const [i, request] of fake.requests.entries()) {
+      // Opus 5.5 thinks adaptively (a budget would be refused); max_tokens covers thinking and answer.
+      expect(request.thinking).toEqual({ type: 'adaptive' });
+      expect(request.max_tokens).toBe(MAX_OUTPUT + BUDGET);
+      expect(request.tool_choice).toBeUndefined();
+      expect(request.temperature).toBeUndefined();
+      // Every earlier assistant turn comes back starting with the thinking the stand-in signed for it.
+      const assistants = request.messages.filter((m) => m.role === 'assistant');
+      expect(assistants).toHaveLength(i);
+      assistants.forEach((m, n) => {
+        const blocks = blocksOf(m);
+        expect(blocks[0]).toMatchObject({ type: 'thinking', thinking: expect.stringContaining(`${THOUGHT} ${n}:`) });
+        expect(fake.thinking.verify(blocks[0]!)).toBe(true);
+        if (n === 0) {
+          expect(blocks[1]).toMatchObject({ type: 'redacted_thinking' });
+          expect(fake.thinking.verify(blocks[1]!)).toBe(true);
+        }
+      });
+    }
+
+    // The turn log keeps the blocks whole, signatures included.
+    const turns = await runtime.storage.listTurns(agent_id);
+    const stored = turns.filter((t) => t.role === 'assistant').map((t) => JSON.parse(t.content) as Block[]);
+    expect(stored).toHaveLength(TOOL_TURNS + 1);
+    for (const blocks of stored) {
+      expect(blocks[0]!.type).toBe('thinking');
+      expect(typeof blocks[0]!.signature).toBe('string');
+      expect(fake.thinking.verify(blocks[0]!)).toBe(true);
+    }
+
+    // Thinking tokens are output: each call is billed usage × the ultra prices (500 / 2,500 per million).
+    const ledger = (await runtime.storage.listLedger('local')).filter((l) => l.kind === 'model');
+    expect(ledger.map((l) => [l.tokens_in, l.tokens_out, -l.amount])).toEqual(
+      Array.from({ length: TOOL_TURNS + 1 }, () => [
+        TURN_USAGE.input_tokens,
+        TURN_USAGE.output_tokens,
+        TURN_USAGE.input_tokens * 500 + TURN_USAGE.output_tokens * 2500,
+      ]),
+    );
+    expect((await runtime.accounts.get('local')).reserved).toBe(0);
+  });
+
+  it('no thinking text in the transcript: runtime.get, GET /api/agents/{id}, the console API', async () => {
+    const { runtime } = await open('claude-opus-5-5');
+    const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-ultra' });
+    expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+
+    const { messages } = await runtime.get(agent_id);
+    expect(messages.map((m) => [m.role, m.text])).toEqual([
+      ['USER', 'Are items 0, 1 and 2 in stock?'],
+      ...Array.from({ length: TOOL_TURNS }, (_, n) => ['ASSISTANT', `Looking up item ${n}.`]),
+      ['ASSISTANT', FINAL_TEXT],
+    ]);
+
+    const key = await runtime.accounts.createApiKey('local');
+    const handle = createFetchHandler(runtime, { console: { authenticate: () => 'local' } });
+    const bodies: string[] = [];
+    for (const [path, headers] of [
+      [`/api/agents/${agent_id}`, { 'x-api-key': key.key }],
+      ['/api/agents', { 'x-api-key': key.key }],
+      [`/console/api/agents/${agent_id}`, {}],
+      ['/console/api/agents', {}],
+      ['/console/api/credits', {}],
+    ] as const) {
+      const response = await handle(new Request(`http://x${path}`, { headers }));
+      expect(response.status, path).toBe(200);
+      bodies.push(await response.text());
+    }
+    expect(bodies[0]).toContain(FINAL_TEXT);
+    expect(bodies[2]).toContain(FINAL_TEXT);
+    for (const body of bodies) {
+      expect(body).not.toContain(THOUGHT);
+      expect(body).not.toContain('signature');
+      expect(body).not.toContain('redacted');
+    }
+  });
+
+  it('a model that takes a budget gets budget_tokens below max_tokens', async () => {
+    const { fake, runtime } = await open('claude-opus-4-5');
+    const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-ultra' });
+    expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+    for (const request of fake.requests) {
+      expect(request.thinking).toEqual({ type: 'enabled', budget_tokens: BUDGET });
+      expect(request.max_tokens).toBe(MAX_OUTPUT + BUDGET);
+    }
+  });
+
+  it('svc-1-lite does not think: no thinking field, max_tokens is the answer alone', async () => {
+    const { fake, runtime } = await open('claude-opus-5-5');
+    const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-lite' });
+    expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+    for (const request of fake.requests) {
+      expect(request.thinking).toBeUndefined();
+      expect(request.max_tokens).toBe(MAX_OUTPUT);
+      expect(JSON.stringify(request.messages)).not.toContain('"thinking"');
+    }
+  });
+
+  it('the stand-in refuses a tool-use loop whose thinking was dropped (what the turn log did before)', async () => {
+    const strip = (model: ModelProvider): ModelProvider => ({
+      ...model,
+      models: model.models,
+      generate: (request, options) =>
+        model.generate(
+          {
+            ...request,
+            messages: request.messages.map((m) => ({
+              ...m,
+              content: m.content.filter((b) => b.type !== 'thinking' && b.type !== 'redacted_thinking'),
+            })),
+          },
+          options,
+        ),
+    });
+    const { fake, runtime } = await open('claude-opus-5-5', strip);
+    const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-ultra' });
+    const agent = await runtime.waitFor(agent_id);
+    expect(agent.status).toBe('FAILED');
+    expect(agent.status_message).toContain('400');
+    expect(agent.status_message).toContain('Expected `thinking` or `redacted_thinking`');
+    expect(fake.requests).toHaveLength(2);
+  });
+});
