@@ -5,6 +5,8 @@
  *   thinking (signature and redacted_thinking included) unchanged, `max_tokens` covers budget + answer, and the
  *   thinking tokens are billed as output;
  * - no thinking text reaches the transcript: `runtime.get`, `GET /api/agents/{id}`, the console API;
+ * - a tight balance lowers `max_tokens` but keeps the budget below it (and room for the least budget); the exact
+ *   count (`count_tokens`) is asked with the thinking config;
  * - a provider that drops the thinking (what the turn log did before) fails against the stand-in with its 400.
  */
 import { afterEach, describe, expect, it } from 'vitest';
@@ -25,7 +27,11 @@ afterEach(async () => {
 const MAX_OUTPUT = 4096;
 const BUDGET = 8000; // the default budget of svc-1-ultra
 
-async function open(ultraUpstream: string, wrap: (model: ModelProvider) => ModelProvider = (m) => m) {
+async function open(
+  ultraUpstream: string,
+  wrap: (model: ModelProvider) => ModelProvider = (m) => m,
+  credits = 1_000,
+) {
   fake = await startFakeAnthropic({ handler: thinkingHandler() });
   const model = anthropicProvider({
     baseURL: fake.url,
@@ -38,7 +44,7 @@ async function open(ultraUpstream: string, wrap: (model: ModelProvider) => Model
     model: wrap(model),
     tools: [lookupTool],
     builtinTools: false,
-    defaultAccount: { id: 'local', credits: 1_000 },
+    defaultAccount: { id: 'local', credits },
     limits: { maxOutputTokens: MAX_OUTPUT },
   });
   return { fake, runtime };
@@ -140,6 +146,27 @@ describe('extended thinking for svc-1-ultra (stand-in Messages API)', () => {
       expect(request.thinking).toEqual({ type: 'enabled', budget_tokens: BUDGET });
       expect(request.max_tokens).toBe(MAX_OUTPUT + BUDGET);
     }
+  });
+
+  it('a tight balance lowers max_tokens, the budget stays below it; count_tokens carries the thinking config', async () => {
+    // 4 credits pay ~1,600 output tokens at 2,500 credits per million: less than 4,096 + 8,000, more than the floor
+    // (256 + the least budget, 1,024). A call costs 1.225 credits: the second one no longer fits.
+    const { fake, runtime } = await open('claude-opus-4-5', undefined, 4);
+    const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-ultra' });
+    const agent = await runtime.waitFor(agent_id);
+    const first = fake.requests[0]!;
+    expect(first.max_tokens).toBeLessThan(MAX_OUTPUT + BUDGET);
+    expect(first.max_tokens).toBeGreaterThanOrEqual(256 + 1024);
+    const budget = (first.thinking as { budget_tokens: number }).budget_tokens;
+    expect(budget).toBeGreaterThanOrEqual(1024);
+    expect(budget).toBeLessThan(first.max_tokens);
+    // The balance runs out within the run: the last call the balance cannot pay is counted exactly, with thinking.
+    expect(agent.status).toBe('OUT_OF_CREDITS');
+    expect(fake.countRequests.length).toBeGreaterThan(0);
+    for (const counted of fake.countRequests) expect(counted.thinking).toMatchObject({ type: 'enabled' });
+    const account = await runtime.accounts.get('local');
+    expect(account.balance).toBeGreaterThanOrEqual(0);
+    expect(account.reserved).toBe(0);
   });
 
   it('svc-1-lite does not think: no thinking field, max_tokens is the answer alone', async () => {
