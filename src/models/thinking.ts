@@ -83,7 +83,9 @@ export function resolveThinking(
     }
     const budget = Number(raw);
     if (!Number.isInteger(budget) || budget < MIN_THINKING_BUDGET) {
-      throw new Error(`${name} must be "off" or a thinking budget of at least ${MIN_THINKING_BUDGET} tokens, got ${JSON.stringify(env[name])}`);
+      throw new Error(
+        `${name} must be "off" or a thinking budget of at least ${MIN_THINKING_BUDGET} tokens, got ${JSON.stringify(env[name])}`,
+      );
     }
     const current = settings[publicId];
     settings[publicId] = { ...(current ? current : {}), budgetTokens: budget };
@@ -129,7 +131,11 @@ export interface ThinkingParams {
  * thinkingParams('claude-haiku-4-5', { budgetTokens: 2048 }, 6144)
  * // -> { thinking: { type: 'enabled', budget_tokens: 2048 } }
  */
-export function thinkingParams(upstream: string, setting: ThinkingSetting | undefined, maxTokens: number): ThinkingParams {
+export function thinkingParams(
+  upstream: string,
+  setting: ThinkingSetting | undefined,
+  maxTokens: number,
+): ThinkingParams {
   if (!setting) return {};
   if (thinkingFormOf(upstream) === 'adaptive') {
     return {

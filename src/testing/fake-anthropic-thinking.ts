@@ -100,7 +100,8 @@ export function thinkingRefusal(body: ThinkingCheckedRequest, signer: ThinkingSi
     if (typeof message.content === 'string') continue;
     for (const [j, block] of message.content.entries()) {
       if (!isThinkingBlock(block)) continue;
-      if (message.role !== 'assistant') return `messages.${i}.content.${j}: thinking blocks are only allowed in assistant messages`;
+      if (message.role !== 'assistant')
+        return `messages.${i}.content.${j}: thinking blocks are only allowed in assistant messages`;
       if (!signer.verify(block)) {
         return `messages.${i}.content.${j}: Invalid \`signature\` in \`${String(block.type)}\` block. 'thinking' or 'redacted_thinking' blocks in the latest assistant message cannot be modified. These blocks must remain as they were in the original response.`;
       }
@@ -112,7 +113,8 @@ export function thinkingRefusal(body: ThinkingCheckedRequest, signer: ThinkingSi
   const lastAssistant = messages.findLastIndex((m) => m.role === 'assistant');
   const assistant = messages[lastAssistant];
   const answer = messages[lastAssistant + 1];
-  if (!assistant || typeof assistant.content === 'string' || !answer || typeof answer.content === 'string') return undefined;
+  if (!assistant || typeof assistant.content === 'string' || !answer || typeof answer.content === 'string')
+    return undefined;
   const calls = assistant.content.some((b) => b.type === 'tool_use');
   const results = answer.content.some((b) => b.type === 'tool_result');
   const first = assistant.content[0];

@@ -27,11 +27,7 @@ afterEach(async () => {
 const MAX_OUTPUT = 4096;
 const BUDGET = 8000; // the default budget of svc-1-ultra
 
-async function open(
-  ultraUpstream: string,
-  wrap: (model: ModelProvider) => ModelProvider = (m) => m,
-  credits = 1_000,
-) {
+async function open(ultraUpstream: string, wrap: (model: ModelProvider) => ModelProvider = (m) => m, credits = 1_000) {
   fake = await startFakeAnthropic({ handler: thinkingHandler() });
   const model = anthropicProvider({
     baseURL: fake.url,

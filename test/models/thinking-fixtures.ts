@@ -48,7 +48,9 @@ export function thinkingReply(n: number): FakeReply {
  * The scenario's handler. `holdTurn`: that turn's request gets no answer until the client disconnects (a process
  * killed mid-call); `onHeld` is told when it arrives.
  */
-export function thinkingHandler(options: { holdTurn?: () => number | undefined; onHeld?: () => void } = {}): FakeAnthropicHandler {
+export function thinkingHandler(
+  options: { holdTurn?: () => number | undefined; onHeld?: () => void } = {},
+): FakeAnthropicHandler {
   return (body, info) => {
     const n = turnOf(body);
     if (n === options.holdTurn?.()) {

@@ -6,19 +6,30 @@ import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { anthropicProvider, type ModelMessage } from 'agentry';
 import { startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
-import {
-  replayableThinking,
-  resolveThinking,
-  thinkingFormOf,
-  thinkingParams,
-} from '../../src/models/thinking.js';
+import { replayableThinking, resolveThinking, thinkingFormOf, thinkingParams } from '../../src/models/thinking.js';
 
 describe('thinkingFormOf', () => {
   it('adaptive for Opus/Sonnet 4.6 and later and the Claude 5 families, a budget before and for unknown ids', () => {
-    for (const id of ['claude-opus-5-5', 'claude-haiku-5-5', 'claude-sonnet-5', 'claude-opus-4-7', 'claude-opus-4-6', 'claude-sonnet-4-6', 'claude-mythos-preview', 'claude-fable-5-1']) {
+    for (const id of [
+      'claude-opus-5-5',
+      'claude-haiku-5-5',
+      'claude-sonnet-5',
+      'claude-opus-4-7',
+      'claude-opus-4-6',
+      'claude-sonnet-4-6',
+      'claude-mythos-preview',
+      'claude-fable-5-1',
+    ]) {
       expect(thinkingFormOf(id), id).toBe('adaptive');
     }
-    for (const id of ['claude-haiku-4-5', 'claude-haiku-4-5-20251001', 'claude-opus-4-5', 'claude-sonnet-4-5-20250929', 'claude-3-7-sonnet-20250219', 'local-llama']) {
+    for (const id of [
+      'claude-haiku-4-5',
+      'claude-haiku-4-5-20251001',
+      'claude-opus-4-5',
+      'claude-sonnet-4-5-20250929',
+      'claude-3-7-sonnet-20250219',
+      'local-llama',
+    ]) {
       expect(thinkingFormOf(id), id).toBe('budget');
     }
   });
@@ -37,7 +48,9 @@ describe('thinkingParams', () => {
   });
 
   it('adaptive models get type adaptive and the effort, never a budget', () => {
-    expect(thinkingParams('claude-opus-5-5', { budgetTokens: 8000 }, 12096)).toEqual({ thinking: { type: 'adaptive' } });
+    expect(thinkingParams('claude-opus-5-5', { budgetTokens: 8000 }, 12096)).toEqual({
+      thinking: { type: 'adaptive' },
+    });
     expect(thinkingParams('claude-opus-5-5', { budgetTokens: 8000, effort: 'max' }, 12096)).toEqual({
       thinking: { type: 'adaptive' },
       output_config: { effort: 'max' },
@@ -102,7 +115,11 @@ describe('replayableThinking', () => {
       ['tool_result'],
     ]);
     expect(messages[1]!.content).toHaveLength(2); // the input is not modified
-    const alone: ModelMessage[] = [goal, { role: 'assistant', content: [thinking(1)] }, { role: 'user', content: [{ type: 'text', text: 'go on' }] }];
+    const alone: ModelMessage[] = [
+      goal,
+      { role: 'assistant', content: [thinking(1)] },
+      { role: 'user', content: [{ type: 'text', text: 'go on' }] },
+    ];
     expect(replayableThinking(alone)).toBe(alone);
   });
 });
@@ -146,7 +163,9 @@ describe('the stand-in refuses thinking the API would refuse (400, invalid_reque
       (e: unknown) => e,
     );
     expect(error).toBeInstanceOf(Anthropic.BadRequestError);
-    const body = (error as InstanceType<typeof Anthropic.BadRequestError>).error as { error: { type: string; message: string } };
+    const body = (error as InstanceType<typeof Anthropic.BadRequestError>).error as {
+      error: { type: string; message: string };
+    };
     expect(body.error.type).toBe('invalid_request_error');
     return body.error.message;
   };
@@ -158,14 +177,20 @@ describe('the stand-in refuses thinking the API would refuse (400, invalid_reque
 
   it('refuses a tool-use loop whose thinking block was dropped', async () => {
     const { first, next } = await loop();
-    expect(await refusal(next(first.filter((b) => b.type !== 'thinking')))).toMatch(/Expected `thinking` or `redacted_thinking`/);
+    expect(await refusal(next(first.filter((b) => b.type !== 'thinking')))).toMatch(
+      /Expected `thinking` or `redacted_thinking`/,
+    );
   });
 
   it('refuses an altered thinking text, an altered signature and a made-up redacted block', async () => {
     const { first, next } = await loop();
     const [thought, call] = first as [Anthropic.ThinkingBlockParam, Anthropic.ToolUseBlockParam];
-    expect(await refusal(next([{ ...thought, thinking: `${thought.thinking} (edited)` }, call]))).toMatch(/Invalid `signature`/);
-    expect(await refusal(next([{ ...thought, signature: `x${thought.signature}` }, call]))).toMatch(/Invalid `signature`/);
+    expect(await refusal(next([{ ...thought, thinking: `${thought.thinking} (edited)` }, call]))).toMatch(
+      /Invalid `signature`/,
+    );
+    expect(await refusal(next([{ ...thought, signature: `x${thought.signature}` }, call]))).toMatch(
+      /Invalid `signature`/,
+    );
     expect(await refusal(next([{ type: 'redacted_thinking', data: 'made-up' }, call]))).toMatch(/Invalid `signature`/);
   });
 

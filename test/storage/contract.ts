@@ -1227,7 +1227,11 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         it("keeps an assistant turn's thinking blocks byte for byte (signature, redacted_thinking, any text)", async () => {
           // The API refuses a thinking block that comes back changed: the log is opaque text, never re-encoded.
           const content = JSON.stringify([
-            { type: 'thinking', thinking: 'Plan:  two spaces,\ttab, «quotes», emoji 🧠, \u2028 and "escapes"\n', signature: 'EqQBCkYIBxgCKkD+/=' },
+            {
+              type: 'thinking',
+              thinking: 'Plan:  two spaces,\ttab, «quotes», emoji 🧠, \u2028 and "escapes"\n',
+              signature: 'EqQBCkYIBxgCKkD+/=',
+            },
             { type: 'redacted_thinking', data: 'RUNSWVBURUQ=.tag+/==' },
             { type: 'text', text: 'Looking.' },
             { type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { n: 1 } },
