@@ -65,7 +65,7 @@ import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
-import { MIN_THINKING_BUDGET, replayableThinking } from '../models/thinking.js';
+import { MIN_THINKING_BUDGET } from '../models/thinking.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -334,14 +334,12 @@ async function runModelTurn(
     chars += t.content.length;
     turnBytes.push(Buffer.byteLength(t.content));
   }
-  const logged = turns.map(toModelMessage);
-  // Thinking blocks of the current tool-use loop go back unchanged; older ones are left out (models/thinking.ts).
-  const all = replayableThinking(logged);
+  const all = turns.map(toModelMessage);
   const sent = fitContext(
     all,
     deps.model.contextWindow?.(agent.model) ?? DEFAULT_CONTEXT_WINDOW,
     fixedPromptTokens(box.system, tools),
-    all === logged ? chars : undefined,
+    chars,
   );
   // Thinking counts inside max_tokens and is billed as output: the call's output (and so its hold) grows by it.
   const thinkingTokens = deps.model.thinkingTokens?.(agent.model) ?? 0;
@@ -362,7 +360,7 @@ async function runModelTurn(
     model: agent.model,
     system: box.system,
     tools,
-    messageBytes: sent === logged ? turnBytes : sent.map((m) => Buffer.byteLength(JSON.stringify(m.content))),
+    messageBytes: sent === all ? turnBytes : sent.map((m) => Buffer.byteLength(JSON.stringify(m.content))),
     elided: sent !== all,
   });
   let inputBound = bound.tokens;

@@ -12,7 +12,13 @@ import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/re
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
 import { ModelError } from './provider.js';
-import { resolveThinking, ThinkingSettingSchema, thinkingAllowance, thinkingParams } from './thinking.js';
+import {
+  resolveThinking,
+  ThinkingSettingSchema,
+  thinkingAllowance,
+  thinkingParams,
+  thinkingToSend,
+} from './thinking.js';
 import type { ThinkingSetting } from './thinking.js';
 import type {
   AssistantContentBlock,
@@ -267,7 +273,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
           {
             model: upstream,
             max_tokens: request.maxTokens,
-            messages: request.messages.map(toMessageParam),
+            messages: thinkingToSend(upstream, request.messages).map(toMessageParam),
             ...(request.system === '' ? {} : { system: request.system }),
             ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
             ...thinkingParams(upstream, thinkingOf(request.model), request.maxTokens),
@@ -291,7 +297,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         const counted = await anthropic.messages.countTokens(
           {
             model: upstream,
-            messages: request.messages.map(toMessageParam),
+            messages: thinkingToSend(upstream, request.messages).map(toMessageParam),
             ...(request.system === '' ? {} : { system: request.system }),
             ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
             // Counted as the call will be sent: the thinking config is part of the prompt the API counts.

@@ -9,7 +9,9 @@
  *   output, so the loop raises `max_tokens` by the budget (see `ModelProvider.thinkingTokens`);
  * - thinking does not combine with a forced `tool_choice` or a changed `temperature`/`top_k`: agentry sends neither;
  * - within a tool-use loop the thinking blocks (signature included, and `redacted_thinking`) go back unchanged, in
- *   their turns; once a plain user turn ends the loop, earlier turns' thinking may be left out (the API strips it).
+ *   their turns; once a plain user turn ends the loop, earlier turns' thinking may be left out (the API strips it) —
+ *   but the newer models keep earlier thinking in context and bind each block to everything before it (a block left
+ *   out between others invalidates the later ones), so only models that take a budget have it left out.
  */
 import { z } from 'zod';
 import type { ContentBlock, ModelMessage } from './provider.js';
@@ -173,4 +175,13 @@ export function replayableThinking(messages: ModelMessage[]): ModelMessage[] {
     return { ...m, content: rest };
   });
   return changed ? out : messages;
+}
+
+/**
+ * The messages to send to `upstream`: models that take a budget (Claude 4.5 and earlier) get
+ * {@link replayableThinking}; models that think adaptively get the log as it is (append-only), since they keep earlier
+ * thinking and check that nothing before a thinking block changed.
+ */
+export function thinkingToSend(upstream: string, messages: ModelMessage[]): ModelMessage[] {
+  return thinkingFormOf(upstream) === 'budget' ? replayableThinking(messages) : messages;
 }

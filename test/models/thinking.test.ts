@@ -124,6 +124,53 @@ describe('replayableThinking', () => {
   });
 });
 
+describe('which thinking anthropicProvider sends back', () => {
+  let fake: FakeAnthropic | undefined;
+  afterEach(async () => {
+    await fake?.close();
+    fake = undefined;
+  });
+
+  it('after a plain user turn: left out for a model that takes a budget, kept (append-only) for an adaptive one', async () => {
+    fake = await startFakeAnthropic();
+    const signed = (text: string) => ({
+      type: 'thinking' as const,
+      thinking: text,
+      signature: fake!.thinking.sign(text),
+    });
+    const messages: ModelMessage[] = [
+      { role: 'user', content: [{ type: 'text', text: 'goal' }] },
+      { role: 'assistant', content: [signed('old loop'), { type: 'tool_use', id: 'tu_1', name: 'x', input: {} }] },
+      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu_1', content: 'ok' }] },
+      { role: 'assistant', content: [signed('answer'), { type: 'text', text: 'done?' }] },
+      { role: 'user', content: [{ type: 'text', text: 'please submit' }] },
+    ];
+    const request = { system: '', messages, tools: [], maxTokens: 4096, agentId: 'a' };
+    const signal = new AbortController().signal;
+    for (const [upstream, kept] of [
+      ['claude-haiku-4-5', false],
+      ['claude-opus-5-5', true],
+    ] as const) {
+      const model = anthropicProvider({
+        baseURL: fake.url,
+        apiKey: 'sk-test',
+        maxRetries: 0,
+        models: { 'svc-1-lite': upstream },
+        thinking: { 'svc-1-lite': { budgetTokens: 2048 } },
+      });
+      await model.generate({ ...request, model: 'svc-1-lite' }, { signal });
+      await model.countTokens!({ ...request, model: 'svc-1-lite' }, { signal });
+      for (const sent of [fake.requests.at(-1)!, fake.countRequests.at(-1)!]) {
+        const thinking = sent.messages.flatMap((m) =>
+          (m.content as Array<{ type: string }>).filter((b) => b.type === 'thinking'),
+        );
+        expect(thinking, upstream).toHaveLength(kept ? 2 : 0);
+        expect(sent.thinking, upstream).toBeDefined();
+      }
+    }
+  });
+});
+
 describe('the stand-in refuses thinking the API would refuse (400, invalid_request_error)', () => {
   let fake: FakeAnthropic | undefined;
   afterEach(async () => {
