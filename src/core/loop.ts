@@ -65,7 +65,7 @@ import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
-import { MIN_THINKING_BUDGET } from '../models/thinking.js';
+import { firstEditedMessage, MIN_THINKING_BUDGET } from '../models/thinking.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -350,6 +350,7 @@ async function runModelTurn(
     tools,
     maxTokens: deps.limits.maxOutputTokens + thinkingTokens,
     agentId: agent.agent_id,
+    ...(sent === all ? {} : { editedFrom: firstEditedMessage(all, sent) }),
   };
   // The worst case with the configured max_tokens; when the balance cannot cover it, max_tokens is lowered to what
   // it can, down to the floor, so that an agent with little left still gets a short answer. The input is bounded by

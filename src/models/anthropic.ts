@@ -273,7 +273,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
           {
             model: upstream,
             max_tokens: request.maxTokens,
-            messages: thinkingToSend(upstream, request.messages).map(toMessageParam),
+            messages: thinkingToSend(upstream, request.messages, request.editedFrom).map(toMessageParam),
             ...(request.system === '' ? {} : { system: request.system }),
             ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
             ...thinkingParams(upstream, thinkingOf(request.model), request.maxTokens),
@@ -297,7 +297,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         const counted = await anthropic.messages.countTokens(
           {
             model: upstream,
-            messages: thinkingToSend(upstream, request.messages).map(toMessageParam),
+            messages: thinkingToSend(upstream, request.messages, request.editedFrom).map(toMessageParam),
             ...(request.system === '' ? {} : { system: request.system }),
             ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
             // Counted as the call will be sent: the thinking config is part of the prompt the API counts.

@@ -70,6 +70,12 @@ export interface ModelRequest {
   maxTokens: number;
   /** The agent this turn is for (for logs and scripted test models). */
   agentId: string;
+  /**
+   * Index of the first message that differs from what the turn log holds (old tool results elided to fit the context
+   * window); absent when the messages are the log as it is. Thinking after it was produced after a different
+   * conversation: models that bind thinking to its prefix would refuse it, so the provider leaves it out.
+   */
+  editedFrom?: number;
 }
 
 export interface ModelUsage {

@@ -178,10 +178,40 @@ export function replayableThinking(messages: ModelMessage[]): ModelMessage[] {
 }
 
 /**
- * The messages to send to `upstream`: models that take a budget (Claude 4.5 and earlier) get
- * {@link replayableThinking}; models that think adaptively get the log as it is (append-only), since they keep earlier
- * thinking and check that nothing before a thinking block changed.
+ * Whether `upstream` binds each thinking block to everything before it (preserved thinking: the Claude 5.5 family,
+ * Fable and Mythos from 5.1 on): a block whose prefix changed since it was produced is refused.
  */
-export function thinkingToSend(upstream: string, messages: ModelMessage[]): ModelMessage[] {
-  return thinkingFormOf(upstream) === 'budget' ? replayableThinking(messages) : messages;
+export function bindsThinkingToPrefix(upstream: string): boolean {
+  return /^claude-(?:(?:opus|sonnet|haiku)-5-5|(?:fable|mythos)-5-[1-9])(?:-|$)/.test(upstream);
+}
+
+/** The index of the first message of `sent` whose content differs from `log`'s (`log.length` if none does). */
+export function firstEditedMessage(log: readonly ModelMessage[], sent: readonly ModelMessage[]): number {
+  const index = sent.findIndex((m, i) => {
+    const logged = log[i];
+    return logged === undefined || (m !== logged && JSON.stringify(m.content) !== JSON.stringify(logged.content));
+  });
+  return index === -1 ? Math.min(log.length, sent.length) : index;
+}
+
+/**
+ * The messages to send to `upstream`:
+ * - models that take a budget (Claude 4.5 and earlier) get {@link replayableThinking};
+ * - models that think adaptively get the log as it is (append-only), since they keep earlier thinking;
+ * - on models that bind thinking to its prefix, assistant turns after `editedFrom` (the first message changed from the
+ *   log, by context elision) lose their thinking: it was produced after a different conversation and would be refused
+ *   (adaptive thinking does not require a turn to start with thinking).
+ */
+export function thinkingToSend(upstream: string, messages: ModelMessage[], editedFrom?: number): ModelMessage[] {
+  if (thinkingFormOf(upstream) === 'budget') return replayableThinking(messages);
+  if (editedFrom === undefined || !bindsThinkingToPrefix(upstream)) return messages;
+  let changed = false;
+  const out = messages.map((m, i) => {
+    if (i <= editedFrom || m.role !== 'assistant' || !m.content.some(isThinking)) return m;
+    const rest = m.content.filter((b) => !isThinking(b));
+    if (rest.length === 0) return m;
+    changed = true;
+    return { ...m, content: rest };
+  });
+  return changed ? out : messages;
 }

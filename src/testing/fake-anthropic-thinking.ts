@@ -6,12 +6,16 @@
  * is refused with 400 and the API's error shape, as the real API refuses it, when:
  * - a `thinking` block's signature does not match its text, or a `redacted_thinking` block's data was not sealed by
  *   this server (the block was altered, or made up);
- * - thinking is on and the last assistant turn of a tool-use loop (its tool_use answered by the tool_result that
- *   follows) does not start with its thinking (the block was dropped);
+ * - on a model with preserved thinking (the Claude 5.5 family, Fable and Mythos 5.1 and later), anything before a
+ *   thinking block — `system`, `tools`, earlier messages and blocks, `cache_control` markers aside — differs from
+ *   what the request that produced it sent (the block is bound to its prefix);
+ * - thinking is on with a budget and the last assistant turn of a tool-use loop (its tool_use answered by the
+ *   tool_result that follows) does not start with its thinking (the block was dropped);
  * - `budget_tokens` is below 1,024 or not below `max_tokens`; thinking comes with a forced `tool_choice`, a
  *   `temperature` other than 1, or `top_k`.
  */
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { bindsThinkingToPrefix } from '../models/thinking.js';
 
 /** The fields of a request the checks read (a Messages or count_tokens body). */
 export interface ThinkingCheckedRequest {
@@ -22,12 +26,18 @@ export interface ThinkingCheckedRequest {
 
 /** Signs and checks thinking blocks with one server secret. */
 export interface ThinkingSigner {
-  /** The signature of a thinking text. */
-  sign(thinking: string): string;
-  /** Opaque `data` of a redacted_thinking block, sealed by this server. */
-  seal(label: string): string;
-  /** Whether a `thinking` or `redacted_thinking` block is exactly as this server sent it. */
-  verify(block: Record<string, unknown>): boolean;
+  /**
+   * The signature of a thinking text: a MAC of the text, then a MAC of the text with `prefix` (the digest of what
+   * came before the block, {@link prefixDigest}; empty for models that do not bind thinking to it).
+   */
+  sign(thinking: string, prefix?: string): string;
+  /** Opaque `data` of a redacted_thinking block, sealed by this server (bound to `prefix` the same way). */
+  seal(label: string, prefix?: string): string;
+  /**
+   * Whether a `thinking` or `redacted_thinking` block is exactly as this server sent it; with `prefix`, also that
+   * it was produced after that same prefix.
+   */
+  verify(block: Record<string, unknown>, prefix?: string): boolean;
 }
 
 /** A signer with `secret`, or a random one (a fresh fake accepts only the blocks it wrote itself). */
@@ -38,28 +48,76 @@ export function thinkingSigner(secret: string = randomBytes(32).toString('hex'))
     const y = Buffer.from(b);
     return x.length === y.length && timingSafeEqual(x, y);
   };
+  // Two parts: the first proves the text (checked everywhere), the second the prefix it was produced after.
+  const seal = (kind: string, text: string, prefix: string) =>
+    `${mac(kind, text)}~${mac(`${kind}@`, `${prefix}\n${text}`)}`;
+  const check = (kind: string, text: string, signature: string, prefix: string | undefined) => {
+    const [own, bound, ...rest] = signature.split('~');
+    if (rest.length > 0 || own === undefined || bound === undefined || !same(own, mac(kind, text))) return false;
+    return prefix === undefined || same(bound, mac(`${kind}@`, `${prefix}\n${text}`));
+  };
   return {
-    sign: (thinking) => mac('thinking', thinking),
-    seal(label) {
+    sign: (thinking, prefix = '') => seal('thinking', thinking, prefix),
+    seal(label, prefix = '') {
       const body = Buffer.from(label).toString('base64');
-      return `${body}.${mac('redacted', body)}`;
+      return `${body}.${seal('redacted', body, prefix)}`;
     },
-    verify(block) {
+    verify(block, prefix) {
       if (block.type === 'thinking') {
         return (
           typeof block.thinking === 'string' &&
           typeof block.signature === 'string' &&
-          same(block.signature, mac('thinking', block.thinking))
+          check('thinking', block.thinking, block.signature, prefix)
         );
       }
       if (block.type === 'redacted_thinking') {
         if (typeof block.data !== 'string') return false;
         const [body, tag, ...rest] = block.data.split('.');
-        return rest.length === 0 && body !== undefined && tag !== undefined && same(tag, mac('redacted', body));
+        return rest.length === 0 && body !== undefined && tag !== undefined && check('redacted', body, tag, prefix);
       }
       return true;
     },
   };
+}
+
+/** JSON with sorted keys and without `cache_control` (a cache breakpoint is not a change of the conversation). */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([key, v]) => key !== 'cache_control' && v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([key, v]) => `${JSON.stringify(key)}:${canonical(v)}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** `system` as blocks: a string and one text block are the same prompt. */
+function systemBlocks(system: unknown): unknown {
+  return typeof system === 'string' ? [{ type: 'text', text: system }] : (system ?? []);
+}
+
+/**
+ * The digest of what precedes block `block` of message `message` of `body`: `system`, `tools`, the messages before
+ * it and the blocks before it in its own message. `message` may be `body.messages.length` (the reply being made, with
+ * `replyBlocks` before the block).
+ */
+export function prefixDigest(
+  body: ThinkingCheckedRequest,
+  message: number,
+  block: number,
+  replyBlocks: Array<Record<string, unknown>> = [],
+): string {
+  const messages = body.messages.slice(0, message).map((m) => ({
+    role: m.role,
+    content: typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : m.content,
+  }));
+  const own = body.messages[message];
+  const ownBlocks = own === undefined ? replyBlocks : typeof own.content === 'string' ? [] : own.content;
+  messages.push({ role: 'assistant', content: ownBlocks.slice(0, block) });
+  return createHash('sha256')
+    .update(canonical({ system: systemBlocks(body.system), tools: body.tools ?? [], messages }))
+    .digest('base64');
 }
 
 /** Whether the request asks for thinking (`enabled` with a budget, or `adaptive`). */
@@ -96,6 +154,7 @@ export function thinkingRefusal(body: ThinkingCheckedRequest, signer: ThinkingSi
     if (body.top_k !== undefined) return '`top_k` is not supported when thinking is enabled.';
   }
   const messages = body.messages;
+  const bound = typeof body.model === 'string' && bindsThinkingToPrefix(body.model);
   for (const [i, message] of messages.entries()) {
     if (typeof message.content === 'string') continue;
     for (const [j, block] of message.content.entries()) {
@@ -105,11 +164,15 @@ export function thinkingRefusal(body: ThinkingCheckedRequest, signer: ThinkingSi
       if (!signer.verify(block)) {
         return `messages.${i}.content.${j}: Invalid \`signature\` in \`${String(block.type)}\` block. 'thinking' or 'redacted_thinking' blocks in the latest assistant message cannot be modified. These blocks must remain as they were in the original response.`;
       }
+      if (bound && !signer.verify(block, prefixDigest(body, i, j))) {
+        return `messages.${i}.content.${j}: Invalid \`signature\` in \`${String(block.type)}\` block. The block is bound to a different conversation. Remove the block, or set \`thinking.block_binding.prefix_mismatch_behavior\` to "drop_block".`;
+      }
     }
   }
-  if (!on) return undefined;
-  // In a tool-use loop (the last assistant turn called tools and the user turn after it answers them), that assistant
-  // turn must begin with the thinking that led to its calls.
+  // With a budget, in a tool-use loop (the last assistant turn called tools and the user turn after it answers them),
+  // that assistant turn must begin with the thinking that led to its calls. Adaptive thinking may skip thinking on a
+  // turn, so a turn without it is no proof that it was dropped.
+  if (thinking?.type !== 'enabled') return undefined;
   const lastAssistant = messages.findLastIndex((m) => m.role === 'assistant');
   const assistant = messages[lastAssistant];
   const answer = messages[lastAssistant + 1];
@@ -139,22 +202,30 @@ export interface FakeThinkingReply {
  */
 export function withThinking(
   content: Array<Record<string, unknown>>,
-  body: Record<string, unknown>,
+  body: ThinkingCheckedRequest,
   reply: FakeThinkingReply,
   signer: ThinkingSigner,
   index: number,
 ): Array<Record<string, unknown>> {
   if (!thinkingRequested(body)) return content.filter((block) => !isThinkingBlock(block));
-  const own = content
-    .filter(isThinkingBlock)
-    .map((block) =>
-      block.type === 'thinking'
-        ? { type: 'thinking', thinking: String(block.thinking), signature: signer.sign(String(block.thinking)) }
-        : { type: 'redacted_thinking', data: signer.seal(`redacted ${index}`) },
-    );
+  const scripted = content.filter(isThinkingBlock);
   const rest = content.filter((block) => !isThinkingBlock(block));
   const text = reply.thinking ?? `(fake thinking ${index}) Let me work out what to do next.`;
-  const thinking = own.length > 0 ? own : [{ type: 'thinking', thinking: text, signature: signer.sign(text) }];
-  if (reply.redactedThinking) thinking.push({ type: 'redacted_thinking', data: signer.seal(`redacted ${index}`) });
-  return [...thinking, ...rest];
+  const wanted: Array<{ type: string; thinking?: string }> =
+    scripted.length > 0
+      ? scripted.map((block) => ({ type: String(block.type), thinking: String(block.thinking) }))
+      : [{ type: 'thinking', thinking: text }];
+  if (reply.redactedThinking) wanted.push({ type: 'redacted_thinking' });
+  // Each block is signed after what precedes it: the request and the reply's blocks before it.
+  const bound = typeof body.model === 'string' && bindsThinkingToPrefix(body.model);
+  const out: Array<Record<string, unknown>> = [];
+  for (const block of wanted) {
+    const prefix = bound ? prefixDigest(body, body.messages.length, out.length, out) : '';
+    out.push(
+      block.type === 'thinking'
+        ? { type: 'thinking', thinking: block.thinking ?? text, signature: signer.sign(block.thinking ?? text, prefix) }
+        : { type: 'redacted_thinking', data: signer.seal(`redacted ${index}`, prefix) },
+    );
+  }
+  return [...out, ...rest];
 }

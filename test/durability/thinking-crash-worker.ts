@@ -27,7 +27,9 @@ async function main(): Promise<void> {
       baseURL: url!,
       apiKey: 'sk-test',
       maxRetries: 0,
-      models: { 'svc-1-ultra': 'claude-opus-5-5' },
+      // A model that takes a budget: the stand-in then refuses a tool-use loop whose last turn lost its thinking, as
+      // the API does (adaptive models may skip thinking on a turn, so there only an altered block is refused).
+      models: { 'svc-1-ultra': 'claude-opus-4-5' },
     }),
     tools: [lookupTool],
     builtinTools: false,

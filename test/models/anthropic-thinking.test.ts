@@ -7,13 +7,23 @@
  * - no thinking text reaches the transcript: `runtime.get`, `GET /api/agents/{id}`, the console API;
  * - a tight balance lowers `max_tokens` but keeps the budget below it (and room for the least budget); the exact
  *   count (`count_tokens`) is asked with the thinking config;
- * - a provider that drops the thinking (what the turn log did before) fails against the stand-in with its 400.
+ * - a provider that drops the thinking (what the turn log did before) fails against the stand-in with its 400;
+ * - on a model that binds thinking to its prefix (Opus 5.5), context elision leaves out the thinking it invalidated
+ *   instead of sending it back to be refused.
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { AgentRuntime, anthropicProvider, memoryStorage, type ModelProvider } from 'agentry';
 import { createFetchHandler } from 'agentry/http';
 import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest } from 'agentry/testing';
-import { FINAL_TEXT, THOUGHT, TOOL_TURNS, TURN_USAGE, lookupTool, thinkingHandler } from './thinking-fixtures.js';
+import {
+  FINAL_TEXT,
+  THOUGHT,
+  TOOL_TURNS,
+  TURN_USAGE,
+  lookupTool,
+  reportTool,
+  thinkingHandler,
+} from './thinking-fixtures.js';
 
 let fake: FakeAnthropic | undefined;
 let runtime: AgentRuntime | undefined;
@@ -27,18 +37,24 @@ afterEach(async () => {
 const MAX_OUTPUT = 4096;
 const BUDGET = 8000; // the default budget of svc-1-ultra
 
-async function open(ultraUpstream: string, wrap: (model: ModelProvider) => ModelProvider = (m) => m, credits = 1_000) {
-  fake = await startFakeAnthropic({ handler: thinkingHandler() });
+async function open(
+  ultraUpstream: string,
+  wrap: (model: ModelProvider) => ModelProvider = (m) => m,
+  credits = 1_000,
+  { tool, contextWindow }: { tool?: string; contextWindow?: number } = {},
+) {
+  fake = await startFakeAnthropic({ handler: thinkingHandler(tool === undefined ? {} : { tool }) });
   const model = anthropicProvider({
     baseURL: fake.url,
     apiKey: 'sk-test',
     maxRetries: 0,
     models: { 'svc-1-ultra': ultraUpstream },
+    ...(contextWindow === undefined ? {} : { contextWindows: { 'svc-1-ultra': contextWindow } }),
   });
   runtime = await AgentRuntime.open({
     storage: memoryStorage(),
     model: wrap(model),
-    tools: [lookupTool],
+    tools: [lookupTool, reportTool],
     builtinTools: false,
     defaultAccount: { id: 'local', credits },
     limits: { maxOutputTokens: MAX_OUTPUT },
@@ -192,12 +208,49 @@ describe('extended thinking for svc-1-ultra (stand-in Messages API)', () => {
           options,
         ),
     });
-    const { fake, runtime } = await open('claude-opus-5-5', strip);
+    // A model that takes a budget: the API then insists that the loop's last assistant turn starts with its thinking.
+    const { fake, runtime } = await open('claude-opus-4-5', strip);
     const { agent_id } = await runtime.create({ goal: 'Are items 0, 1 and 2 in stock?', model: 'svc-1-ultra' });
     const agent = await runtime.waitFor(agent_id);
     expect(agent.status).toBe('FAILED');
     expect(agent.status_message).toContain('400');
     expect(agent.status_message).toContain('Expected `thinking` or `redacted_thinking`');
     expect(fake.requests).toHaveLength(2);
+  });
+
+  describe('context elision on a model that binds thinking to its prefix (claude-opus-5-5)', () => {
+    // A window this small makes the loop elide the first report before the last call (the 4 latest messages stay).
+    const elided = { tool: 'read_report', contextWindow: 1_000 };
+    const goal = 'Read the reports of items 0, 1 and 2.';
+
+    it('completes: the thinking after the elided result is left out, the thinking before it kept', async () => {
+      const { fake, runtime } = await open('claude-opus-5-5', undefined, 1_000, elided);
+      const { agent_id } = await runtime.create({ goal, model: 'svc-1-ultra' });
+      const agent = await runtime.waitFor(agent_id);
+      expect(agent.status, agent.status_message).toBe('COMPLETED');
+      const last = fake.requests.at(-1)!;
+      expect(JSON.stringify(last.messages[2])).toContain('[elided to save context');
+      const thinkingAt = last.messages.map((m) => blocksOf(m).filter((b) => b.type === 'thinking').length);
+      expect(thinkingAt).toEqual([0, 1, 0, 0, 0, 0, 0]);
+      // The turn log keeps every block all the same.
+      const turns = await runtime.storage.listTurns(agent_id);
+      for (const t of turns.filter((t) => t.role === 'assistant')) expect(t.content).toContain('"signature"');
+    });
+
+    it('sending the invalidated thinking back (what the loop did before) is refused by the stand-in', async () => {
+      const keepAll = (model: ModelProvider): ModelProvider => ({
+        ...model,
+        models: model.models,
+        generate: (request, options) => {
+          const { editedFrom: _ignored, ...rest } = request;
+          return model.generate(rest, options);
+        },
+      });
+      const { runtime } = await open('claude-opus-5-5', keepAll, 1_000, elided);
+      const { agent_id } = await runtime.create({ goal, model: 'svc-1-ultra' });
+      const agent = await runtime.waitFor(agent_id);
+      expect(agent.status).toBe('FAILED');
+      expect(agent.status_message).toContain('bound to a different conversation');
+    });
   });
 });

@@ -23,20 +23,30 @@ export const lookupTool = defineTool({
   run: ({ n }) => ({ n, in_stock: true }),
 });
 
+/** A tool whose result is long enough for context elision to replace it (a report of ~3,000 characters). */
+export const reportTool = defineTool({
+  name: 'read_report',
+  description: 'Reads the stock report of an item',
+  input: z.object({ n: z.number().int() }),
+  price: 0,
+  idempotent: true,
+  run: ({ n }) => ({ n, report: `Item ${n} is in stock. `.repeat(150) }),
+});
+
 /** Assistant turns already in the request: which turn the model is taking now. */
 export function turnOf(body: FakeMessagesRequest): number {
   return body.messages.filter((m) => m.role === 'assistant').length;
 }
 
-/** The scripted reply of turn `n`. */
-export function thinkingReply(n: number): FakeReply {
+/** The scripted reply of turn `n` (calling `tool` in the tool turns). */
+export function thinkingReply(n: number, tool = 'lookup_item'): FakeReply {
   if (n < TOOL_TURNS) {
     return {
       thinking: `${THOUGHT} ${n}: item ${n} is next; I will look it up before answering.`,
       redactedThinking: n === 0,
       content: [
         { type: 'text', text: `Looking up item ${n}.` },
-        { type: 'tool_use', name: 'lookup_item', input: { n } },
+        { type: 'tool_use', name: tool, input: { n } },
       ],
       usage: TURN_USAGE,
     };
@@ -49,7 +59,7 @@ export function thinkingReply(n: number): FakeReply {
  * killed mid-call); `onHeld` is told when it arrives.
  */
 export function thinkingHandler(
-  options: { holdTurn?: () => number | undefined; onHeld?: () => void } = {},
+  options: { holdTurn?: () => number | undefined; onHeld?: () => void; tool?: string } = {},
 ): FakeAnthropicHandler {
   return (body, info) => {
     const n = turnOf(body);
@@ -59,6 +69,6 @@ export function thinkingHandler(
         info.signal.addEventListener('abort', () => resolve({ text: 'aborted' }), { once: true });
       });
     }
-    return thinkingReply(n);
+    return thinkingReply(n, options.tool);
   };
 }

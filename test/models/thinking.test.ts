@@ -5,8 +5,16 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { anthropicProvider, type ModelMessage } from 'agentry';
-import { startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
-import { replayableThinking, resolveThinking, thinkingFormOf, thinkingParams } from '../../src/models/thinking.js';
+import { prefixDigest, startFakeAnthropic, type FakeAnthropic, type ThinkingCheckedRequest } from 'agentry/testing';
+import {
+  bindsThinkingToPrefix,
+  firstEditedMessage,
+  replayableThinking,
+  resolveThinking,
+  thinkingFormOf,
+  thinkingParams,
+  thinkingToSend,
+} from '../../src/models/thinking.js';
 
 describe('thinkingFormOf', () => {
   it('adaptive for Opus/Sonnet 4.6 and later and the Claude 5 families, a budget before and for unknown ids', () => {
@@ -124,6 +132,37 @@ describe('replayableThinking', () => {
   });
 });
 
+describe('thinking after an edit (models that bind thinking to its prefix)', () => {
+  const thinking = (n: number) => ({ type: 'thinking' as const, thinking: `t${n}`, signature: `s${n}` });
+  const use = (n: number) => ({ type: 'tool_use' as const, id: `tu${n}`, name: 'x', input: {} });
+  const result = (n: number, content = 'ok') => ({ type: 'tool_result' as const, tool_use_id: `tu${n}`, content });
+  const log: ModelMessage[] = [
+    { role: 'user', content: [{ type: 'text', text: 'goal' }] },
+    { role: 'assistant', content: [thinking(1), use(1)] },
+    { role: 'user', content: [result(1, 'a long result')] },
+    { role: 'assistant', content: [thinking(2), use(2)] },
+    { role: 'user', content: [result(2)] },
+  ];
+  const sent = log.map((m, i) => (i === 2 ? { ...m, content: [result(1, '[elided]')] } : m));
+
+  it('finds the first edited message; leaves out thinking after it only on binding models', () => {
+    expect(firstEditedMessage(log, sent)).toBe(2);
+    expect(firstEditedMessage(log, log)).toBe(log.length);
+    expect(bindsThinkingToPrefix('claude-opus-5-5')).toBe(true);
+    expect(bindsThinkingToPrefix('claude-opus-5')).toBe(false);
+    const kinds = (messages: ModelMessage[]) => messages.map((m) => m.content.map((b) => b.type).join('+'));
+    expect(kinds(thinkingToSend('claude-opus-5-5', sent, 2))).toEqual([
+      'text',
+      'thinking+tool_use',
+      'tool_result',
+      'tool_use',
+      'tool_result',
+    ]);
+    expect(thinkingToSend('claude-opus-5-5', sent)).toBe(sent);
+    expect(thinkingToSend('claude-opus-5', sent, 2)).toBe(sent);
+  });
+});
+
 describe('which thinking anthropicProvider sends back', () => {
   let fake: FakeAnthropic | undefined;
   afterEach(async () => {
@@ -133,18 +172,23 @@ describe('which thinking anthropicProvider sends back', () => {
 
   it('after a plain user turn: left out for a model that takes a budget, kept (append-only) for an adaptive one', async () => {
     fake = await startFakeAnthropic();
+    const messages: ModelMessage[] = [{ role: 'user', content: [{ type: 'text', text: 'goal' }] }];
+    // Signed as the stand-in signs for Claude Opus 5.5: after everything before the block (no system, no tools).
     const signed = (text: string) => ({
       type: 'thinking' as const,
       thinking: text,
-      signature: fake!.thinking.sign(text),
+      signature: fake!.thinking.sign(
+        text,
+        prefixDigest(JSON.parse(JSON.stringify({ messages })) as ThinkingCheckedRequest, messages.length, 0),
+      ),
     });
-    const messages: ModelMessage[] = [
-      { role: 'user', content: [{ type: 'text', text: 'goal' }] },
-      { role: 'assistant', content: [signed('old loop'), { type: 'tool_use', id: 'tu_1', name: 'x', input: {} }] },
-      { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu_1', content: 'ok' }] },
-      { role: 'assistant', content: [signed('answer'), { type: 'text', text: 'done?' }] },
-      { role: 'user', content: [{ type: 'text', text: 'please submit' }] },
-    ];
+    messages.push({
+      role: 'assistant',
+      content: [signed('old loop'), { type: 'tool_use', id: 'tu_1', name: 'x', input: {} }],
+    });
+    messages.push({ role: 'user', content: [{ type: 'tool_result', tool_use_id: 'tu_1', content: 'ok' }] });
+    messages.push({ role: 'assistant', content: [signed('answer'), { type: 'text', text: 'done?' }] });
+    messages.push({ role: 'user', content: [{ type: 'text', text: 'please submit' }] });
     const request = { system: '', messages, tools: [], maxTokens: 4096, agentId: 'a' };
     const signal = new AbortController().signal;
     for (const [upstream, kept] of [
