@@ -141,6 +141,7 @@ function show(block: ContentBlock): string {
   const cut = (s: string) => (s.length > 160 ? `${s.slice(0, 159)}…` : s);
   if (block.type === 'text') return block.text;
   if (block.type === 'tool_use') return `→ ${block.name} ${JSON.stringify(block.input)}`;
+  if (block.type === 'thinking' || block.type === 'redacted_thinking') return '(thought)';
   return `${block.is_error ? '✗' : '←'} ${cut(block.content.replace(/\s+/g, ' '))}`;
 }
 

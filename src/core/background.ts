@@ -108,6 +108,8 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     const price = deps.prices.models[agent.model];
     if (!price) throw new AgentryError('not_configured', `no price is configured for model ${agent.model}`);
     const request: ModelRequest = { model: agent.model, ...turn, agentId };
+    // As in the loop: a thinking model's max_tokens (and hold) covers its thinking besides the answer asked for.
+    request.maxTokens += deps.model.thinkingTokens?.(agent.model) ?? 0;
     // The same strict bound as the loop's: a call can never cost more than it held.
     const worstCase = modelReservation(price, request);
     const stopWhenRefused = options.signal === undefined;

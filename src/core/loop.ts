@@ -65,6 +65,7 @@ import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
+import { firstEditedMessage, MIN_THINKING_BUDGET } from '../models/thinking.js';
 
 export interface StepLimits {
   /** Model turns an agent may take before it FAILs. */
@@ -340,13 +341,16 @@ async function runModelTurn(
     fixedPromptTokens(box.system, tools),
     chars,
   );
+  // Thinking counts inside max_tokens and is billed as output: the call's output (and so its hold) grows by it.
+  const thinkingTokens = deps.model.thinkingTokens?.(agent.model) ?? 0;
   const request: ModelRequest = {
     model: agent.model,
     system: box.system,
     messages: sent,
     tools,
-    maxTokens: deps.limits.maxOutputTokens,
+    maxTokens: deps.limits.maxOutputTokens + thinkingTokens,
     agentId: agent.agent_id,
+    ...(sent === all ? {} : { editedFrom: firstEditedMessage(all, sent) }),
   };
   // The worst case with the configured max_tokens; when the balance cannot cover it, max_tokens is lowered to what
   // it can, down to the floor, so that an agent with little left still gets a short answer. The input is bounded by
@@ -379,7 +383,11 @@ async function runModelTurn(
       await savePending();
       continue;
     }
-    const floor = Math.min(deps.limits.minOutputTokens, deps.limits.maxOutputTokens);
+    // A thinking call lowered to the floor keeps room for the least thinking budget the API takes.
+    const floor = Math.min(
+      deps.limits.minOutputTokens + Math.min(thinkingTokens, MIN_THINKING_BUDGET),
+      deps.limits.maxOutputTokens + thinkingTokens,
+    );
     let affordable = affordableOutputTokens(price, inputBound, reservation.payable);
     if (affordable < floor && !counted && deps.model.countTokens) {
       // Even the bound does not fit: the provider counts the request exactly before the agent gives up.

@@ -12,7 +12,16 @@ import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/re
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
 import { ModelError } from './provider.js';
+import {
+  resolveThinking,
+  ThinkingSettingSchema,
+  thinkingAllowance,
+  thinkingParams,
+  thinkingToSend,
+} from './thinking.js';
+import type { ThinkingSetting } from './thinking.js';
 import type {
+  AssistantContentBlock,
   ContentBlock,
   GenerateOptions,
   ModelProvider,
@@ -20,8 +29,6 @@ import type {
   ModelResponse,
   ModelUsage,
   StopReason,
-  TextBlock,
-  ToolUseBlock,
 } from './provider.js';
 
 /**
@@ -86,6 +93,15 @@ export interface AnthropicProviderOptions {
    * @default 200_000 for every model
    */
   contextWindows?: Partial<Record<string, number>>;
+  /**
+   * Extended thinking per public model id: `false`, or `{budgetTokens, effort?}` — the thinking tokens a call may spend
+   * besides its answer (≥ 1,024; `max_tokens` and the credit hold grow by it) and, for models that think adaptively
+   * (Claude Opus/Sonnet 4.6 and later, the Claude 5 families), the `output_config.effort`. Overrides
+   * `AGENTRY_THINKING_LITE` / `AGENTRY_THINKING_ULTRA` (`off` or a budget).
+   * @default { 'svc-1-lite': false, 'svc-1-ultra': { budgetTokens: 8000 } }
+   * @example anthropicProvider({ thinking: { 'svc-1-ultra': { budgetTokens: 16_000, effort: 'high' } } })
+   */
+  thinking?: Partial<Record<string, ThinkingSetting>>;
 }
 
 const OptionsSchema = z.strictObject({
@@ -96,6 +112,7 @@ const OptionsSchema = z.strictObject({
   timeoutMs: z.int().positive().optional(),
   fetch: z.custom<typeof fetch>((value) => typeof value === 'function', 'Expected a fetch function').optional(),
   contextWindows: z.record(z.string().min(1), z.int().positive().optional()).optional(),
+  thinking: z.record(z.string().min(1), ThinkingSettingSchema.optional()).optional(),
 });
 
 /** What {@link resolveAnthropicConfig} settles on. */
@@ -198,6 +215,13 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
   });
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const contextWindows = opts.contextWindows ?? {};
+  let thinking: Record<string, ThinkingSetting>;
+  try {
+    thinking = resolveThinking(process.env, opts.thinking ?? {});
+  } catch (error) {
+    throw new AgentryError('invalid_request', error instanceof Error ? error.message : String(error), { cause: error });
+  }
+  const thinkingOf = (model: string) => (Object.hasOwn(thinking, model) ? thinking[model] : undefined);
 
   // Only built when configured: without a key the SDK would go looking for credentials in profile files on disk.
   const configured = config.apiKey !== undefined || config.baseURL !== undefined;
@@ -249,9 +273,10 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
           {
             model: upstream,
             max_tokens: request.maxTokens,
-            messages: request.messages.map(toMessageParam),
+            messages: thinkingToSend(upstream, request.messages, request.editedFrom).map(toMessageParam),
             ...(request.system === '' ? {} : { system: request.system }),
             ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
+            ...thinkingParams(upstream, thinkingOf(request.model), request.maxTokens),
           },
           { signal, timeout: timeoutMs },
         );
@@ -272,9 +297,11 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         const counted = await anthropic.messages.countTokens(
           {
             model: upstream,
-            messages: request.messages.map(toMessageParam),
+            messages: thinkingToSend(upstream, request.messages, request.editedFrom).map(toMessageParam),
             ...(request.system === '' ? {} : { system: request.system }),
             ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
+            // Counted as the call will be sent: the thinking config is part of the prompt the API counts.
+            ...thinkingParams(upstream, thinkingOf(request.model), request.maxTokens),
           },
           { signal, timeout: timeoutMs },
         );
@@ -283,6 +310,10 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         if (signal.aborted) throw abortError(signal);
         throw toModelError(error, loaded);
       }
+    },
+
+    thinkingTokens(model: string): number {
+      return thinkingAllowance(thinkingOf(model));
     },
 
     contextWindow(model: string): number {
@@ -300,6 +331,11 @@ function toMessageParam(message: ModelRequest['messages'][number]): MessageParam
 
 function toContentBlockParam(block: ContentBlock): ContentBlockParam {
   switch (block.type) {
+    // Exactly as the API sent them: the signature covers the text, and a changed block is refused.
+    case 'thinking':
+      return { type: 'thinking', thinking: block.thinking, signature: block.signature };
+    case 'redacted_thinking':
+      return { type: 'redacted_thinking', data: block.data };
     case 'text':
       return { type: 'text', text: block.text };
     case 'tool_use':
@@ -329,9 +365,12 @@ function toToolParam(tool: ModelRequest['tools'][number]): Tool {
 }
 
 function fromMessage(message: Anthropic.Message): ModelResponse {
-  const content: Array<TextBlock | ToolUseBlock> = [];
+  const content: AssistantContentBlock[] = [];
   for (const block of message.content) {
-    if (block.type === 'text') content.push({ type: 'text', text: block.text });
+    if (block.type === 'thinking') {
+      content.push({ type: 'thinking', thinking: block.thinking, signature: block.signature });
+    } else if (block.type === 'redacted_thinking') content.push({ type: 'redacted_thinking', data: block.data });
+    else if (block.type === 'text') content.push({ type: 'text', text: block.text });
     else if (block.type === 'tool_use')
       content.push({
         type: 'tool_use',
@@ -339,7 +378,7 @@ function fromMessage(message: Anthropic.Message): ModelResponse {
         name: block.name,
         input: block.input,
       });
-    // Thinking and server-tool blocks are not part of agentry's turn log.
+    // Server-tool blocks are not part of agentry's turn log.
   }
   const usage: ModelUsage = {
     inputTokens: message.usage.input_tokens,

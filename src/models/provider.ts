@@ -23,7 +23,29 @@ export interface ToolResultBlock {
   is_error?: boolean;
 }
 
-export type ContentBlock = TextBlock | ToolUseBlock | ToolResultBlock;
+/**
+ * A block of the model's extended thinking. `signature` proves to the provider that it wrote `thinking`: the block
+ * goes back unchanged (models/thinking.ts decides when), and never into the public transcript.
+ */
+export interface ThinkingBlock {
+  type: 'thinking';
+  thinking: string;
+  signature: string;
+}
+
+/** Thinking the provider encrypted (`data` is opaque); it goes back unchanged like a {@link ThinkingBlock}. */
+export interface RedactedThinkingBlock {
+  type: 'redacted_thinking';
+  data: string;
+}
+
+/** The blocks of an assistant turn that hold the model's thinking. */
+export type ThinkingContentBlock = ThinkingBlock | RedactedThinkingBlock;
+
+/** What an assistant turn holds: its thinking, text and tool calls, in the order the model produced them. */
+export type AssistantContentBlock = ThinkingContentBlock | TextBlock | ToolUseBlock;
+
+export type ContentBlock = AssistantContentBlock | ToolResultBlock;
 
 export interface ModelMessage {
   role: 'user' | 'assistant';
@@ -48,6 +70,12 @@ export interface ModelRequest {
   maxTokens: number;
   /** The agent this turn is for (for logs and scripted test models). */
   agentId: string;
+  /**
+   * Index of the first message that differs from what the turn log holds (old tool results elided to fit the context
+   * window); absent when the messages are the log as it is. Thinking after it was produced after a different
+   * conversation: models that bind thinking to its prefix would refuse it, so the provider leaves it out.
+   */
+  editedFrom?: number;
 }
 
 export interface ModelUsage {
@@ -62,7 +90,8 @@ export interface ModelUsage {
 export type StopReason = 'end_turn' | 'tool_use' | 'max_tokens' | 'stop_sequence' | 'refusal' | 'pause_turn';
 
 export interface ModelResponse {
-  content: Array<TextBlock | ToolUseBlock>;
+  /** Thinking blocks (when the model thinks) come first, as the provider sent them; the loop stores them whole. */
+  content: AssistantContentBlock[];
   usage: ModelUsage;
   stopReason: StopReason;
   /** The upstream model that answered (e.g. `claude-haiku-4-5`), when the provider says; for traces. */
@@ -108,6 +137,15 @@ export interface ModelProvider {
    * };
    */
   countTokens?(request: ModelRequest, options: GenerateOptions): Promise<number>;
+  /**
+   * Output tokens a call of `model` may spend on extended thinking, on top of its answer: the loop raises `max_tokens`
+   * by this much (the API counts thinking inside `max_tokens`), so the credit hold covers thinking and answer. Optional;
+   * 0 or absent when the model does not think.
+   *
+   * @example
+   * const model: ModelProvider = { models: ['svc-1-ultra'], generate, thinkingTokens: (m) => (m === 'svc-1-ultra' ? 8_000 : 0) };
+   */
+  thinkingTokens?(model: string): number;
 }
 
 /** A failure of the model provider. `retryable` failures are retried by the runtime, others fail the agent. */

@@ -93,6 +93,9 @@ function recordError(span: Span, error: unknown, message?: string): void {
   span.setStatus({ code: SpanStatusCode.ERROR, message: message ?? (error instanceof Error ? error.message : '') });
 }
 
+/** A thinking block in recorded messages: that the model thought, never what (its text stays out of every record). */
+const REASONING_PART = { type: 'reasoning' } as const;
+
 /** The conventions' message shape: role and parts. */
 function messagesJson(request: ModelRequest): string {
   return JSON.stringify(
@@ -103,7 +106,9 @@ function messagesJson(request: ModelRequest): string {
           ? { type: 'text', content: b.text }
           : b.type === 'tool_use'
             ? { type: 'tool_call', id: b.id, name: b.name, arguments: b.input }
-            : { type: 'tool_call_response', id: b.tool_use_id, response: b.content },
+            : b.type === 'tool_result'
+              ? { type: 'tool_call_response', id: b.tool_use_id, response: b.content }
+              : REASONING_PART,
       ),
     })),
   );
@@ -117,7 +122,9 @@ function outputJson(response: ModelResponse): string {
       parts: response.content.map((b) =>
         b.type === 'text'
           ? { type: 'text', content: b.text }
-          : { type: 'tool_call', id: b.id, name: b.name, arguments: b.input },
+          : b.type === 'tool_use'
+            ? { type: 'tool_call', id: b.id, name: b.name, arguments: b.input }
+            : REASONING_PART,
       ),
     },
   ]);

@@ -16,6 +16,8 @@
 import { createServer } from 'node:http';
 import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { thinkingRefusal, thinkingSigner, withThinking } from './fake-anthropic-thinking.js';
+import type { FakeThinkingReply, ThinkingSigner } from './fake-anthropic-thinking.js';
 
 /** A request body as the Messages API receives it (only the fields the fake looks at are typed). */
 export interface FakeMessagesRequest {
@@ -52,10 +54,16 @@ export interface FakeUsage {
 export type FakeContentBlock =
   | { type: 'text'; text: string }
   /** `id` defaults to a fresh `toolu_fake_…` id. */
-  | { type: 'tool_use'; id?: string; name: string; input: unknown };
+  | { type: 'tool_use'; id?: string; name: string; input: unknown }
+  /** Sent (signed by the fake) only when the request asks for thinking. */
+  | { type: 'thinking'; thinking: string }
+  | { type: 'redacted_thinking' };
 
-/** A successful reply: a Message. */
-export interface FakeMessageReply {
+/**
+ * A successful reply: a Message. When the request asks for thinking, the fake puts a signed thinking block first
+ * (its text from `thinking`); see testing/fake-anthropic-thinking.
+ */
+export interface FakeMessageReply extends FakeThinkingReply {
   /** Shorthand for `content: [{ type: 'text', text }]`. */
   text?: string;
   content?: FakeContentBlock[];
@@ -114,6 +122,8 @@ export interface FakeAnthropicOptions {
    * @default {@link defaultFakeTokenCount}
    */
   countTokens?: FakeCountTokensHandler;
+  /** The secret thinking blocks are signed with. @default a random one: blocks of another server are refused */
+  thinkingSecret?: string;
 }
 
 export interface FakeAnthropic {
@@ -125,6 +135,8 @@ export interface FakeAnthropic {
   readonly countRequests: FakeCountTokensRequest[];
   /** How many requests the client abandoned (disconnected) before their reply was sent. */
   readonly disconnects: number;
+  /** Signs and checks this server's thinking blocks (for tests that forge or alter one). */
+  readonly thinking: ThinkingSigner;
   setHandler(handler: FakeAnthropicHandler): void;
   setCountTokens(handler: FakeCountTokensHandler): void;
   close(): Promise<void>;
@@ -173,6 +185,7 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
   let countTokens: FakeCountTokensHandler = options.countTokens ?? defaultFakeTokenCount;
   const requests: FakeMessagesRequest[] = [];
   const countRequests: FakeCountTokensRequest[] = [];
+  const signer = thinkingSigner(options.thinkingSecret);
   let disconnects = 0;
   let nextId = 1;
 
@@ -243,6 +256,11 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
         sendError(res, { status: 400, message: 'model and messages are required' });
         return;
       }
+      const refusal = thinkingRefusal(body, signer);
+      if (refusal !== undefined) {
+        sendError(res, { status: 400, message: refusal });
+        return;
+      }
       const counted = await countTokens(body, { index, headers: req.headers, apiKey, signal: disconnected.signal });
       if (disconnected.signal.aborted) return;
       if (typeof counted === 'number') sendJson(res, 200, { input_tokens: counted });
@@ -264,6 +282,11 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       });
       return;
     }
+    const refusal = thinkingRefusal(body, signer);
+    if (refusal !== undefined) {
+      sendError(res, { status: 400, message: refusal });
+      return;
+    }
 
     const reply = await handler(body, {
       index,
@@ -281,9 +304,10 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       sendError(res, reply, headers);
       return;
     }
-    const content = (reply.content ?? (reply.text === undefined ? [] : [{ type: 'text', text: reply.text }])).map(
+    const scripted = (reply.content ?? (reply.text === undefined ? [] : [{ type: 'text', text: reply.text }])).map(
       (block) => (block.type === 'tool_use' ? { ...block, id: block.id ?? `toolu_fake_${nextId++}` } : block),
     );
+    const content = withThinking(scripted, body, reply, signer, index);
     const fallbackUsage = defaultFakeReply(body).usage;
     const usage: FakeUsage = {
       input_tokens: reply.usage?.input_tokens ?? fallbackUsage?.input_tokens ?? 1,
@@ -332,6 +356,7 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     get disconnects() {
       return disconnects;
     },
+    thinking: signer,
     setHandler(next) {
       handler = next;
     },

@@ -15,3 +15,5 @@ export type {
 export { fakeClock } from './fake-clock.js';
 export type { FakeClock } from './fake-clock.js';
 export * from './fake-anthropic.js';
+export { prefixDigest, thinkingSigner } from './fake-anthropic-thinking.js';
+export type { ThinkingSigner, FakeThinkingReply, ThinkingCheckedRequest } from './fake-anthropic-thinking.js';

@@ -20,10 +20,10 @@ export function out(line: string): void {
 export async function runOrResumeRoot(
   runtime: AgentRuntime,
   run: string,
-  root: { label: string; goal: string; rootId: string | undefined },
+  root: { label: string; goal: string; rootId: string | undefined; model?: string },
 ): Promise<void> {
   if (run === 'first') {
-    const { agent_id } = await runtime.create({ goal: root.goal });
+    const { agent_id } = await runtime.create({ goal: root.goal, ...(root.model ? { model: root.model } : {}) });
     out(`${root.label} ${agent_id}`);
     setInterval(() => {}, 60_000); // until killed
     return;

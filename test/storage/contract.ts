@@ -1224,6 +1224,24 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           await expectLedgerInvariant(s, ACCT);
         });
 
+        it("keeps an assistant turn's thinking blocks byte for byte (signature, redacted_thinking, any text)", async () => {
+          // The API refuses a thinking block that comes back changed: the log is opaque text, never re-encoded.
+          const content = JSON.stringify([
+            {
+              type: 'thinking',
+              thinking: 'Plan:  two spaces,\ttab, «quotes», emoji 🧠, \u2028 and "escapes"\n',
+              signature: 'EqQBCkYIBxgCKkD+/=',
+            },
+            { type: 'redacted_thinking', data: 'RUNSWVBURUQ=.tag+/==' },
+            { type: 'text', text: 'Looking.' },
+            { type: 'tool_use', id: 'toolu_1', name: 'lookup', input: { n: 1 } },
+          ]);
+          const thinkingTurn: TurnRow = { ...turn('root', 1), role: 'assistant', content };
+          await s.commitStep({ agent_id: 'root', turns: [thinkingTurn], patch: { updated_at: at(4) } });
+          const stored = (await s.listTurns('root')).find((t) => t.idx === 1)!;
+          expect(stored.content).toBe(content);
+        });
+
         it('leaves fields the patch does not name, clears the plan with null, and works with nothing to append', async () => {
           const kept = await s.commitStep({ agent_id: 'root', patch: { updated_at: at(3) } });
           expect(kept).toEqual({ agent: { ...root, updated_at: at(3) }, statusChanged: false, charged: [] });

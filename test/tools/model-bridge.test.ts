@@ -62,7 +62,7 @@ describe('toModelTurn', () => {
     ]);
   });
 
-  it('drops thinking, marks an image as omitted, and keeps tool_use and tool_result (joined text, is_error)', () => {
+  it('keeps thinking as it came, marks an image as omitted, and keeps tool_use and tool_result (joined text, is_error)', () => {
     const t = turn({
       messages: [
         {
@@ -93,9 +93,12 @@ describe('toModelTurn', () => {
       ],
     });
     expect(t.messages).toHaveLength(2);
+    // The runtime's model wrote the thinking (the bridge handed it to Claude Code): it goes back unchanged.
     expect(t.messages[0]).toEqual({
       role: 'assistant',
       content: [
+        { type: 'thinking', thinking: 'hmm', signature: 'sig' },
+        { type: 'redacted_thinking', data: 'xxx' },
         { type: 'text', text: 'Reading it.' },
         { type: 'tool_use', id: 'toolu_1', name: 'Read', input: { file_path: '/a.ts' } },
       ],
@@ -119,7 +122,8 @@ describe('toModelTurn', () => {
       messages: [
         { role: 'user', content: 'First.' },
         { role: 'assistant', content: '' },
-        { role: 'assistant', content: [{ type: 'thinking', thinking: 'only thinking', signature: 's' }] },
+        // A thinking block without a signature cannot be one the model wrote: dropped, which leaves nothing.
+        { role: 'assistant', content: [{ type: 'thinking', thinking: 'only thinking' }] },
         { role: 'user', content: [{ type: 'text', text: 'Second.' }] },
         { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'toolu_9', content: 'ok' }] },
         { role: 'assistant', content: 'Done.' },
@@ -270,6 +274,29 @@ describe('startModelBridge over its socket', () => {
       maxTokens: 2048,
     });
     expect(bridge!.stats()).toEqual({ turns: 2, firstError: undefined });
+  });
+
+  it("hands the model's thinking to Claude Code intact, streamed and not (it must come back within the loop)", async () => {
+    const thinking: ModelResponse = {
+      ...answer,
+      content: [
+        { type: 'thinking', thinking: 'First list the files.', signature: 'c2lnbmF0dXJl+/=' },
+        { type: 'redacted_thinking', data: 'ZW5jcnlwdGVk' },
+        ...answer.content,
+      ],
+    };
+    await start(async () => thinking);
+    const anthropic = client();
+    for (const message of [
+      await anthropic.messages.stream(request1).finalMessage(),
+      await anthropic.messages.create({ ...request1, stream: false }),
+    ]) {
+      expect(message.content.slice(0, 2)).toEqual([
+        { type: 'thinking', thinking: 'First list the files.', signature: 'c2lnbmF0dXJl+/=' },
+        { type: 'redacted_thinking', data: 'ZW5jcnlwdGVk' },
+      ]);
+      expect(message.content.slice(2).map((b) => b.type)).toEqual(['text', 'tool_use']);
+    }
   });
 
   it('refuses a wrong key (401), other methods and paths (404), and a body that is not a request (400)', async () => {

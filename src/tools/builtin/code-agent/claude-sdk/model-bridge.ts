@@ -91,9 +91,16 @@ function toBlocks(content: MessagesRequest['messages'][number]['content']): Cont
           ...(b.is_error === true ? { is_error: true } : {}),
         });
         break;
+      // The runtime's model wrote these (the bridge handed them to Claude Code): they go back to it unchanged, as the
+      // Messages API requires within a tool-use loop. Anything malformed cannot be a block it signed.
       case 'thinking':
+        if (typeof b.thinking === 'string' && typeof b.signature === 'string') {
+          blocks.push({ type: 'thinking', thinking: b.thinking, signature: b.signature });
+        }
+        break;
       case 'redacted_thinking':
-        break; // the runtime's turns carry no thinking; a provider would reject a signature it did not make
+        if (typeof b.data === 'string') blocks.push({ type: 'redacted_thinking', data: b.data });
+        break;
       default:
         blocks.push({ type: 'text', text: `[${String(b.type)} omitted: the model bridge passes text only]` });
     }
@@ -150,8 +157,9 @@ export function toApiMessage(response: ModelResponse, model: string) {
     type: 'message' as const,
     role: 'assistant' as const,
     model,
+    // Thinking blocks go to Claude Code as they came, so that it sends them back within the tool-use loop.
     content: response.content.map((b) =>
-      b.type === 'text' ? { type: 'text', text: b.text } : { type: 'tool_use', id: b.id, name: b.name, input: b.input },
+      b.type === 'tool_use' ? { type: 'tool_use' as const, id: b.id, name: b.name, input: b.input } : { ...b },
     ),
     stop_reason: response.stopReason,
     stop_sequence: null,
@@ -175,6 +183,12 @@ export function toSse(message: ReturnType<typeof toApiMessage>): string {
     if (block.type === 'text') {
       out += event('content_block_start', { index, content_block: { type: 'text', text: '' } });
       out += event('content_block_delta', { index, delta: { type: 'text_delta', text: block.text } });
+    } else if (block.type === 'thinking') {
+      out += event('content_block_start', { index, content_block: { type: 'thinking', thinking: '', signature: '' } });
+      out += event('content_block_delta', { index, delta: { type: 'thinking_delta', thinking: block.thinking } });
+      out += event('content_block_delta', { index, delta: { type: 'signature_delta', signature: block.signature } });
+    } else if (block.type === 'redacted_thinking') {
+      out += event('content_block_start', { index, content_block: { type: 'redacted_thinking', data: block.data } });
     } else {
       out += event('content_block_start', {
         index,
