@@ -43,7 +43,7 @@ import { RemoteAgents } from './remote-agents.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import { monitorTimerId, TimerService } from './timers.js';
 import { backgroundServices } from './background.js';
-import { TelemetryHub, type Telemetry } from './telemetry.js';
+import { modelInfoOf, TelemetryHub, type Telemetry } from './telemetry.js';
 import type * as OtelModuleNs from '../observability/otel.js';
 import { RetentionOptionsSchema, RetentionSweeper, sweepFinished, type SweepResult } from './retention.js';
 import {
@@ -626,7 +626,12 @@ export class AgentRuntime {
       updated_at: now,
       trace_context: null,
     };
-    if (!this.telemetry.empty) row.trace_context = this.telemetry.agentCreated(row);
+    if (!this.telemetry.empty) {
+      row.trace_context = this.telemetry.agentCreated(row, {
+        ...modelInfoOf(this.model, model),
+        traceparent: o.traceparent ?? null,
+      });
+    }
     await this.storage.insertAgents(
       [row],
       [{ message_id: randomUUID(), agent_id: id, role: 'USER', text: o.goal, timestamp: now }],

@@ -63,7 +63,7 @@ import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
 import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
-import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
+import { modelInfoOf, observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
 
 export interface StepLimits {
@@ -238,7 +238,10 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
     return STOP;
   }
   if (!control.trace && deps.telemetry) {
-    control.trace = deps.telemetry.agentRun(agent, { recovered: deps.telemetry.wasRecovered?.(agentId) ?? false });
+    control.trace = deps.telemetry.agentRun(agent, {
+      ...modelInfoOf(deps.model, agent.model),
+      recovered: deps.telemetry.wasRecovered?.(agentId) ?? false,
+    });
   }
   // Children with a spec of their own work with the tools of their spec only: they start no MCP server.
   if (agent.spec === null && deps.prepareTools) {
@@ -434,7 +437,7 @@ async function runModelTurn(
       return observeChat(
         control.trace,
         request,
-        { providerName: deps.model.providerName ?? '_OTHER', reservedMicros: worstCase() },
+        { ...modelInfoOf(deps.model, request.model), reservedMicros: worstCase() },
         (answer) => modelCost(price, answer.usage),
         () => deps.model.generate(request, { signal: control.model.signal }),
       );

@@ -482,7 +482,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
         if (Array.isArray(body)) return batchRefused();
         // The SDK's server side loads on the first MCP request, not with the router.
         const { handleAgentryMcpRequest } = await import('../mcp/agentry-server.js');
-        return handleAgentryMcpRequest(runtime, scope, request, body);
+        // A create_agent without `_meta.traceparent` joins the trace of the HTTP request's own header, if any.
+        const traceparent = request.headers.get('traceparent')?.trim().slice(0, 256) || undefined;
+        return handleAgentryMcpRequest(
+          runtime,
+          { ...scope, ...(traceparent === undefined ? {} : { traceparent }) },
+          request,
+          body,
+        );
       }
       case 'events': {
         const id = agentIdOf(found.idSegment!);
@@ -513,10 +520,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (key !== null) assertIdempotencyKey(key);
     const raw = await jsonBody(request, true);
     const body = parseArgs(CreateAgentBodySchema, raw, 'request body');
+    // The caller's W3C trace context: the agent's spans join the caller's trace (a malformed one is ignored).
+    const traceparent = request.headers.get('traceparent')?.trim().slice(0, 256) || undefined;
     const run = async () => {
       const created = await runtime.create({
         goal: body.goal,
         accountId: account.account_id,
+        ...(traceparent === undefined ? {} : { traceparent }),
         ...(body.model === undefined ? {} : { model: body.model }),
         ...(body.max_credits === undefined ? {} : { maxCredits: body.max_credits }),
       });

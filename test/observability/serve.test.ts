@@ -210,7 +210,7 @@ async function runScenario(protocol: 'http/protobuf' | 'http/json') {
     env,
   );
   try {
-    const metricsUrl = /^agentry metrics on (http:\/\/\S+)/m.exec(serve.stdout())![1]!;
+    const metricsUrl = /^agentry metrics on (http:\/\/\S+)/m.exec(serve.stderr())![1]!;
     const health = await fetch(`${serve.url}/healthz`);
     const ready = await fetch(`${serve.url}/readyz`);
     const research = await api(serve, 'POST', '/api/agents', { goal: 'research' });
