@@ -191,7 +191,8 @@ const RuntimeOptionsSchema = z
     retention: RetentionOptionsSchema.optional(),
     /**
      * A logger of pino's shape (`info`, `warn`, `error`, `debug`, each `(object, message)`): status changes at info,
-     * errors at error. @default silent (errors without a listener still go to console.error)
+     * model provider failures (an error the provider's and the runtime's retries did not get past) at warn, internal
+     * errors at error with their stack. @default silent (errors without a listener still go to console.error)
      */
     logger: z
       .custom<RuntimeLogger>(
@@ -403,6 +404,7 @@ export class AgentRuntime {
       ...(mcp ? { prepareTools: () => registry.prepare() } : {}),
       subscriptions,
       telemetry: this.telemetry,
+      ...(options.logger ? { logger: options.logger } : {}),
       ...(storage.workers && options.scheduler === 'auto'
         ? { mayProceed: (agentId: string) => storage.workers!.mayProceed(agentId) }
         : {}),

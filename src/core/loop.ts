@@ -125,6 +125,11 @@ export interface StepDeps {
   subscriptions?: { isActive(accountId: string): Promise<boolean> };
   /** Traces and metrics (core/telemetry.ts); absent: nothing is observed. */
   telemetry?: Telemetry & { wasRecovered?(agentId: string): boolean };
+  /**
+   * The runtime's logger: a provider failure that fails an agent is a warning (the provider's, not ours); anything
+   * else a model call throws is an internal error.
+   */
+  logger?: { warn(obj: object, msg?: string): void; error(obj: object, msg?: string): void };
 }
 
 /**
@@ -465,6 +470,21 @@ async function runModelTurn(
       return { kind: 'retry', afterMs: backoff };
     }
     const reason = err instanceof Error ? err.message : String(err);
+    if (err instanceof ModelError) {
+      deps.logger?.warn(
+        {
+          agent_id: agent.agent_id,
+          model: agent.model,
+          provider: deps.model.providerName ?? '_OTHER',
+          status: err.status ?? null,
+          retryable: err.retryable,
+          err,
+        },
+        'model provider failed',
+      );
+    } else {
+      deps.logger?.error({ agent_id: agent.agent_id, model: agent.model, err }, 'model call failed');
+    }
     await changeStatus(deps, agent, 'fail', { status_message: `Failed: ${reason}` });
     return STOP;
   }

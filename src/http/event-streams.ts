@@ -36,6 +36,21 @@ export const DEFAULT_EVENT_STREAM_LIMITS: Readonly<EventStreamLimits> = Object.f
 /** Why the registry ends a stream. */
 export type StreamEnd = 'access' | 'lifetime';
 
+/** Why an event stream ended. */
+export type StreamEndReason =
+  /** the agent reached COMPLETED or FAILED */
+  | 'finished'
+  | 'deleted'
+  /** the key was deleted or the subscription lapsed */
+  | 'access'
+  /** the stream reached its lifetime (the client reconnects) */
+  | 'lifetime'
+  /** the reader fell too far behind */
+  | 'slow_reader'
+  /** the client went away (or the server closed) */
+  | 'client_closed';
+
+
 /** One open stream as the registry knows it. */
 export interface StreamTicket {
   /** Set by the stream: ends it. */

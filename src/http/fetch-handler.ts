@@ -18,7 +18,12 @@ import { artifactIdOf, artifactResponse } from './artifacts.js';
 import { DEFAULT_FAILED_AUTH_LIMIT, FailedAuthGuard } from './auth-guard.js';
 import { clientAddressOf } from './client-address.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
-import { DEFAULT_EVENT_STREAM_LIMITS, EventStreamRegistry, type EventStreamLimits } from './event-streams.js';
+import {
+  DEFAULT_EVENT_STREAM_LIMITS,
+  EventStreamRegistry,
+  type EventStreamLimits,
+  type StreamEndReason,
+} from './event-streams.js';
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { createConsole, type ConsoleOptions } from './console/index.js';
@@ -112,6 +117,7 @@ const FetchHandlerOptionsSchema = z
       .default(false),
     metrics: z.boolean().default(false),
     onResponse: z.custom<(info: ResponseInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
+    onStream: z.custom<(info: StreamInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();
 
@@ -119,11 +125,18 @@ const FetchHandlerOptionsSchema = z
 export interface ResponseInfo {
   request_id: string;
   method: string;
-  /** The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`), or `unmatched`. */
+  /** The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`, `console`), or `unmatched`. */
   route: string;
   status: number;
   duration_ms: number;
+  /** `poll`: answered on the HTTP server's own thread (server.ts), from its read-only connection. */
+  thread?: 'poll';
 }
+
+/** What {@link FetchHandlerOptions.onStream} hears of an event stream: once when it opens, once when it ends. */
+export type StreamInfo =
+  | { event: 'open'; request_id: string; agent_id: string }
+  | { event: 'close'; request_id: string; agent_id: string; reason: StreamEndReason; duration_ms: number };
 
 /** Options of {@link createFetchHandler} (and {@link createNodeHandler}). */
 export interface FetchHandlerOptions {
@@ -196,8 +209,13 @@ export interface FetchHandlerOptions {
    * @default false
    */
   metrics?: boolean;
-  /** Called after each request the router answered: request id, method, route, status, duration (access logs). */
+  /**
+   * Called after each request the router answered: request id, method, route, status, duration (access logs). Every
+   * request: the polling fast path (`plainGet`) and the console's calls too.
+   */
   onResponse?: (info: ResponseInfo) => void;
+  /** Called when an event stream opens and when it ends, with how long it lasted and why it ended (access logs). */
+  onStream?: (info: StreamInfo) => void;
 }
 
 /** The router as a function: `Request -> Response`. */
@@ -393,8 +411,21 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     getJson: async (id: string, scope: { accountId: string }) => JSON.stringify(await runtime.get(id, scope)),
   };
   const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, guard, onError });
-  const plainGet = (pathname: string, header: (name: string) => string | null, address?: string) =>
-    o.cors === false ? answerPoll(pathname, header, address) : Promise.resolve(null);
+  const plainGet = async (pathname: string, header: (name: string) => string | null, address?: string) => {
+    if (o.cors !== false) return null;
+    const startedAt = performance.now();
+    const plain = await answerPoll(pathname, header, address);
+    if (plain !== null) {
+      o.onResponse?.({
+        request_id: plain.headers['x-request-id'] ?? '',
+        method: 'GET',
+        route: 'get',
+        status: plain.status,
+        duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+      });
+    }
+    return plain;
+  };
 
   /** Reads and parses a JSON body; `required: false` accepts an absent or empty body as `undefined`. */
   async function jsonBody(request: Request, required: boolean): Promise<unknown> {
@@ -502,7 +533,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
             { headers: { 'retry-after': '5' } },
           );
         }
-        return agentEventStream(
+        const openedAt = performance.now();
+        const response = await agentEventStream(
           runtime,
           id,
           auth.account.account_id,
@@ -510,7 +542,17 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           request.signal,
           ticket,
           o.eventStreams.slowReaderBytes,
+          (reason) =>
+            o.onStream?.({
+              event: 'close',
+              request_id: requestId,
+              agent_id: id,
+              reason,
+              duration_ms: Math.round(performance.now() - openedAt),
+            }),
         );
+        o.onStream?.({ event: 'open', request_id: requestId, agent_id: id });
+        return response;
       }
     }
   }
@@ -569,6 +611,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       if (consoleRoutes?.owns(url.pathname)) {
         response = await consoleRoutes.handle(request, url, requestId);
         response.headers.set('x-request-id', requestId);
+        o.onResponse?.({
+          request_id: requestId,
+          method: request.method,
+          route: 'console',
+          status: response.status,
+          duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+        });
         return response;
       }
       found = match(url.pathname);
