@@ -109,8 +109,7 @@ export function createServeLogger(
 /** Writes the log's pending lines now, synchronously (a destination that cannot: nothing). Never throws. */
 export function flushLogNow(logger: Logger): void {
   const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as
-    | { flushSync?: () => void }
-    | undefined;
+    { flushSync?: () => void } | undefined;
   try {
     stream?.flushSync?.();
   } catch {

@@ -102,8 +102,7 @@ export async function run(args: string[]): Promise<number> {
     mcp: true,
     console: !values['no-console'],
     onResponse: (info) => logger.info(info, 'request'),
-    onStream: (info) =>
-      logger.info(info, info.event === 'open' ? 'event stream opened' : 'event stream closed'),
+    onStream: (info) => logger.info(info, info.event === 'open' ? 'event stream opened' : 'event stream closed'),
     onError: (err, { request_id }) => logger.error({ err, request_id }, 'request failed'),
   };
   if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);

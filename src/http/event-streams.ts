@@ -50,7 +50,6 @@ export type StreamEndReason =
   /** the client went away (or the server closed) */
   | 'client_closed';
 
-
 /** One open stream as the registry knows it. */
 export interface StreamTicket {
   /** Set by the stream: ends it. */

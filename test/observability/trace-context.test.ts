@@ -25,7 +25,9 @@ function handler(body: FakeMessagesRequest): FakeReply {
   const turn = (body.messages.length - 1) / 2;
   if (turn === 0) {
     return {
-      content: [{ type: 'tool_use', name: 'update_plan', input: { steps: [{ title: 'look', status: 'in_progress' }] } }],
+      content: [
+        { type: 'tool_use', name: 'update_plan', input: { steps: [{ title: 'look', status: 'in_progress' }] } },
+      ],
       usage: { input_tokens: 100, output_tokens: 10 },
     };
   }
