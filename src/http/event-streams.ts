@@ -50,6 +50,11 @@ export type StreamEndReason =
   /** the client went away (or the server closed) */
   | 'client_closed';
 
+/** What `onStream` (createFetchHandler's option) hears of an event stream: once when it opens, once when it ends. */
+export type StreamInfo =
+  | { event: 'open'; request_id: string; agent_id: string }
+  | { event: 'close'; request_id: string; agent_id: string; reason: StreamEndReason; duration_ms: number };
+
 /** One open stream as the registry knows it. */
 export interface StreamTicket {
   /** Set by the stream: ends it. */

@@ -22,7 +22,7 @@ import {
   DEFAULT_EVENT_STREAM_LIMITS,
   EventStreamRegistry,
   type EventStreamLimits,
-  type StreamEndReason,
+  type StreamInfo,
 } from './event-streams.js';
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
@@ -132,11 +132,6 @@ export interface ResponseInfo {
   /** `poll`: answered on the HTTP server's own thread (server.ts), from its read-only connection. */
   thread?: 'poll';
 }
-
-/** What {@link FetchHandlerOptions.onStream} hears of an event stream: once when it opens, once when it ends. */
-export type StreamInfo =
-  | { event: 'open'; request_id: string; agent_id: string }
-  | { event: 'close'; request_id: string; agent_id: string; reason: StreamEndReason; duration_ms: number };
 
 /** Options of {@link createFetchHandler} (and {@link createNodeHandler}). */
 export interface FetchHandlerOptions {
@@ -362,6 +357,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           onError,
           // The console's calls draw on the same bucket as the API key its session came from.
           takeToken: (key) => buckets?.take(key) ?? 0,
+          onStream: o.onStream,
         });
   if (o.metrics) mountMetrics(runtime);
 

@@ -30,6 +30,8 @@ let fake: FakeAnthropic;
 let tmp: ReturnType<typeof tempDir>;
 let serve: ServeProcess;
 let nextId = 0;
+/** An agent that completed, whose streams end at once. */
+let doneAgent: string;
 
 /** The JSON lines on stdout so far; a line that is not JSON fails the test. */
 function logLines(): LogLine[] {
@@ -152,6 +154,28 @@ describe('agentry serve logs', () => {
       'the stream closing',
     );
     expect(closed).toMatchObject({ agent_id: id, event: 'close', reason: 'finished', duration_ms: expect.any(Number) });
+    doneAgent = id;
+  });
+
+  it("logs the console's event streams too", async () => {
+    // Sign-in takes the key in x-api-key (the server's thread reads no body before a key works).
+    const session = await fetch(`${serve.url}/console/api/session`, {
+      method: 'POST',
+      headers: { 'x-api-key': serve.apiKey!, origin: serve.url },
+    });
+    expect(session.status).toBe(200);
+    const cookie = session.headers.get('set-cookie')!.split(';')[0]!;
+    const requestId = 'log-test-console-stream';
+    const response = await fetch(`${serve.url}/console/api/agents/${doneAgent}/events`, {
+      headers: { cookie, 'x-request-id': requestId },
+    });
+    expect(response.status).toBe(200);
+    await response.text();
+    const matching = (msg: string) => (l: LogLine) => l.msg === msg && l.request_id === requestId;
+    await lineWithin(matching('request'), LINE_DEADLINE_MS, 'the console stream request');
+    await lineWithin(matching('event stream opened'), LINE_DEADLINE_MS, 'the console stream opening');
+    const closed = await lineWithin(matching('event stream closed'), LINE_DEADLINE_MS, 'the console stream closing');
+    expect(closed).toMatchObject({ agent_id: doneAgent, reason: 'finished' });
   });
 
   it('logs a provider failure as a warning', async () => {
