@@ -125,7 +125,10 @@ const FetchHandlerOptionsSchema = z
 export interface ResponseInfo {
   request_id: string;
   method: string;
-  /** The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`, `console`), or `unmatched`. */
+  /**
+   * The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`, `console`), or `unmatched`; `busy` for a request
+   * the server's thread refused because too many request bodies were being received.
+   */
   route: string;
   status: number;
   duration_ms: number;
