@@ -16,6 +16,8 @@ const HTTP_TRACE = '4bf92f3577b34da6a3ce929d0e0e4736';
 const HTTP_PARENT = '00f067aa0ba902b7';
 const MCP_TRACE = '0af7651916cd43dd8448eb211c80319c';
 const MCP_PARENT = 'b7ad6b7169203331';
+const MCP_HEADER_TRACE = '5a0b7c3d9e1f2a4b6c8d0e2f4a6b8c0d';
+const MCP_HEADER_PARENT = '1a2b3c4d5e6f7a8b';
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
 ).version;
@@ -46,6 +48,7 @@ let tmp: ReturnType<typeof tempDir>;
 let serve: ServeProcess;
 let httpAgent: string;
 let mcpAgent: string;
+let mcpHeaderAgent: string;
 
 async function waitUntilCompleted(id: string): Promise<void> {
   await eventually(async () => {
@@ -83,27 +86,36 @@ beforeAll(async () => {
     httpAgent = ((await created.json()) as { agent_id: string }).agent_id;
     await waitUntilCompleted(httpAgent);
 
-    const call = await fetch(`${serve.url}/mcp`, {
-      method: 'POST',
-      headers: {
-        'x-api-key': serve.apiKey!,
-        'content-type': 'application/json',
-        accept: 'application/json, text/event-stream',
-      },
-      body: JSON.stringify({
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: {
-          name: 'create_agent',
-          arguments: { goal: 'three turns over MCP' },
-          _meta: { traceparent: `00-${MCP_TRACE}-${MCP_PARENT}-01` },
+    /** MCP `create_agent` over the `/mcp` mount, with the trace context in `_meta` or in the request's header. */
+    const createOverMcp = async (goal: string, trace: { meta?: string; header?: string }) => {
+      const call = await fetch(`${serve.url}/mcp`, {
+        method: 'POST',
+        headers: {
+          'x-api-key': serve.apiKey!,
+          'content-type': 'application/json',
+          accept: 'application/json, text/event-stream',
+          ...(trace.header ? { traceparent: trace.header } : {}),
         },
-      }),
+        body: JSON.stringify({
+          jsonrpc: '2.0',
+          id: 1,
+          method: 'tools/call',
+          params: {
+            name: 'create_agent',
+            arguments: { goal },
+            ...(trace.meta ? { _meta: { traceparent: trace.meta } } : {}),
+          },
+        }),
+      });
+      const reply = (await call.json()) as { result?: { structuredContent?: { agent_id: string } } };
+      const id = reply.result!.structuredContent!.agent_id;
+      await waitUntilCompleted(id);
+      return id;
+    };
+    mcpAgent = await createOverMcp('three turns over MCP', { meta: `00-${MCP_TRACE}-${MCP_PARENT}-01` });
+    mcpHeaderAgent = await createOverMcp('three turns over MCP, traced by the header', {
+      header: `00-${MCP_HEADER_TRACE}-${MCP_HEADER_PARENT}-01`,
     });
-    const reply = (await call.json()) as { result?: { structuredContent?: { agent_id: string } } };
-    mcpAgent = reply.result!.structuredContent!.agent_id;
-    await waitUntilCompleted(mcpAgent);
   } finally {
     // SIGTERM: the SDK exports its last spans before the process exits.
     expect(await serve.stop()).toBe(0);
@@ -121,12 +133,12 @@ const ofAgent = (id: string): ReceivedSpan[] =>
 
 describe('agentry serve traces over OTLP', () => {
   it('has exactly one span with usage per model call, and none of the SDK', () => {
-    expect(fake.requests).toHaveLength(6); // two agents of three turns
+    expect(fake.requests).toHaveLength(9); // three agents of three turns
     const withUsage = receiver.spans.filter((s) => s.attributes['gen_ai.usage.input_tokens'] !== undefined);
     expect(withUsage).toHaveLength(fake.requests.length);
     expect(new Set(withUsage.map((s) => s.name))).toEqual(new Set(['chat claude-haiku-4-5']));
     expect(withUsage.map((s) => s.attributes['gen_ai.usage.input_tokens']).sort()).toEqual([
-      100, 100, 200, 200, 300, 300,
+      100, 100, 100, 200, 200, 200, 300, 300, 300,
     ]);
     expect(receiver.spans.filter((s) => s.name.startsWith('anthropic.'))).toEqual([]);
   });
@@ -150,6 +162,7 @@ describe('agentry serve traces over OTLP', () => {
   it.each([
     ['the HTTP create request', () => httpAgent, HTTP_TRACE, HTTP_PARENT],
     ["MCP create_agent's _meta", () => mcpAgent, MCP_TRACE, MCP_PARENT],
+    ['the header of the /mcp request (no _meta)', () => mcpHeaderAgent, MCP_HEADER_TRACE, MCP_HEADER_PARENT],
   ])("puts the agent's spans in the trace of the traceparent sent with %s", (_how, agent, traceId, parentId) => {
     const spans = ofAgent(agent());
     expect(spans.length).toBeGreaterThanOrEqual(5); // create, invoke, 3 chats, tool calls
