@@ -6,10 +6,10 @@ import type { Logger } from 'pino';
 import { anthropicProvider, hasAnthropicCredentials, type ModelProvider } from '../index.js';
 import { demoModel } from './demo-model.js';
 
-/** The scripted stand-in with `--demo` (said on stdout), else Anthropic (with a warning when it has no key). */
+/** The scripted stand-in with `--demo` (said on stderr: stdout is the JSON log's), else Anthropic (with a warning when it has no key). */
 export function commandModel(demo: boolean): ModelProvider {
   if (demo) {
-    console.log(
+    console.error(
       'Demo mode: a scripted stand-in plays the model (no key, no network). Agents complete with a canned answer ' +
         'after a few seconds; run without --demo, with ANTHROPIC_API_KEY set, for real work.',
     );

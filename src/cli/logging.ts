@@ -1,9 +1,16 @@
 /**
  * @module cli/logging
- * `agentry serve`'s log: JSON lines on stdout through pino. Secrets never reach it: known fields are redacted by
- * path, and as a last line of defence every line is scrubbed of API keys (`agk_…`) and of the secret values the
- * process was configured with (the provider and search keys, the SMTP password, Twilio's token), wherever a message
- * or an error's text carried them.
+ * `agentry serve`'s (and `agentry worker`'s) log: JSON lines on stdout through pino, and nothing else on stdout (the
+ * commands' words for people go to stderr). Secrets never reach it: known fields are redacted by path, and as a last
+ * line of defence every line is scrubbed of API keys (`agk_…`) and of the secret values the process was configured
+ * with (the provider and search keys, the SMTP password, Twilio's token), wherever a message or an error's text
+ * carried them.
+ *
+ * Lines are written as they come, without waiting for a buffer to fill: the destination writes asynchronously (a
+ * request never waits for stdout) with no minimum length, so a line is out within milliseconds, and lines that arrive
+ * while a write is in flight go out together in the next one. {@link flushLogAtExit} writes what is still pending
+ * synchronously when the process exits, on SIGINT/SIGTERM and on an uncaught exception (logged at fatal first), so a
+ * process that is killed outright (SIGKILL) loses at most the write in flight.
  */
 import { pino, type Logger, type LevelWithSilent } from 'pino';
 
@@ -95,6 +102,36 @@ export function createServeLogger(
       hooks: { streamWrite: scrub },
       ...(activeSpan ? { mixin: () => activeSpan() ?? {} } : {}),
     },
-    options.destination ?? pino.destination({ fd: 1, sync: false, minLength: 4096 }),
+    options.destination ?? pino.destination({ fd: 1, sync: false, minLength: 0 }),
   );
+}
+
+/** Writes the log's pending lines now, synchronously (a destination that cannot: nothing). Never throws. */
+export function flushLogNow(logger: Logger): void {
+  const stream = (logger as unknown as Record<symbol, unknown>)[pino.symbols.streamSym] as
+    { flushSync?: () => void } | undefined;
+  try {
+    stream?.flushSync?.();
+  } catch {
+    // not ready yet, or already closed: nothing more can be written
+  }
+}
+
+/**
+ * Makes the end of the process flush the log: at exit (whatever called `process.exit`), and on an uncaught exception,
+ * which is logged at `fatal` with its stack, written out, told on stderr, and ends the process with exit code 1 (as
+ * Node would). SIGINT and SIGTERM end through `untilSignal` (lifecycle.ts), whose exit lands here too.
+ *
+ * @example
+ * const logger = createServeLogger('info');
+ * flushLogAtExit(logger);
+ */
+export function flushLogAtExit(logger: Logger): void {
+  process.once('exit', () => flushLogNow(logger));
+  process.on('uncaughtException', (err, origin) => {
+    logger.fatal({ err, origin }, 'uncaught exception');
+    flushLogNow(logger);
+    console.error('agentry: uncaught exception:', err);
+    process.exit(1);
+  });
 }

@@ -3,6 +3,7 @@
  * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite or PostgreSQL. On its first start against a
  * database it creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of
  * its own: `API key: agk_…`; later starts (and the other processes of a simultaneous start) print `Database ready: …`.
+ * Those lines and the other words for people go to stderr: stdout carries the JSON log lines only (logging.ts).
  * On PostgreSQL every `serve` is also a worker, so N of them are N workers behind N stateless HTTP front ends. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
  * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
  * place (see `demo-model.ts`), so the API can be tried offline.
@@ -13,7 +14,7 @@ import type { LevelWithSilent, Logger } from 'pino';
 import { AgentRuntime } from '../index.js';
 import { runtimeMetrics } from '../observability/metrics.js';
 import { startTraceExportFromEnv } from '../observability/otel-sdk.js';
-import { createServeLogger, LOG_LEVELS } from './logging.js';
+import { createServeLogger, flushLogAtExit, LOG_LEVELS } from './logging.js';
 import { startServer, type FetchHandlerOptions, type RunningServer } from '../http/index.js';
 import { commandModel, untilSignal } from './lifecycle.js';
 import {
@@ -56,7 +57,9 @@ Options:
                         plans, takes a few seconds, and completes with an answer that says it is a stand-in's
   --metrics-port <n>    serve Prometheus metrics at /metrics on this port too (no API key; nothing else there)
   --metrics-host <addr> address of the metrics listener (default 127.0.0.1)
-  --log-level <level>   fatal, error, warn, info, debug, trace or silent (default info); JSON lines on stdout
+  --log-level <level>   fatal, error, warn, info, debug, trace or silent (default info); JSON lines on stdout,
+                        one per request (every route, polls and /console included) and per event; the lines above,
+                        the API key among them, go to stderr
 ${WORKER_OPTIONS_USAGE}
 
 GET /healthz and /readyz answer without a key. Traces are exported over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT
@@ -94,10 +97,12 @@ export async function run(args: string[]): Promise<number> {
     throw new UsageError(`--port must be 0..65535, got ${values.port}`);
   const traces = await startTraceExportFromEnv();
   const logger = createServeLogger(logLevel, process.env, traces ? { activeSpan: traces.activeSpan } : {});
+  flushLogAtExit(logger);
   const handlerOptions: FetchHandlerOptions = {
     mcp: true,
     console: !values['no-console'],
     onResponse: (info) => logger.info(info, 'request'),
+    onStream: (info) => logger.info(info, info.event === 'open' ? 'event stream opened' : 'event stream closed'),
     onError: (err, { request_id }) => logger.error({ err, request_id }, 'request failed'),
   };
   if (values['rate-limit'] !== undefined) handlerOptions.rateLimit = parseRateLimit(values['rate-limit']);
@@ -139,10 +144,10 @@ export async function run(args: string[]): Promise<number> {
   // The metrics line comes first: "listening" is the line that tells a supervisor (or a test) that all is up.
   if (metricsServer) {
     const { port: boundPort } = metricsServer.address() as AddressInfo;
-    console.log(`agentry metrics on http://${hostForUrl(values['metrics-host'])}:${boundPort}/metrics`);
+    console.error(`agentry metrics on http://${hostForUrl(values['metrics-host'])}:${boundPort}/metrics`);
   }
-  console.log(`agentry listening on ${server.url} (database: ${db})`);
-  if (handlerOptions.console) console.log(`Console: ${server.url}/console (sign in with one of the account’s keys)`);
+  console.error(`agentry listening on ${server.url} (database: ${db})`);
+  if (handlerOptions.console) console.error(`Console: ${server.url}/console (sign in with one of the account’s keys)`);
   logger.info(
     { url: server.url, metrics: metricsServer !== undefined, traces: traces?.protocol ?? null },
     'agentry serve started',
@@ -206,14 +211,14 @@ async function ensureServeAccount(runtime: AgentRuntime): Promise<void> {
     subscribe: true,
   });
   if (!created) {
-    console.log(`Database ready: account "${account.account_id}" exists (\`agentry keys create\` makes a key).`);
+    console.error(`Database ready: account "${account.account_id}" exists (\`agentry keys create\` makes a key).`);
     return;
   }
-  console.log(
+  console.error(
     `Created account "${account.account_id}" with ${formatCredits(account.balance)} credits and an active subscription.`,
   );
-  console.log(`API key: ${apiKey?.key ?? ''}`);
-  console.log('Store the key now: it is not shown again (`agentry keys create` makes another).');
+  console.error(`API key: ${apiKey?.key ?? ''}`);
+  console.error('Store the key now: it is not shown again (`agentry keys create` makes another).');
 }
 
 function parseRateLimit(value: string): false | { capacity: number; refillPerSecond: number } {

@@ -6,7 +6,8 @@
  * the file's agents (agents an application created with a `scheduler: 'manual'` runtime, say); a `serve` on the same
  * file is then refused, as a second runner always is on SQLite.
  *
- * It prints one line when it is up — `agentry worker ready (database: …, worker …)` — and on SIGINT or SIGTERM gives
+ * It prints one line when it is up, on stderr (stdout carries the JSON log lines only) —
+ * `agentry worker ready (database: …, worker …)` — and on SIGINT or SIGTERM gives
  * up its leases, closes the runtime (agents in flight stay ACTIVE and another worker continues them) and exits 0.
  */
 import type { LevelWithSilent } from 'pino';
@@ -25,7 +26,7 @@ import {
   WORKER_OPTIONS_USAGE,
 } from './common.js';
 import { commandModel, untilSignal } from './lifecycle.js';
-import { createServeLogger, LOG_LEVELS } from './logging.js';
+import { createServeLogger, flushLogAtExit, LOG_LEVELS } from './logging.js';
 
 export const usage = `Usage: agentry worker [--db ./agentry.db] [--mcp-config <file>] [--demo] [--log-level info] [--exclusive] [--lease-ms <ms>] [--heartbeat-ms <ms>] [--max-connections <n>]
 
@@ -39,6 +40,7 @@ Options:
   --mcp-config <file>   MCP servers whose tools agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
   --demo                a scripted stand-in plays the model (as in \`agentry serve --demo\`): offline, no key
   --log-level <level>   fatal, error, warn, info, debug, trace or silent (default info); JSON lines on stdout
+                        (the ready line goes to stderr)
 ${WORKER_OPTIONS_USAGE}
 
 Traces are exported over OTLP/HTTP as by \`agentry serve\` (OTEL_EXPORTER_OTLP_ENDPOINT).
@@ -61,6 +63,7 @@ export async function run(args: string[]): Promise<number> {
   const settings = storageSettings(db, values);
   const traces = await startTraceExportFromEnv();
   const logger = createServeLogger(logLevel, process.env, traces ? { activeSpan: traces.activeSpan } : {});
+  flushLogAtExit(logger);
   const model = commandModel(values.demo);
   let runtime: AgentRuntime;
   try {
@@ -76,7 +79,7 @@ export async function run(args: string[]): Promise<number> {
   }
   const workerId = runtime.storage.workers?.workerId;
   const mode = workerId !== undefined ? `worker ${workerId}` : 'the only process driving this database';
-  console.log(`agentry worker ready (database: ${db}, ${mode})`);
+  console.error(`agentry worker ready (database: ${db}, ${mode})`);
   logger.info({ worker_id: workerId ?? null, traces: traces?.protocol ?? null }, 'agentry worker started');
   return untilSignal(logger, async () => {
     await runtime.close();

@@ -43,7 +43,7 @@ import { RemoteAgents } from './remote-agents.js';
 import { SubAgentCoordinator } from './sub-agents.js';
 import { monitorTimerId, TimerService } from './timers.js';
 import { backgroundServices } from './background.js';
-import { TelemetryHub, type Telemetry } from './telemetry.js';
+import { modelInfoOf, TelemetryHub, type Telemetry } from './telemetry.js';
 import type * as OtelModuleNs from '../observability/otel.js';
 import { RetentionOptionsSchema, RetentionSweeper, sweepFinished, type SweepResult } from './retention.js';
 import {
@@ -191,7 +191,8 @@ const RuntimeOptionsSchema = z
     retention: RetentionOptionsSchema.optional(),
     /**
      * A logger of pino's shape (`info`, `warn`, `error`, `debug`, each `(object, message)`): status changes at info,
-     * errors at error. @default silent (errors without a listener still go to console.error)
+     * model provider failures (an error the provider's and the runtime's retries did not get past) at warn, internal
+     * errors at error with their stack. @default silent (errors without a listener still go to console.error)
      */
     logger: z
       .custom<RuntimeLogger>(
@@ -407,6 +408,7 @@ export class AgentRuntime {
       ...(mcp ? { prepareTools: () => registry.prepare() } : {}),
       subscriptions,
       telemetry: this.telemetry,
+      ...(options.logger ? { logger: options.logger } : {}),
       ...(storage.workers && options.scheduler === 'auto'
         ? { mayProceed: (agentId: string) => storage.workers!.mayProceed(agentId) }
         : {}),
@@ -630,7 +632,12 @@ export class AgentRuntime {
       updated_at: now,
       trace_context: null,
     };
-    if (!this.telemetry.empty) row.trace_context = this.telemetry.agentCreated(row);
+    if (!this.telemetry.empty) {
+      row.trace_context = this.telemetry.agentCreated(row, {
+        ...modelInfoOf(this.model, model),
+        traceparent: o.traceparent ?? null,
+      });
+    }
     await this.storage.insertAgents(
       [row],
       [{ message_id: randomUUID(), agent_id: id, role: 'USER', text: o.goal, timestamp: now }],

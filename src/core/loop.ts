@@ -63,7 +63,7 @@ import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
 import type { ArtifactLimits } from '../storage/adapter.js';
 import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
-import { observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
+import { modelInfoOf, observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
 import { firstEditedMessage, MIN_THINKING_BUDGET } from '../models/thinking.js';
 
@@ -126,6 +126,11 @@ export interface StepDeps {
   subscriptions?: { isActive(accountId: string): Promise<boolean> };
   /** Traces and metrics (core/telemetry.ts); absent: nothing is observed. */
   telemetry?: Telemetry & { wasRecovered?(agentId: string): boolean };
+  /**
+   * The runtime's logger: a provider failure that fails an agent is a warning (the provider's, not ours); anything
+   * else a model call throws is an internal error.
+   */
+  logger?: { warn(obj: object, msg?: string): void; error(obj: object, msg?: string): void };
 }
 
 /**
@@ -239,7 +244,10 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
     return STOP;
   }
   if (!control.trace && deps.telemetry) {
-    control.trace = deps.telemetry.agentRun(agent, { recovered: deps.telemetry.wasRecovered?.(agentId) ?? false });
+    control.trace = deps.telemetry.agentRun(agent, {
+      ...modelInfoOf(deps.model, agent.model),
+      recovered: deps.telemetry.wasRecovered?.(agentId) ?? false,
+    });
   }
   // Children with a spec of their own work with the tools of their spec only: they start no MCP server.
   if (agent.spec === null && deps.prepareTools) {
@@ -442,7 +450,7 @@ async function runModelTurn(
       return observeChat(
         control.trace,
         request,
-        { providerName: deps.model.providerName ?? '_OTHER', reservedMicros: worstCase() },
+        { ...modelInfoOf(deps.model, request.model), reservedMicros: worstCase() },
         (answer) => modelCost(price, answer.usage),
         () => deps.model.generate(request, { signal: control.model.signal }),
       );
@@ -470,6 +478,21 @@ async function runModelTurn(
       return { kind: 'retry', afterMs: backoff };
     }
     const reason = err instanceof Error ? err.message : String(err);
+    if (err instanceof ModelError) {
+      deps.logger?.warn(
+        {
+          agent_id: agent.agent_id,
+          model: agent.model,
+          provider: deps.model.providerName ?? '_OTHER',
+          status: err.status ?? null,
+          retryable: err.retryable,
+          err,
+        },
+        'model provider failed',
+      );
+    } else {
+      deps.logger?.error({ agent_id: agent.agent_id, model: agent.model, err }, 'model call failed');
+    }
     await changeStatus(deps, agent, 'fail', { status_message: `Failed: ${reason}` });
     return STOP;
   }

@@ -187,6 +187,11 @@ export const CreateAgentOptionsSchema = z
     accountId: z.string().min(1).max(200).optional(),
     /** Cap, in credits, on what this agent and all its sub-agents may spend. */
     maxCredits: z.number().positive().finite().optional(),
+    /**
+     * The caller's W3C trace context (a `traceparent` header's value): the agent's spans join that trace, under that
+     * span. One that does not parse is ignored, as the W3C Trace Context spec asks of a receiver.
+     */
+    traceparent: z.string().max(256).optional(),
   })
   .strict();
 export type CreateAgentOptions = z.input<typeof CreateAgentOptionsSchema>;

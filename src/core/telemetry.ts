@@ -6,12 +6,43 @@
  *
  * The default is {@link noTelemetry}: every hook does nothing, and the loop pays one property read per call.
  */
-import type { ModelRequest, ModelResponse, ToolUseBlock } from '../models/provider.js';
+import type { ModelProvider, ModelRequest, ModelResponse, ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
 import type { AgentStatus } from './status.js';
 
 /** Attribute values of span events (OpenTelemetry's primitive attribute values). */
 export type TelemetryAttributes = Record<string, string | number | boolean>;
+
+/** Who serves an agent's model: `gen_ai.provider.name`, and the upstream model behind agentry's public id. */
+export interface ModelInfo {
+  /** `gen_ai.provider.name` of the model provider (`_OTHER` when it does not say). */
+  providerName: string;
+  /** The provider's own id of the model (`gen_ai.request.model`), or the public id when the provider does not say. */
+  upstreamModel: string;
+}
+
+/** The {@link ModelInfo} of a public model id as `provider` serves it. */
+export function modelInfoOf(provider: ModelProvider, publicModel: string): ModelInfo {
+  let upstream: string | undefined;
+  try {
+    upstream = provider.upstreamModel?.(publicModel);
+  } catch {
+    // a provider that cannot say: the public id stands in
+  }
+  return { providerName: provider.providerName ?? '_OTHER', upstreamModel: upstream ?? publicModel };
+}
+
+/** What an observer hears when a root agent is created. */
+export interface AgentCreatedInfo extends ModelInfo {
+  /** The caller's W3C `traceparent` (HTTP header, MCP `_meta`), when it sent one: the agent's trace continues it. */
+  traceparent: string | null;
+}
+
+/** What an observer hears when an agent gets a run slot. */
+export interface AgentRunInfo extends ModelInfo {
+  /** The agent was running when the last process stopped: this stretch recovers it. */
+  recovered: boolean;
+}
 
 /**
  * Observes a runtime. Every method must be cheap and must never throw: it runs on the agents' hot path.
@@ -32,9 +63,9 @@ export interface Telemetry {
    * A root agent is being created. Returns the trace context (a W3C `traceparent`) to store with it, so that every
    * stretch of its work, in this process or the next, joins the same trace; or null.
    */
-  agentCreated?(agent: AgentRow): string | null;
+  agentCreated?(agent: AgentRow, info: AgentCreatedInfo): string | null;
   /** An agent got a run slot in this process: observes its work until it gives the slot up. */
-  agentRun(agent: AgentRow, info: { recovered: boolean }): RunTelemetry;
+  agentRun(agent: AgentRow, info: AgentRunInfo): RunTelemetry;
   /** An agent's status changed (anywhere in this process, running or not). */
   statusChanged?(agent: AgentRow, previous: AgentStatus): void;
 }
@@ -48,9 +79,7 @@ export interface RunTelemetry {
   end(): void;
 }
 
-export interface ChatInfo {
-  /** `gen_ai.provider.name` of the model provider. */
-  providerName: string;
+export interface ChatInfo extends ModelInfo {
   /** Micro-credits held for the call. */
   reservedMicros: number;
 }
@@ -142,13 +171,13 @@ export class TelemetryHub implements Telemetry {
     };
   }
 
-  agentCreated(agent: AgentRow): string | null {
+  agentCreated(agent: AgentRow, info: AgentCreatedInfo): string | null {
     let traceparent: string | null = null;
-    for (const o of this.observers) traceparent = o.agentCreated?.(agent) ?? traceparent;
+    for (const o of this.observers) traceparent = o.agentCreated?.(agent, info) ?? traceparent;
     return traceparent;
   }
 
-  agentRun(agent: AgentRow, info: { recovered: boolean }): RunTelemetry {
+  agentRun(agent: AgentRow, info: AgentRunInfo): RunTelemetry {
     const obs = this.observers;
     if (obs.length === 0) return noRun;
     if (obs.length === 1) return obs[0]!.agentRun(agent, info);

@@ -36,6 +36,25 @@ export const DEFAULT_EVENT_STREAM_LIMITS: Readonly<EventStreamLimits> = Object.f
 /** Why the registry ends a stream. */
 export type StreamEnd = 'access' | 'lifetime';
 
+/** Why an event stream ended. */
+export type StreamEndReason =
+  /** the agent reached COMPLETED or FAILED */
+  | 'finished'
+  | 'deleted'
+  /** the key was deleted or the subscription lapsed */
+  | 'access'
+  /** the stream reached its lifetime (the client reconnects) */
+  | 'lifetime'
+  /** the reader fell too far behind */
+  | 'slow_reader'
+  /** the client went away (or the server closed) */
+  | 'client_closed';
+
+/** What `onStream` (createFetchHandler's option) hears of an event stream: once when it opens, once when it ends. */
+export type StreamInfo =
+  | { event: 'open'; request_id: string; agent_id: string }
+  | { event: 'close'; request_id: string; agent_id: string; reason: StreamEndReason; duration_ms: number };
+
 /** One open stream as the registry knows it. */
 export interface StreamTicket {
   /** Set by the stream: ends it. */

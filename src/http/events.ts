@@ -11,7 +11,7 @@
  * (`AgentRuntime.follow`); positions are the transcript's, so `Last-Event-ID` resumes on another process too.
  */
 import type { AgentRuntime } from '../core/agent-runtime.js';
-import type { StreamEnd, StreamTicket } from './event-streams.js';
+import type { StreamEnd, StreamEndReason, StreamTicket } from './event-streams.js';
 import type { Agent, Message } from '../core/schemas.js';
 import { isTerminal } from '../core/status.js';
 
@@ -44,7 +44,15 @@ export async function agentEventStream(
   ticket: StreamTicket,
   /** Unsent bytes past which the reader is dropped. */
   slowReaderBytes: number,
+  /** Told once, when the stream ends, why (for the access log). */
+  onEnd: (reason: StreamEndReason) => void = () => {},
 ): Promise<Response> {
+  let ended = false;
+  const ending = (reason: StreamEndReason) => {
+    if (ended) return;
+    ended = true;
+    onEnd(reason);
+  };
   // Subscribe before reading, so nothing between the read and the first live event is lost.
   const pending: Pending[] = [];
   let wake: (() => void) | null = null;
@@ -101,6 +109,7 @@ export async function agentEventStream(
         // resumes with Last-Event-ID.
         const drop = () => {
           if (closed) return;
+          ending('slow_reader');
           closed = true;
           clearInterval(heartbeat);
           clearTimeout(stall);
@@ -128,8 +137,9 @@ export async function agentEventStream(
           position += 1;
           if (position > resumeAfter) send(`id: ${position}\nevent: message\ndata: ${JSON.stringify(message)}\n\n`);
         };
-        const finish = () => {
+        const finish = (reason: StreamEndReason) => {
           if (closed) return;
+          ending(reason);
           closed = true;
           clearInterval(heartbeat);
           clearTimeout(stall);
@@ -142,7 +152,7 @@ export async function agentEventStream(
         ticket.onEnd = (why: StreamEnd) => {
           if (why === 'lifetime') send(`retry: ${RECONNECT_MS}\n\n`);
           send(`event: closed\ndata: ${JSON.stringify({ reason: why })}\n\n`);
-          finish();
+          finish(why);
         };
         const sendStatusAndMaybeFinish = async (kind: 'status' | 'progress', agent: Agent) => {
           if (kind === 'status' && isTerminal(agent.status)) {
@@ -154,7 +164,7 @@ export async function agentEventStream(
               // deleted meanwhile: the status is still the last thing known
             }
             send(`event: status\ndata: ${JSON.stringify(agent)}\n\n`);
-            finish();
+            finish('finished');
             return;
           }
           send(`event: ${kind}\ndata: ${JSON.stringify(agent)}\n\n`);
@@ -163,7 +173,7 @@ export async function agentEventStream(
         send('retry: 2000\n\n');
         heartbeat = setInterval(() => send(': keep-alive\n\n'), HEARTBEAT_MS);
         heartbeat.unref?.();
-        signal.addEventListener('abort', finish, { once: true });
+        signal.addEventListener('abort', () => finish('client_closed'), { once: true });
 
         void (async () => {
           // One message at a time, as the reader takes them: a long transcript is not queued all at once.
@@ -190,13 +200,14 @@ export async function agentEventStream(
             if (event.kind === 'message') sendMessage(event.message);
             else if (event.kind === 'deleted') {
               send(`event: deleted\ndata: ${JSON.stringify({ agent_id: agentId, deleted: true })}\n\n`);
-              finish();
+              finish('deleted');
             } else await sendStatusAndMaybeFinish(event.kind, event.agent);
           }
         })();
       },
       pull: () => room?.(),
       cancel: () => {
+        ending('client_closed');
         closed = true;
         clearInterval(heartbeat);
         stop();

@@ -18,7 +18,12 @@ import { artifactIdOf, artifactResponse } from './artifacts.js';
 import { DEFAULT_FAILED_AUTH_LIMIT, FailedAuthGuard } from './auth-guard.js';
 import { clientAddressOf } from './client-address.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
-import { DEFAULT_EVENT_STREAM_LIMITS, EventStreamRegistry, type EventStreamLimits } from './event-streams.js';
+import {
+  DEFAULT_EVENT_STREAM_LIMITS,
+  EventStreamRegistry,
+  type EventStreamLimits,
+  type StreamInfo,
+} from './event-streams.js';
 import { agentEventStream } from './events.js';
 import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempotency.js';
 import { createConsole, type ConsoleOptions } from './console/index.js';
@@ -112,6 +117,7 @@ const FetchHandlerOptionsSchema = z
       .default(false),
     metrics: z.boolean().default(false),
     onResponse: z.custom<(info: ResponseInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
+    onStream: z.custom<(info: StreamInfo) => void>((v) => typeof v === 'function', 'must be a function').optional(),
   })
   .strict();
 
@@ -119,10 +125,15 @@ const FetchHandlerOptionsSchema = z
 export interface ResponseInfo {
   request_id: string;
   method: string;
-  /** The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`), or `unmatched`. */
+  /**
+   * The route's name (`create`, `get`, `list`, …, `healthz`, `metrics`, `console`), or `unmatched`; `busy` for a request
+   * the server's thread refused because too many request bodies were being received.
+   */
   route: string;
   status: number;
   duration_ms: number;
+  /** `poll`: answered on the HTTP server's own thread (server.ts), from its read-only connection. */
+  thread?: 'poll';
 }
 
 /** Options of {@link createFetchHandler} (and {@link createNodeHandler}). */
@@ -196,8 +207,13 @@ export interface FetchHandlerOptions {
    * @default false
    */
   metrics?: boolean;
-  /** Called after each request the router answered: request id, method, route, status, duration (access logs). */
+  /**
+   * Called after each request the router answered: request id, method, route, status, duration (access logs). Every
+   * request: the polling fast path (`plainGet`) and the console's calls too.
+   */
   onResponse?: (info: ResponseInfo) => void;
+  /** Called when an event stream opens and when it ends, with how long it lasted and why it ended (access logs). */
+  onStream?: (info: StreamInfo) => void;
 }
 
 /** The router as a function: `Request -> Response`. */
@@ -344,6 +360,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           onError,
           // The console's calls draw on the same bucket as the API key its session came from.
           takeToken: (key) => buckets?.take(key) ?? 0,
+          onStream: o.onStream,
         });
   if (o.metrics) mountMetrics(runtime);
 
@@ -393,8 +410,21 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     getJson: async (id: string, scope: { accountId: string }) => JSON.stringify(await runtime.get(id, scope)),
   };
   const answerPoll = createPollResponder(source, { basePath: o.basePath, buckets, guard, onError });
-  const plainGet = (pathname: string, header: (name: string) => string | null, address?: string) =>
-    o.cors === false ? answerPoll(pathname, header, address) : Promise.resolve(null);
+  const plainGet = async (pathname: string, header: (name: string) => string | null, address?: string) => {
+    if (o.cors !== false) return null;
+    const startedAt = performance.now();
+    const plain = await answerPoll(pathname, header, address);
+    if (plain !== null) {
+      o.onResponse?.({
+        request_id: plain.headers['x-request-id'] ?? '',
+        method: 'GET',
+        route: 'get',
+        status: plain.status,
+        duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+      });
+    }
+    return plain;
+  };
 
   /** Reads and parses a JSON body; `required: false` accepts an absent or empty body as `undefined`. */
   async function jsonBody(request: Request, required: boolean): Promise<unknown> {
@@ -482,7 +512,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
         if (Array.isArray(body)) return batchRefused();
         // The SDK's server side loads on the first MCP request, not with the router.
         const { handleAgentryMcpRequest } = await import('../mcp/agentry-server.js');
-        return handleAgentryMcpRequest(runtime, scope, request, body);
+        // A create_agent without `_meta.traceparent` joins the trace of the HTTP request's own header, if any.
+        const traceparent = request.headers.get('traceparent')?.trim().slice(0, 256) || undefined;
+        return handleAgentryMcpRequest(
+          runtime,
+          { ...scope, ...(traceparent === undefined ? {} : { traceparent }) },
+          request,
+          body,
+        );
       }
       case 'events': {
         const id = agentIdOf(found.idSegment!);
@@ -495,7 +532,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
             { headers: { 'retry-after': '5' } },
           );
         }
-        return agentEventStream(
+        const openedAt = performance.now();
+        const response = await agentEventStream(
           runtime,
           id,
           auth.account.account_id,
@@ -503,7 +541,17 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           request.signal,
           ticket,
           o.eventStreams.slowReaderBytes,
+          (reason) =>
+            o.onStream?.({
+              event: 'close',
+              request_id: requestId,
+              agent_id: id,
+              reason,
+              duration_ms: Math.round(performance.now() - openedAt),
+            }),
         );
+        o.onStream?.({ event: 'open', request_id: requestId, agent_id: id });
+        return response;
       }
     }
   }
@@ -513,10 +561,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (key !== null) assertIdempotencyKey(key);
     const raw = await jsonBody(request, true);
     const body = parseArgs(CreateAgentBodySchema, raw, 'request body');
+    // The caller's W3C trace context: the agent's spans join the caller's trace (a malformed one is ignored).
+    const traceparent = request.headers.get('traceparent')?.trim().slice(0, 256) || undefined;
     const run = async () => {
       const created = await runtime.create({
         goal: body.goal,
         accountId: account.account_id,
+        ...(traceparent === undefined ? {} : { traceparent }),
         ...(body.model === undefined ? {} : { model: body.model }),
         ...(body.max_credits === undefined ? {} : { maxCredits: body.max_credits }),
       });
@@ -559,6 +610,13 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
       if (consoleRoutes?.owns(url.pathname)) {
         response = await consoleRoutes.handle(request, url, requestId);
         response.headers.set('x-request-id', requestId);
+        o.onResponse?.({
+          request_id: requestId,
+          method: request.method,
+          route: 'console',
+          status: response.status,
+          duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+        });
         return response;
       }
       found = match(url.pathname);

@@ -21,6 +21,7 @@ export {
 } from './fetch-handler.js';
 export type { ConsoleOptions } from './console/index.js';
 export type { FetchHandler, FetchHandlerOptions, ResponseInfo } from './fetch-handler.js';
+export type { StreamEndReason, StreamInfo } from './event-streams.js';
 export { runtimeMetrics } from '../observability/metrics.js';
 export type { RuntimeMetrics } from '../observability/metrics.js';
 export { createNodeHandler, nodeHandlerFor } from './node-handler.js';

@@ -18,6 +18,9 @@
  *   stream then drops a reader that stays behind); one that gets 4 × {@link PollThreadData.slowReaderBytes} behind
  *   anyway is dropped here (the client reconnects and resumes with `Last-Event-ID`);
  * - an upload the client abandons is logged as one line, without a stack.
+ *
+ * With an access log (`onResponse`), what this thread answers itself is told to the runtime's thread, which logs it:
+ * the polls, and the refusals made here. They go over in one message per turn of the event loop.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -34,6 +37,7 @@ import { keptUntilChange } from './poll-cache.js';
 import { FailedAuthGuard } from './auth-guard.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import { newRequestId, plainError } from './responses.js';
+import type { ResponseInfo } from './fetch-handler.js';
 
 export interface PollThreadData {
   sqlitePath: string;
@@ -51,6 +55,8 @@ export interface PollThreadData {
   slowReaderBytes: number;
   /** With CORS on, polls go to the router too (it owns the CORS answers). */
   answerPolls: boolean;
+  /** Whether the runtime's thread logs requests: then this thread tells it of those it answers itself. */
+  logAccess: boolean;
 }
 
 /** Runtime's thread to this one. */
@@ -78,11 +84,34 @@ export type FromPollThread =
   /** An event stream's client socket is full (`pause`) or drained (`resume`): the relay reads on only after. */
   | { kind: 'pause' | 'resume'; id: number }
   | { kind: 'error'; message: string; stack?: string; request_id: string }
+  /** Requests this thread answered itself, for the access log. */
+  | { kind: 'access'; lines: ResponseInfo[] }
   | { kind: 'closed' };
 
 const port = parentPort!;
 const data = workerData as PollThreadData;
 const post = (m: FromPollThread) => port.postMessage(m);
+
+/** Access lines not yet told to the runtime's thread: they go in one message at the end of this turn. */
+let accessLines: ResponseInfo[] = [];
+const sendAccessLines = () => {
+  const lines = accessLines;
+  accessLines = [];
+  post({ kind: 'access', lines });
+};
+/** Tells the runtime's thread of a request answered here (when it keeps an access log). */
+function logAnswered(method: string | undefined, route: string, status: number, requestId: string, startedAt: number) {
+  if (!data.logAccess) return;
+  if (accessLines.length === 0) setImmediate(sendAccessLines);
+  accessLines.push({
+    request_id: requestId,
+    method: (method ?? 'GET').toUpperCase(),
+    route,
+    status,
+    duration_ms: Math.round((performance.now() - startedAt) * 100) / 100,
+    thread: 'poll',
+  });
+}
 
 const storage = sqliteStorage({ path: data.sqlitePath, readonly: true });
 const accounts = new Accounts(storage, systemClock);
@@ -182,7 +211,7 @@ function declaresBody(req: IncomingMessage): boolean {
 }
 
 /** The answer when the bodies in flight would pass their budget. */
-function busy(res: ServerResponse): void {
+function busy(req: IncomingMessage, res: ServerResponse, startedAt: number): void {
   const plain = plainError(
     'rate_limited',
     'Too many request bodies are being received; retry after 1 s',
@@ -192,16 +221,17 @@ function busy(res: ServerResponse): void {
     },
   );
   writePlain(res, plain);
+  logAnswered(req.method, 'busy', plain.status, plain.headers['x-request-id'] ?? '', startedAt);
 }
 
 /**
  * Reads the body of an authenticated request: up to one byte past the limit (enough for the router to answer 413),
  * within the budget of bytes in flight. Resolves to null when the budget ran out (answered here) or the client left.
  */
-async function readBody(req: IncomingMessage, res: ServerResponse): Promise<Uint8Array | null> {
+async function readBody(req: IncomingMessage, res: ServerResponse, startedAt: number): Promise<Uint8Array | null> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (Number.isFinite(declared) && bodyBytes + Math.min(declared, data.bodyLimitBytes + 1) > data.bodyBytesInFlight) {
-    busy(res);
+    busy(req, res, startedAt);
     return null;
   }
   const chunks: Buffer[] = [];
@@ -214,7 +244,7 @@ async function readBody(req: IncomingMessage, res: ServerResponse): Promise<Uint
       bodyBytes += chunk.byteLength;
       if (size > data.bodyLimitBytes) break;
       if (bodyBytes > data.bodyBytesInFlight) {
-        busy(res);
+        busy(req, res, startedAt);
         return null;
       }
     }
@@ -232,7 +262,7 @@ async function readBody(req: IncomingMessage, res: ServerResponse): Promise<Uint
   return Buffer.concat(chunks).subarray(0, data.bodyLimitBytes + 1);
 }
 
-async function forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function forward(req: IncomingMessage, res: ServerResponse, startedAt: number): Promise<void> {
   const id = nextId++;
   forwarded.set(id, res);
   res.once('close', () => {
@@ -246,7 +276,7 @@ async function forward(req: IncomingMessage, res: ServerResponse): Promise<void>
   let body: Uint8Array | null = null;
   if (method !== 'GET' && method !== 'HEAD') {
     if (works) {
-      body = await readBody(req, res);
+      body = await readBody(req, res, startedAt);
       if (body === null) {
         forwarded.delete(id);
         return;
@@ -272,19 +302,28 @@ async function forward(req: IncomingMessage, res: ServerResponse): Promise<void>
 }
 
 const server = createServer((req, res) => {
+  const startedAt = performance.now();
   const path = data.answerPolls ? plainPollPath(req) : null;
   const answered =
     path === null ? Promise.resolve(null) : answerPoll(path, (name) => headerOf(req, name), req.socket.remoteAddress);
   answered
     .then((plain) => {
-      if (!plain) return forward(req, res);
+      if (!plain) return forward(req, res, startedAt);
       if (plain.status !== 401 && plain.status !== 429) trustConnection(req.socket);
       writePlain(res, plain);
+      logAnswered(req.method, 'get', plain.status, plain.headers['x-request-id'] ?? '', startedAt);
     })
     .catch((error: unknown) => {
-      post({ kind: 'error', message: String(error), request_id: 'none' });
+      const requestId = newRequestId();
+      post({
+        kind: 'error',
+        message: String(error),
+        ...(error instanceof Error && error.stack ? { stack: error.stack } : {}),
+        request_id: requestId,
+      });
+      logAnswered(req.method, path === null ? 'unmatched' : 'get', 500, requestId, startedAt);
       if (res.headersSent) res.destroy();
-      else writePlain(res, plainError('internal_error', 'Internal server error', newRequestId()));
+      else writePlain(res, plainError('internal_error', 'Internal server error', requestId));
     });
 });
 // A stranger gets 20 s to send its headers (Node's default is 60 s).

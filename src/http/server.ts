@@ -112,6 +112,7 @@ export async function startServer(runtime: AgentRuntime, options: ServerOptions 
       maxUnauthenticatedConnections,
       slowReaderBytes: handlerOptions.eventStreams?.slowReaderBytes ?? DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes,
       answerPolls: (handlerOptions.cors ?? false) === false,
+      logAccess: handlerOptions.onResponse !== undefined,
     });
   }
   const server = createServer(nodeHandlerFor(fetchHandler));
@@ -267,6 +268,9 @@ async function startWithPollThread(
           return onError(Object.assign(new Error(m.message), m.stack ? { stack: m.stack } : {}), {
             request_id: m.request_id,
           });
+        case 'access':
+          for (const line of m.lines) options.onResponse?.(line);
+          return;
         case 'closed':
           return onClosed?.();
       }

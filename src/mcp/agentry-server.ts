@@ -19,6 +19,21 @@ import { AgentryError } from '../errors.js';
 /** Which account the server acts for: every tool sees and creates that account's agents only. */
 export interface AgentryMcpScope {
   accountId: string;
+  /**
+   * The W3C trace context of the transport's request (the `/mcp` mount's `traceparent` header): agents created
+   * without a `_meta.traceparent` of their own join that trace.
+   */
+  traceparent?: string;
+}
+
+/**
+ * The caller's trace context of one tool call: `params._meta.traceparent`, as MCP clients that propagate traces send
+ * it (agentry's own client among them), else the transport's.
+ */
+function traceparentOf(meta: Record<string, unknown> | undefined, scope: AgentryMcpScope): string | undefined {
+  const sent = meta?.traceparent;
+  if (typeof sent === 'string' && sent.length > 0 && sent.length <= 256) return sent;
+  return scope.traceparent;
 }
 
 /** Messages `get_agent` returns by default (the last ones), and the characters of each. */
@@ -68,17 +83,19 @@ export function registerAgentryTools(server: McpServer, runtime: AgentRuntime, s
       },
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: true },
     },
-    async ({ goal, model, max_credits }) =>
-      subscribed().then(async () =>
-        json(
+    async ({ goal, model, max_credits }, extra) =>
+      subscribed().then(async () => {
+        const traceparent = traceparentOf(extra._meta as Record<string, unknown> | undefined, scope);
+        return json(
           await runtime.create({
             goal,
             accountId: scope.accountId,
+            ...(traceparent !== undefined ? { traceparent } : {}),
             ...(model !== undefined ? { model } : {}),
             ...(max_credits !== undefined ? { maxCredits: max_credits } : {}),
           }),
-        ),
-      ),
+        );
+      }),
   );
 
   server.registerTool(

@@ -234,6 +234,9 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
         baseURL: config.baseURL ?? null,
         maxRetries: opts.maxRetries ?? 4,
         timeout: timeoutMs,
+        // agentry's own `chat` span is the one span of each model call (with usage); the SDK's own
+        // `anthropic.messages.create` span would count every call's tokens a second time.
+        openTelemetry: false,
         ...(opts.fetch === undefined ? {} : { fetch: opts.fetch }),
       }),
     })));
@@ -260,6 +263,7 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
   return {
     models: Object.freeze(Object.keys(config.models)),
     providerName: 'anthropic',
+    upstreamModel: (model) => (Object.hasOwn(config.models, model) ? config.models[model] : undefined),
 
     async generate(request: ModelRequest, { signal }: GenerateOptions): Promise<ModelResponse> {
       const upstream = upstreamOf(request);

@@ -120,6 +120,14 @@ export interface ModelProvider {
   readonly models: readonly string[];
   /** `gen_ai.provider.name` in traces and metrics (e.g. `anthropic`). @default '_OTHER' */
   readonly providerName?: string;
+  /**
+   * The provider's own id of a public model (`svc-1-lite` -> `claude-haiku-4-5`), for traces' `gen_ai.request.model`;
+   * undefined when it has none to say. Optional: without it traces name the public id.
+   *
+   * @example
+   * upstreamModel: (model) => ({ 'svc-1-lite': 'claude-haiku-4-5' })[model]
+   */
+  upstreamModel?(model: string): string | undefined;
   generate(request: ModelRequest, options: GenerateOptions): Promise<ModelResponse>;
   /** Context window of a model, in tokens (for eliding old tool results). */
   contextWindow?(model: string): number;

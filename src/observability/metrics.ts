@@ -3,7 +3,11 @@
  * Prometheus metrics of a runtime, on prom-client: the GenAI client histograms of the OpenTelemetry conventions in
  * their Prometheus spelling (`gen_ai_client_token_usage`, `gen_ai_client_operation_duration_seconds`), agents by
  * status, model turns, tool calls and their durations by tool, credits charged by model and by tool, credit waits,
- * lane queue depth and calls in flight, run slots, and Node's own metrics (event-loop lag among them).
+ * lane queue depth and calls in flight, run slots, `agentry_build_info` (agentry's version), and Node's own metrics
+ * (event-loop lag among them). `gen_ai_request_model` is the provider's own model id, as in traces.
+ *
+ * A tool call is counted once, when it ends (`ok` or `error`): a call that waits for its sub-agents (a spawn) runs in
+ * two stretches, and only the last, which gives its result, counts; its duration is that stretch's.
  *
  * Labels take only bounded values: statuses, model ids the provider serves, names of registered tools (a tool name the
  * model made up is `_unknown`), lane names, token types and error types. Never an agent id.
@@ -12,6 +16,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom
 import type { AgentRuntime } from '../core/agent-runtime.js';
 import type { RunTelemetry, Telemetry } from '../core/telemetry.js';
 import { ModelError } from '../models/provider.js';
+import { packageVersion } from '../version.js';
 
 /** The semantic conventions' bucket boundaries. */
 const TOKEN_BUCKETS = [1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864];
@@ -76,14 +81,14 @@ export function runtimeMetrics(runtime: AgentRuntime): RuntimeMetrics {
   });
   const toolCalls = new Counter({
     name: 'agentry_tool_calls_total',
-    help: 'Tool calls by tool and outcome (ok, error, suspended).',
+    help: 'Tool calls by tool and outcome (ok, error), each counted once when it ends.',
     labelNames: ['tool', 'outcome'],
     registers: [registry],
   });
   const toolDuration = new Histogram({
     name: 'agentry_tool_call_duration_seconds',
-    help: 'Duration of tool calls by tool (from the lane slot to the result).',
-    labelNames: ['tool'],
+    help: 'Duration of tool calls by tool and outcome (ok, error), from the lane slot to the result.',
+    labelNames: ['tool', 'outcome'],
     buckets: TOOL_BUCKETS,
     registers: [registry],
   });
@@ -98,6 +103,12 @@ export function runtimeMetrics(runtime: AgentRuntime): RuntimeMetrics {
     help: "Credit reservations that waited for other calls' holds.",
     registers: [registry],
   });
+  new Gauge({
+    name: 'agentry_build_info',
+    help: "agentry's version: always 1, the version as a label.",
+    labelNames: ['version'],
+    registers: [registry],
+  }).set({ version: packageVersion() }, 1);
   new Gauge({
     name: 'agentry_agents',
     help: 'Agents by status (the whole database).',
@@ -154,7 +165,7 @@ export function runtimeMetrics(runtime: AgentRuntime): RuntimeMetrics {
           const base = {
             gen_ai_operation_name: 'chat',
             gen_ai_provider_name: info.providerName,
-            gen_ai_request_model: request.model,
+            gen_ai_request_model: info.upstreamModel,
           };
           return {
             within: (fn) => fn(),
@@ -179,8 +190,11 @@ export function runtimeMetrics(runtime: AgentRuntime): RuntimeMetrics {
             traceparent: null,
             within: (fn) => fn(),
             end({ isError, suspended }) {
-              toolCalls.inc({ tool, outcome: suspended ? 'suspended' : isError ? 'error' : 'ok' });
-              toolDuration.observe({ tool }, seconds(startedAt));
+              // Waiting for its sub-agents, the call is not over: it counts once, when its last stretch ends.
+              if (suspended) return;
+              const outcome = isError ? 'error' : 'ok';
+              toolCalls.inc({ tool, outcome });
+              toolDuration.observe({ tool, outcome }, seconds(startedAt));
             },
           };
         },

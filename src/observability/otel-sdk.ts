@@ -3,12 +3,13 @@
  * `agentry serve`'s trace export: when the standard `OTEL_EXPORTER_OTLP_ENDPOINT` or
  * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` is set, an OpenTelemetry SDK tracer provider is registered globally with an
  * OTLP/HTTP exporter (`OTEL_EXPORTER_OTLP_PROTOCOL` / `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`: `http/protobuf`, the
- * default, or `http/json`) behind a batch processor, and `service.name` from `OTEL_SERVICE_NAME` (default
- * `agentry`). The exporters read the rest of their standard variables themselves (headers, timeout, compression).
+ * default, or `http/json`) behind a batch processor, `service.name` from `OTEL_SERVICE_NAME` (default
+ * `agentry`) and `service.version` agentry's version. The exporters read the rest of their standard variables themselves (headers, timeout, compression).
  *
  * The SDK packages are optional peers, loaded only when an endpoint is set.
  */
 import { AgentryError } from '../errors.js';
+import { packageVersion } from '../version.js';
 
 /** A registered SDK: flush and stop it before the process exits. */
 export interface TraceExport {
@@ -66,7 +67,10 @@ export async function startTraceExportFromEnv(env: NodeJS.ProcessEnv = process.e
   const [api, sdk, resources, contextHooks, exporterModule] = modules;
   const exporter = new exporterModule.OTLPTraceExporter();
   const provider = new sdk.TracerProvider({
-    resource: resources.resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME?.trim() || 'agentry' }),
+    resource: resources.resourceFromAttributes({
+      'service.name': env.OTEL_SERVICE_NAME?.trim() || 'agentry',
+      'service.version': packageVersion(),
+    }),
     spanProcessors: [new sdk.BatchSpanProcessor({ exporter: exporter as never })],
   });
   // Log lines carry the ids of the active span; spans started inside a model or tool call nest under it.

@@ -4,7 +4,12 @@
  * when a root agent is made, `invoke_agent {name}` (INTERNAL) for each stretch of an agent's work, `chat {model}`
  * (CLIENT) for each model call and `execute_tool {tool}` (INTERNAL) for each tool call. A sub-agent's spans belong to
  * its parent's trace, under the `execute_tool` span of the call that spawned it: the span context is stored with the
- * agent (`trace_context`), so a restarted process continues the same trace.
+ * agent (`trace_context`), so a restarted process continues the same trace. A root agent created with the caller's
+ * `traceparent` (the HTTP create route's header, MCP `create_agent`'s `_meta`) starts under that span, in its trace.
+ *
+ * `gen_ai.request.model` is the provider's own model id (`claude-haiku-4-5`); agentry's public id (`svc-1-lite`) is
+ * `agentry.model`. Only the `chat` span of a model call carries `gen_ai.usage.*`: the Anthropic provider turns the
+ * SDK's own instrumentation off, which would record the same call's usage on a second span.
  *
  * `@opentelemetry/api` is an optional peer: without it, or without a registered SDK, nothing is recorded.
  */
@@ -22,7 +27,10 @@ import {
   type TracerProvider,
 } from '@opentelemetry/api';
 import type {
+  AgentCreatedInfo,
+  AgentRunInfo,
   ChatInfo,
+  ModelInfo,
   ChatTelemetry,
   RunTelemetry,
   Telemetry,
@@ -53,6 +61,15 @@ const credits = (micros: number): number => micros / 1_000_000;
 /** `gen_ai.agent.name`: agents have no names of their own; roots and sub-agents are told apart. */
 function agentName(agent: AgentRow): string {
   return agent.parent_id === null ? 'agentry' : 'sub_agent';
+}
+
+/** The model attributes of every span: the upstream id as the conventions' `gen_ai.request.model`, the public one apart. */
+function modelAttributes(agent: AgentRow, info: ModelInfo): Attributes {
+  return {
+    'gen_ai.provider.name': info.providerName,
+    'gen_ai.request.model': info.upstreamModel,
+    'agentry.model': agent.model,
+  };
 }
 
 function agentAttributes(agent: AgentRow): Attributes {
@@ -151,15 +168,18 @@ export class OtelTracing implements Telemetry {
     this.capture = options.captureMessageContent ?? false;
   }
 
-  agentCreated(agent: AgentRow): string | null {
+  agentCreated(agent: AgentRow, info: AgentCreatedInfo): string | null {
     const name = agentName(agent);
+    // The caller's trace, when it sent one that parses; else whatever span is active here (an embedding app's).
+    const callers = info.traceparent ? contextOfTraceparent(info.traceparent) : ROOT_CONTEXT;
+    const parent = trace.getSpanContext(callers) ? callers : otelContext.active();
     const span = this.tracer.startSpan(
       `create_agent ${name}`,
       {
         kind: SpanKind.INTERNAL,
         attributes: {
           'gen_ai.operation.name': 'create_agent',
-          'gen_ai.request.model': agent.model,
+          ...modelAttributes(agent, info),
           ...agentAttributes(agent),
           ...(this.capture
             ? {
@@ -170,13 +190,13 @@ export class OtelTracing implements Telemetry {
             : {}),
         },
       },
-      otelContext.active(),
+      parent,
     );
     span.end();
     return traceparentOf(span);
   }
 
-  agentRun(agent: AgentRow, info: { recovered: boolean }): RunTelemetry {
+  agentRun(agent: AgentRow, info: AgentRunInfo): RunTelemetry {
     const name = agentName(agent);
     const parent = agent.trace_context ? contextOfTraceparent(agent.trace_context) : otelContext.active();
     const span = this.tracer.startSpan(
@@ -185,7 +205,7 @@ export class OtelTracing implements Telemetry {
         kind: SpanKind.INTERNAL,
         attributes: {
           'gen_ai.operation.name': 'invoke_agent',
-          'gen_ai.request.model': agent.model,
+          ...modelAttributes(agent, info),
           ...agentAttributes(agent),
         },
       },
@@ -240,13 +260,14 @@ export class OtelTracing implements Telemetry {
     onCharged: (micros: number) => void,
   ): ChatTelemetry {
     const span = this.tracer.startSpan(
-      `chat ${request.model}`,
+      `chat ${info.upstreamModel}`,
       {
         kind: SpanKind.CLIENT,
         attributes: {
           'gen_ai.operation.name': 'chat',
           'gen_ai.provider.name': info.providerName,
-          'gen_ai.request.model': request.model,
+          'gen_ai.request.model': info.upstreamModel,
+          'agentry.model': request.model,
           'gen_ai.request.max_tokens': request.maxTokens,
           'agentry.credits.reserved': credits(info.reservedMicros),
           ...agentAttributes(agent),
@@ -266,7 +287,7 @@ export class OtelTracing implements Telemetry {
       end: ({ response, error, chargedMicros }) => {
         if (response) {
           span.setAttributes({
-            'gen_ai.response.model': response.model ?? request.model,
+            'gen_ai.response.model': response.model ?? info.upstreamModel,
             'gen_ai.response.finish_reasons': [response.stopReason],
             'gen_ai.usage.input_tokens':
               response.usage.inputTokens +

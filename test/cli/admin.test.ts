@@ -37,8 +37,10 @@ afterAll(async () => {
 describe('agentry serve', () => {
   it('prints the key once on first start, not on later starts; SIGINT and SIGTERM exit 0', async () => {
     const first = await startServe(['--db', db], env);
-    expect(first.stdout().match(/^API key: agk_\S+$/gm)).toHaveLength(1);
+    // On stderr: stdout carries the JSON log lines only, and the key is never among them.
+    expect(first.stderr().match(/^API key: agk_\S+$/gm)).toHaveLength(1);
     firstKey = first.apiKey!;
+    expect(first.stdout()).not.toContain(firstKey);
     const headers = { 'x-api-key': firstKey, 'content-type': 'application/json' };
     const create = async (goal: string) =>
       (
@@ -62,7 +64,7 @@ describe('agentry serve', () => {
 
     const second = await startServe(['--db', db], env);
     expect(second.apiKey).toBeNull();
-    expect(second.stdout()).not.toMatch(/API key/);
+    expect(second.stdout() + second.stderr()).not.toMatch(/API key/);
     const list = await fetch(`${second.url}/api/agents`, { headers: { 'x-api-key': firstKey } });
     expect(list.status).toBe(200);
     const ids = ((await list.json()) as { data: Array<{ agent_id: string }> }).data.map((a) => a.agent_id);

@@ -40,7 +40,7 @@ afterAll(async () => {
 
 describe('agentry serve --demo', () => {
   it('says at start that a scripted stand-in plays the model, and does not ask for a key', () => {
-    expect(serve.stdout()).toMatch(/^Demo mode: a scripted stand-in plays the model \(no key, no network\)/m);
+    expect(serve.stderr()).toMatch(/^Demo mode: a scripted stand-in plays the model \(no key, no network\)/m);
     expect(serve.stderr()).not.toContain('ANTHROPIC_API_KEY is not set');
     expect(serve.apiKey).toMatch(/^agk_/);
   });

@@ -59,9 +59,11 @@ function startWorker(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000)
       () => fail(new Error(`agentry worker was not ready in ${timeoutMs} ms\n${stdout}\n${stderr}`)),
       timeoutMs,
     );
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const line = /^agentry worker ready .*$/m.exec(stdout)?.[0];
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    // The ready line is on stderr: stdout carries the JSON log lines only.
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const line = /^agentry worker ready .*$/m.exec(stderr)?.[0];
       if (line === undefined || settled) return;
       settled = true;
       clearTimeout(timer);
@@ -76,7 +78,6 @@ function startWorker(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 30_000)
         },
       });
     });
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.once('exit', (code) =>
       fail(new Error(`agentry worker exited with ${code} before it was ready\n${stdout}\n${stderr}`)),
     );
@@ -135,7 +136,7 @@ describe('agentry worker', () => {
         cliEnv({ ANTHROPIC_BASE_URL: fake.url, ANTHROPIC_API_KEY: 'test-key' }),
       );
       expect(worker.readyLine).toBe(`agentry worker ready (database: ${db}, the only process driving this database)`);
-      expect(worker.stdout()).not.toMatch(/API key:/);
+      expect(worker.stdout() + worker.stderr()).not.toMatch(/API key:/);
       const reader = sqliteStorage({ path: db });
       await reader.init();
       try {
@@ -228,7 +229,7 @@ describe.skipIf(!reachable && !strict)(
         expect(await statusOf(storage, created.agent_id)).toBe('ACTIVE');
 
         const worker = await startWorker(['--db', db], env);
-        expect(worker.stdout()).not.toMatch(/API key:/);
+        expect(worker.stdout() + worker.stderr()).not.toMatch(/API key:/);
         await eventually(
           async () => ((await statusOf(storage, created.agent_id)) === 'COMPLETED' ? true : undefined),
           'the worker to complete the agent',
@@ -247,7 +248,7 @@ describe.skipIf(!reachable && !strict)(
         for (const s of [a, b]) expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
         const keys = [a, b].map((s) => s.apiKey).filter((k) => k !== null);
         expect(keys).toHaveLength(1);
-        expect([a, b].filter((s) => /^Database ready: account "serve" exists/m.test(s.stdout()))).toHaveLength(1);
+        expect([a, b].filter((s) => /^Database ready: account "serve" exists/m.test(s.stderr()))).toHaveLength(1);
         // Either front end answers for an agent created through the other, with the one key.
         const headers = { 'x-api-key': keys[0]!, 'content-type': 'application/json' };
         const created = (await (

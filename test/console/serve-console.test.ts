@@ -23,7 +23,7 @@ describe('agentry serve and the console', () => {
   it('serves the console by default, prints where, and signs in through the server thread', async () => {
     serve = await startServe(['--db', join(tmp.dir, 'on.db')], env);
     const printed = await eventually(
-      async () => /^Console: (http:\/\/\S+\/console) /m.exec(serve.stdout())?.[1],
+      async () => /^Console: (http:\/\/\S+\/console) /m.exec(serve.stderr())?.[1],
       'the console URL',
     );
     expect(printed).toBe(`${serve.url}/console`);
@@ -53,7 +53,7 @@ describe('agentry serve and the console', () => {
     const off = await startServe(['--db', join(tmp.dir, 'off.db'), '--no-console'], env);
     try {
       expect((await fetch(`${off.url}/console/sign-in`)).status).toBe(404);
-      expect(off.stdout()).not.toContain('Console:');
+      expect(off.stderr()).not.toContain('Console:');
     } finally {
       expect(await off.stop()).toBe(0);
     }

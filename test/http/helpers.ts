@@ -119,15 +119,17 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 3
       child.kill('SIGKILL');
       reject(error);
     };
-    child.stdout.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-      const url = /^agentry listening on (http:\/\/\S+)/m.exec(stdout)?.[1];
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    // The lines for people (URL, API key) are on stderr: stdout carries the JSON log lines only.
+    child.stderr.on('data', (chunk: Buffer) => {
+      stderr += chunk.toString();
+      const url = /^agentry listening on (http:\/\/\S+)/m.exec(stderr)?.[1];
       if (url === undefined || settled) return;
       settled = true;
       clearTimeout(timer);
       resolveStart({
         url,
-        apiKey: /^API key: (\S+)$/m.exec(stdout)?.[1] ?? null,
+        apiKey: /^API key: (\S+)$/m.exec(stderr)?.[1] ?? null,
         stdout: () => stdout,
         stderr: () => stderr,
         child,
@@ -137,7 +139,6 @@ export function startServe(args: string[], env: NodeJS.ProcessEnv, timeoutMs = 3
         },
       });
     });
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.once('exit', (code) =>
       fail(new Error(`agentry serve exited with ${code} before listening\n${stdout}\n${stderr}`)),
     );

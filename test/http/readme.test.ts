@@ -79,9 +79,9 @@ describe('README: HTTP service', () => {
   it('serve prints what the README shows', () => {
     const section = httpSection();
     expect(section).toContain('npx agentry serve');
-    expect(serve.stdout()).toMatch(/^Created account "serve" with 100 credits and an active subscription\.$/m);
-    expect(serve.stdout()).toMatch(/^API key: agk_\S+$/m);
-    expect(serve.stdout()).toMatch(/^agentry listening on http:\/\/127\.0\.0\.1:\d+ \(database: .*\)$/m);
+    expect(serve.stderr()).toMatch(/^Created account "serve" with 100 credits and an active subscription\.$/m);
+    expect(serve.stderr()).toMatch(/^API key: agk_\S+$/m);
+    expect(serve.stderr()).toMatch(/^agentry listening on http:\/\/127\.0\.0\.1:\d+ \(database: .*\)$/m);
   });
 
   it('the curl session works as printed: create, poll, pause, resume, wait for COMPLETED, list, delete', async () => {

@@ -2,10 +2,11 @@
  * The operations routes of the HTTP adapter, in process: `/metrics` (an optional mount, no API key) with values that
  * match the runtime's state while agents run, `/healthz` and `/readyz` (always there, no key, nothing revealed).
  */
+import { readFileSync } from 'node:fs';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage } from 'agentry';
+import { AgentRuntime, defineTool, memoryStorage, type ModelRequest } from 'agentry';
 import { createFetchHandler } from 'agentry/http';
 import { scriptedModel } from 'agentry/testing';
 import { deferred, eventually } from '../support/runtime.js';
@@ -71,6 +72,57 @@ describe('operations routes', () => {
     // Without the option the path is not one of the router's.
     const plain = createFetchHandler(runtime);
     expect((await plain(new Request('http://localhost/metrics'))).status).toBe(404);
+    await runtime.close();
+  });
+
+  it('counts a spawn once, times tool calls by outcome, and says its version in agentry_build_info', async () => {
+    const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
+    const runtime = await AgentRuntime.open({
+      storage: memoryStorage(),
+      model: scriptedModel({
+        turns: (req, { turnIndex }) => {
+          if (goalOf(req) !== 'root') return { text: 'child done' };
+          if (turnIndex === 0) {
+            return {
+              toolCalls: [
+                { name: 'spawn_sub_agents', input: { tasks: [{ goal: 'child 0' }, { goal: 'child 1' }] } },
+                { name: 'fails', input: {} },
+              ],
+            };
+          }
+          return { text: 'done' };
+        },
+      }),
+      tools: [
+        defineTool({
+          name: 'fails',
+          description: 'Always fails',
+          input: z.object({}),
+          idempotent: true,
+          run: async () => {
+            throw new Error('no');
+          },
+        }),
+      ],
+    });
+    const handle = createFetchHandler(runtime, { metrics: true });
+    const { agent_id } = await runtime.create({ goal: 'root' });
+    expect((await runtime.waitFor(agent_id)).status).toBe('COMPLETED');
+    await runtime.whenIdle();
+    const response = await handle(new Request('http://localhost/metrics'));
+    const text = await response.text();
+    const { value } = await scrape(handle);
+    // The spawn ran in two stretches (spawn, then collect the children's results): one call, counted when it ended.
+    expect(value('agentry_tool_calls_total', { tool: 'spawn_sub_agents', outcome: 'ok' })).toBe(1);
+    expect(value('agentry_tool_calls_total', { tool: 'spawn_sub_agents', outcome: 'suspended' })).toBeUndefined();
+    expect(value('agentry_tool_calls_total', { tool: 'fails', outcome: 'error' })).toBe(1);
+    // The parser drops a histogram's labels: its series are read from the lines.
+    expect(text).toMatch(/^agentry_tool_call_duration_seconds_count\{tool="spawn_sub_agents",outcome="ok"\} 1$/m);
+    expect(text).toMatch(/^agentry_tool_call_duration_seconds_count\{tool="fails",outcome="error"\} 1$/m);
+    const { version } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      version: string;
+    };
+    expect(text).toContain(`agentry_build_info{version="${version}"} 1`);
     await runtime.close();
   });
 

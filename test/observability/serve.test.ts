@@ -3,12 +3,9 @@
  * local receiver (http/protobuf and http/json), Prometheus metrics on a port of their own that match the runtime's
  * state, JSON log lines with requests, status changes and errors and without any secret, and the health routes.
  */
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
-import protobuf from 'protobufjs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   startFakeAnthropic,
@@ -18,130 +15,10 @@ import {
   type FakeRequestInfo,
 } from 'agentry/testing';
 import { cliEnv, startServe, tempDir, type ServeProcess } from '../http/helpers.js';
+import { startReceiver } from './otlp-receiver.js';
 
 const PROVIDER_KEY = 'sk-ant-provider-secret-0123456789';
 const SMTP_PASSWORD = 'smtp-Pa55word-secret';
-
-/**
- * The OTLP trace request, as far as these tests read it (field numbers of opentelemetry/proto trace/v1 and
- * collector/trace/v1; protobuf skips the fields it is not told of).
- */
-const OTLP_PROTO = `
-syntax = "proto3";
-package otlp;
-message ExportTraceServiceRequest { repeated ResourceSpans resource_spans = 1; }
-message ResourceSpans { Resource resource = 1; repeated ScopeSpans scope_spans = 2; }
-message Resource { repeated KeyValue attributes = 1; }
-message ScopeSpans { InstrumentationScope scope = 1; repeated Span spans = 2; }
-message InstrumentationScope { string name = 1; string version = 2; }
-message Span {
-  bytes trace_id = 1; bytes span_id = 2; bytes parent_span_id = 4; string name = 5; int32 kind = 6;
-  repeated KeyValue attributes = 9;
-}
-message KeyValue { string key = 1; AnyValue value = 2; }
-message AnyValue {
-  oneof value {
-    string string_value = 1; bool bool_value = 2; int64 int_value = 3; double double_value = 4;
-    ArrayValue array_value = 5;
-  }
-}
-message ArrayValue { repeated AnyValue values = 1; }
-`;
-const ExportRequest = protobuf.parse(OTLP_PROTO).root.lookupType('otlp.ExportTraceServiceRequest');
-
-interface ReceivedSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId: string;
-  name: string;
-  kind: number;
-  attributes: Record<string, unknown>;
-  service: unknown;
-}
-
-type AnyValueJson = {
-  stringValue?: string;
-  boolValue?: boolean;
-  intValue?: string | number;
-  doubleValue?: number;
-  arrayValue?: { values?: AnyValueJson[] };
-};
-
-function valueOf(v: AnyValueJson | undefined): unknown {
-  if (!v) return undefined;
-  if (v.stringValue !== undefined) return v.stringValue;
-  if (v.boolValue !== undefined) return v.boolValue;
-  if (v.intValue !== undefined) return Number(v.intValue);
-  if (v.doubleValue !== undefined) return v.doubleValue;
-  if (v.arrayValue) return (v.arrayValue.values ?? []).map(valueOf);
-  return undefined;
-}
-
-const attributesOf = (kvs: Array<{ key: string; value?: AnyValueJson }> = []) =>
-  Object.fromEntries(kvs.map((kv) => [kv.key, valueOf(kv.value)]));
-
-/** Both encodings to one shape. Protobuf's bytes become hex, as OTLP/JSON writes ids. */
-function spansOf(body: Buffer, contentType: string): ReceivedSpan[] {
-  const json = contentType.includes('json')
-    ? (JSON.parse(body.toString('utf8')) as Record<string, unknown>)
-    : (ExportRequest.toObject(ExportRequest.decode(body), { longs: String, bytes: String, defaults: false }) as Record<
-        string,
-        unknown
-      >);
-  const hex = (id: unknown) =>
-    typeof id !== 'string' || id === ''
-      ? ''
-      : contentType.includes('json')
-        ? id
-        : Buffer.from(id, 'base64').toString('hex');
-  const out: ReceivedSpan[] = [];
-  const resourceSpans = (json.resourceSpans ?? json.resource_spans ?? []) as Array<Record<string, never>>;
-  for (const rs of resourceSpans) {
-    const resource = rs.resource as { attributes?: Array<{ key: string; value?: AnyValueJson }> } | undefined;
-    const service = attributesOf(resource?.attributes)['service.name'];
-    for (const ss of (rs.scopeSpans ?? rs.scope_spans ?? []) as Array<Record<string, never>>) {
-      for (const s of (ss.spans ?? []) as Array<Record<string, unknown>>) {
-        out.push({
-          traceId: hex(s.traceId ?? s.trace_id),
-          spanId: hex(s.spanId ?? s.span_id),
-          parentSpanId: hex(s.parentSpanId ?? s.parent_span_id),
-          name: s.name as string,
-          kind: Number(s.kind ?? 0),
-          attributes: attributesOf(s.attributes as never),
-          service,
-        });
-      }
-    }
-  }
-  return out;
-}
-
-/** A local OTLP/HTTP trace receiver. */
-async function startReceiver(): Promise<{
-  url: string;
-  spans: ReceivedSpan[];
-  contentTypes: string[];
-  server: Server;
-}> {
-  const spans: ReceivedSpan[] = [];
-  const contentTypes: string[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on('data', (c: Buffer) => chunks.push(c));
-    req.on('end', () => {
-      const type = req.headers['content-type'] ?? '';
-      if (req.method === 'POST' && req.url === '/v1/traces') {
-        contentTypes.push(type);
-        spans.push(...spansOf(Buffer.concat(chunks), type));
-      }
-      res.writeHead(200, { 'content-type': type.includes('json') ? 'application/json' : 'application/x-protobuf' });
-      res.end(type.includes('json') ? '{}' : undefined);
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, spans, contentTypes, server };
-}
 
 function goalOf(body: FakeMessagesRequest): string {
   const first = body.messages[0]?.content;
@@ -210,7 +87,7 @@ async function runScenario(protocol: 'http/protobuf' | 'http/json') {
     env,
   );
   try {
-    const metricsUrl = /^agentry metrics on (http:\/\/\S+)/m.exec(serve.stdout())![1]!;
+    const metricsUrl = /^agentry metrics on (http:\/\/\S+)/m.exec(serve.stderr())![1]!;
     const health = await fetch(`${serve.url}/healthz`);
     const ready = await fetch(`${serve.url}/readyz`);
     const research = await api(serve, 'POST', '/api/agents', { goal: 'research' });
@@ -293,12 +170,15 @@ describe.each([
     expect(names).toContain('invoke_agent agentry');
     expect(names).toContain('execute_tool update_plan');
     expect(names.filter((n) => n === 'invoke_agent sub_agent')).toHaveLength(2);
-    const chat = spans.find((s) => s.name === 'chat svc-1-lite' && s.attributes['gen_ai.usage.input_tokens'] === 300)!;
+    const chat = spans.find(
+      (s) => s.name === 'chat claude-haiku-4-5' && s.attributes['gen_ai.usage.input_tokens'] === 300,
+    )!;
     expect(chat.kind).toBe(3); // SPAN_KIND_CLIENT in OTLP
     expect(chat.attributes).toMatchObject({
       'gen_ai.operation.name': 'chat',
       'gen_ai.provider.name': 'anthropic',
-      'gen_ai.request.model': 'svc-1-lite',
+      'gen_ai.request.model': 'claude-haiku-4-5',
+      'agentry.model': 'svc-1-lite',
       'gen_ai.usage.output_tokens': 40,
       'gen_ai.response.finish_reasons': ['tool_use'],
       'gen_ai.agent.id': rootId,
@@ -310,7 +190,9 @@ describe.each([
       expect(child.attributes['agentry.parent_agent_id']).toBe(rootId);
     }
     // The refused call is a chat span with the provider's status as error.type.
-    const refused = receiver.spans.find((s) => s.name === 'chat svc-1-lite' && s.attributes['error.type'] === '400');
+    const refused = receiver.spans.find(
+      (s) => s.name === 'chat claude-haiku-4-5' && s.attributes['error.type'] === '400',
+    );
     expect(refused).toBeDefined();
   });
 
@@ -361,7 +243,10 @@ describe.each([
         Number(m.value),
       ]),
     );
-    expect(toolCalls).toMatchObject({ 'update_plan/ok': 1, 'spawn_sub_agents/suspended': 1, 'spawn_sub_agents/ok': 1 });
+    // A spawn counts once, when it ends (its first stretch only spawned and waited).
+    expect(toolCalls).toEqual({ 'update_plan/ok': 1, 'spawn_sub_agents/ok': 1 });
+    expect(series('agentry_tool_call_duration_seconds_count', 'outcome="ok"')).toBe(2);
+    expect(metricsText).toMatch(/^agentry_build_info\{version="\d+\.\d+\.\d+[^"]*"\} 1$/m);
     const charged = family('agentry_credits_charged_total')!.metrics.find((m) => m.labels!.item === 'svc-1-lite')!;
     // 900 input tokens at 100 credits per million and 58 output tokens at 500 per million
     expect(Number(charged.value)).toBeCloseTo(0.09 + 0.029, 9);

@@ -14,7 +14,7 @@ import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AgentRow } from '../../storage/adapter.js';
 import { artifactIdOf, artifactResponse } from '../artifacts.js';
-import { DEFAULT_EVENT_STREAM_LIMITS, type StreamTicket } from '../event-streams.js';
+import { DEFAULT_EVENT_STREAM_LIMITS, type StreamEndReason, type StreamTicket } from '../event-streams.js';
 import { agentEventStream } from '../events.js';
 import { agentIdOf } from '../poll.js';
 import { jsonResponse } from '../responses.js';
@@ -51,6 +51,8 @@ export interface ConsoleCall {
   recheck(): Promise<void>;
   /** The key deleted by this call: sessions from it end. */
   onKeyDeleted(keyId: string): Promise<void>;
+  /** For the access log: an event stream of this agent opened; returns what to call when it ends. */
+  streamOpened?: ((agentId: string) => (reason: StreamEndReason) => void) | undefined;
 }
 
 /** The methods each console API path takes, or null when the path is none of them. */
@@ -190,6 +192,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       signal,
       ticket,
       DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes,
+      call.streamOpened?.(agentId),
     );
   } catch (error) {
     clearInterval(recheck);

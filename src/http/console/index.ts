@@ -17,7 +17,8 @@ import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from '../body.js';
 import { errorResponse, jsonResponse, responseForError } from '../responses.js';
-import { answerConsoleCall, apiMethods, noSuchCall } from './api.js';
+import { answerConsoleCall, apiMethods, noSuchCall, type ConsoleCall } from './api.js';
+import type { StreamInfo } from '../event-streams.js';
 import { consoleAsset } from './assets.js';
 import { cookieValue, SESSION_COOKIE, sessionStoreOf, type ConsoleIdentity } from './sessions.js';
 
@@ -103,6 +104,8 @@ export function createConsole(
     onError: (error: unknown, c: { request_id: string }) => void;
     /** The router's rate limit: 0 if a request of this bucket may go, else seconds until it may. */
     takeToken: (bucket: string) => number;
+    /** The router's access log of event streams (`onStream`): the console's streams open and end there too. */
+    onStream?: ((info: StreamInfo) => void) | undefined;
   },
 ): ConsoleRoutes {
   const o = parseArgs(ConsoleOptionsSchema, options === true ? {} : options, 'console options');
@@ -226,7 +229,25 @@ export function createConsole(
     return jsonResponse(200, { account, sign_out: o.authenticate === undefined });
   }
 
-  async function api(request: Request, url: URL, path: string): Promise<Response> {
+  /** Tells the access log of a stream of this request opening; returns what to tell when it ends. */
+  function streamLog(requestId: string): ConsoleCall['streamOpened'] {
+    const onStream = context.onStream;
+    if (!onStream) return undefined;
+    return (agentId) => {
+      const openedAt = performance.now();
+      onStream({ event: 'open', request_id: requestId, agent_id: agentId });
+      return (reason) =>
+        onStream({
+          event: 'close',
+          request_id: requestId,
+          agent_id: agentId,
+          reason,
+          duration_ms: Math.round(performance.now() - openedAt),
+        });
+    };
+  }
+
+  async function api(request: Request, url: URL, path: string, requestId: string): Promise<Response> {
     const parts = path.split('/');
     const methods = apiMethods(parts);
     if (methods === null) throw noSuchCall(path);
@@ -258,6 +279,7 @@ export function createConsole(
         else await identify(request);
       },
       onKeyDeleted: (keyId) => sessions.endSessionsOfKey(identity.accountId, keyId),
+      streamOpened: streamLog(requestId),
     });
     // Deleting the key this session signed in with ends it: the browser forgets the cookie too.
     if (identity.session?.ended.signal.aborted) {
@@ -271,7 +293,7 @@ export function createConsole(
     try {
       const r = rest(url.pathname);
       checkOrigin(request, url);
-      if (r.startsWith('/api/')) response = await api(request, url, r.slice('/api/'.length));
+      if (r.startsWith('/api/')) response = await api(request, url, r.slice('/api/'.length), requestId);
       else if (r.startsWith('/assets/')) response = asset(request, r.slice('/assets/'.length), requestId);
       else if (PAGE.test(r)) {
         response =
