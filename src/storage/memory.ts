@@ -42,7 +42,15 @@ import type {
 } from './adapter.js';
 import type { AgentStatus } from '../core/status.js';
 import { notFound } from '../errors.js';
-import { asciiLower } from './search.js';
+import {
+  asciiLower,
+  MAX_SEARCH_MATCHES,
+  SEARCH_PREFIX_CHARS,
+  SEARCH_SLICE_ROWS,
+  searchDeadline,
+  searchNeedle,
+  yieldToOthers,
+} from './search.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from './validate.js';
 
 interface StoredAgent {
@@ -307,17 +315,41 @@ class MemoryStorage implements StorageAdapter {
   }
 
   async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
-    const needle = query.goal_contains === undefined ? null : asciiLower(query.goal_contains);
-    const matches: StoredAgent[] = [];
+    const needle = query.goal_contains === undefined ? null : searchNeedle(query.goal_contains);
+    const candidates: StoredAgent[] = [];
     for (const a of this.agents.values()) {
-      if (a.row.account_id !== query.account_id || a.row.parent_id !== query.parent_id) continue;
+      if (a.row.account_id !== query.account_id) continue;
+      if (query.parent_id !== undefined && a.row.parent_id !== query.parent_id) continue;
       if (query.status !== undefined && a.row.status !== query.status) continue;
-      if (needle !== null && !asciiLower(a.row.goal).includes(needle)) continue;
+      candidates.push(a);
+    }
+    candidates.sort((a, b) => (query.order === 'newest' ? b.seq - a.seq : a.seq - b.seq));
+    if (needle === null) {
+      const page = candidates.slice(query.offset, query.offset + query.limit);
+      return { rows: page.map((a) => clone(a.row)), total: candidates.length };
+    }
+    // The memory adapter has no index: it looks at the goals' prefixes, a slice at a time, within the budget.
+    const expired = searchDeadline();
+    const matches: StoredAgent[] = [];
+    let truncated = false;
+    for (let i = 0; i < candidates.length; i++) {
+      if (i > 0 && i % SEARCH_SLICE_ROWS === 0) {
+        if (expired()) {
+          truncated = true;
+          break;
+        }
+        await yieldToOthers();
+      }
+      const a = candidates[i]!;
+      if (!asciiLower(a.row.goal.slice(0, SEARCH_PREFIX_CHARS)).includes(needle)) continue;
+      if (matches.length === MAX_SEARCH_MATCHES) {
+        truncated = true;
+        break;
+      }
       matches.push(a);
     }
-    matches.sort((a, b) => (query.order === 'newest' ? b.seq - a.seq : a.seq - b.seq));
     const page = matches.slice(query.offset, query.offset + query.limit);
-    return { rows: page.map((a) => clone(a.row)), total: matches.length };
+    return { rows: page.map((a) => clone(a.row)), total: matches.length, ...(truncated ? { truncated: true as const } : {}) };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {

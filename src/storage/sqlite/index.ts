@@ -47,7 +47,13 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
-import { asciiLower } from '../search.js';
+import {
+  MAX_SEARCH_MATCHES,
+  SEARCH_SLICE_ROWS,
+  searchDeadline,
+  searchNeedle,
+  yieldToOthers,
+} from '../search.js';
 import { migrate } from './migrations.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
 import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
@@ -525,18 +531,18 @@ class SqliteStorage implements SqliteStorageAdapter {
   }
 
   async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
-    const where = ['account_id = ?', query.parent_id === null ? 'parent_id IS NULL' : 'parent_id = ?'];
+    const where = ['account_id = ?'];
     const params: Bind[] = [query.account_id];
-    if (query.parent_id !== null) params.push(query.parent_id);
+    if (query.parent_id === null) where.push('parent_id IS NULL');
+    else if (query.parent_id !== undefined) {
+      where.push('parent_id = ?');
+      params.push(query.parent_id);
+    }
     if (query.status !== undefined) {
       where.push('status = ?');
       params.push(query.status);
     }
-    if (query.goal_contains !== undefined) {
-      // lower() folds ASCII only: the same match as the other adapters (storage/search.ts).
-      where.push('instr(lower(goal), ?) > 0');
-      params.push(asciiLower(query.goal_contains));
-    }
+    if (query.goal_contains !== undefined) return this.searchGoals(query, where, params);
     const filter = `WHERE ${where.join(' AND ')}`;
     const { db } = this.c;
     // A read of its own: two statements on one connection see the same committed state (writes are this thread's).
@@ -549,6 +555,71 @@ class SqliteStorage implements SqliteStorageAdapter {
       .raw()
       .all(...params, query.limit, query.offset);
     return { rows: rows.map(this.agent), total };
+  }
+
+  /**
+   * A goal search through the trigram index (migration 8), a slice of the account's positions at a time: each slice
+   * looks at no more than {@link SEARCH_SLICE_ROWS} index rows, the budget is checked and other requests run between
+   * slices, and it stops at {@link MAX_SEARCH_MATCHES} (storage/search.ts).
+   */
+  private async searchGoals(query: AgentSearch, where: string[], params: Bind[]): Promise<AgentSearchPage> {
+    const needle = searchNeedle(query.goal_contains!);
+    // The index answers LIKE; `_` stands for the needle's own `%` and `_`, and instr() then checks the text exactly.
+    const pattern = `%${needle.replace(/[%_]/g, '_')}%`;
+    const newest = query.order === 'newest';
+    const { db } = this.c;
+    const filter = where.map((w) => `a.${w}`).join(' AND ');
+    // CROSS JOIN keeps the index as the outer loop (LIKE and the position range inside FTS5, agents by primary key):
+    // the other order asks FTS5 for a whole LIKE once per agent row.
+    const slice = db
+      .prepare<Bind[], number>(
+        `SELECT g.rowid FROM agent_goal_search g CROSS JOIN agents a ON a.seq = g.rowid
+         WHERE g.goal LIKE ? AND g.rowid >= ? AND g.rowid <= ? AND ${filter} AND instr(lower(g.goal), ?) > 0
+         ORDER BY g.rowid ${newest ? 'DESC' : 'ASC'}`,
+      )
+      .pluck();
+    // The next position of the account's matching kind past the slice: slices skip other accounts' runs of agents.
+    const next = db
+      .prepare<Bind[], number | null>(
+        `SELECT ${newest ? 'max' : 'min'}(seq) FROM agents WHERE ${where.join(' AND ')} AND seq ${newest ? '<' : '>'} ?`,
+      )
+      .pluck();
+    const expired = searchDeadline();
+    const found: number[] = [];
+    let truncated = false;
+    let from = next.get(...params, newest ? Number.MAX_SAFE_INTEGER : 0);
+    while (from !== null && from !== undefined) {
+      const [lo, hi] = newest ? [from - SEARCH_SLICE_ROWS + 1, from] : [from, from + SEARCH_SLICE_ROWS - 1];
+      for (const seq of slice.iterate(pattern, lo, hi, ...params, needle)) {
+        found.push(seq);
+        if (found.length > MAX_SEARCH_MATCHES) break;
+      }
+      if (found.length > MAX_SEARCH_MATCHES) {
+        found.length = MAX_SEARCH_MATCHES;
+        truncated = true;
+        break;
+      }
+      from = next.get(...params, newest ? lo : hi);
+      if (from === null || from === undefined) break;
+      if (expired()) {
+        truncated = true;
+        break;
+      }
+      await yieldToOthers();
+    }
+    const pageSeqs = found.slice(query.offset, query.offset + query.limit);
+    const bySeq = new Map(
+      db
+        .prepare<[string], AgentTuple>(`${SELECT_AGENTS} WHERE seq IN (SELECT value FROM json_each(?))`)
+        .raw()
+        .all(JSON.stringify(pageSeqs))
+        .map((t) => [t[0], t] as const),
+    );
+    const rows = pageSeqs.flatMap((seq) => {
+      const t = bySeq.get(seq);
+      return t ? [this.agent(t)] : []; // deleted while the search yielded
+    });
+    return { rows, total: found.length, ...(truncated ? { truncated: true as const } : {}) };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
