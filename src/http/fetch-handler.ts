@@ -14,6 +14,7 @@ import { isoTime } from '../core/clock.js';
 import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
 import { parseArgs } from '../core/validate.js';
 import { AgentryError } from '../errors.js';
+import { MAX_NEEDLE_CHARS } from '../storage/search.js';
 import { artifactIdOf, artifactResponse } from './artifacts.js';
 import { DEFAULT_FAILED_AUTH_LIMIT, FailedAuthGuard } from './auth-guard.js';
 import { clientAddressOf } from './client-address.js';
@@ -271,8 +272,12 @@ const ListQuerySchema = z
       .pipe(z.number().int().min(1, 'must be an integer from 1 to 1000').max(1000, 'must be an integer from 1 to 1000'))
       .optional(),
     cursor: z.string().min(1).max(200).optional(),
+    parent_id: z.uuid('must be an agent id').optional(),
+    roots: z.enum(['true', 'false'], 'must be true or false').optional(),
+    q: z.string().min(1).max(MAX_NEEDLE_CHARS, `must be at most ${MAX_NEEDLE_CHARS} characters`).optional(),
   })
-  .strip();
+  .strip()
+  .refine((q) => !(q.roots === 'true' && q.parent_id !== undefined), 'roots=true and parent_id exclude each other');
 
 /** The answer to a JSON-RPC batch at `/mcp`: 400 with a JSON-RPC error (Invalid Request). */
 function batchRefused(): Response {
@@ -447,6 +452,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           ...(q.status === undefined ? {} : { status: q.status }),
           ...(q.limit === undefined ? {} : { limit: q.limit }),
           ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
+          ...(q.roots === 'true' ? { parentId: null } : {}),
+          ...(q.parent_id === undefined ? {} : { parentId: q.parent_id }),
+          ...(q.q === undefined ? {} : { q: q.q }),
         });
         return jsonResponse(200, page);
       }

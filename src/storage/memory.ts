@@ -349,7 +349,11 @@ class MemoryStorage implements StorageAdapter {
       matches.push(a);
     }
     const page = matches.slice(query.offset, query.offset + query.limit);
-    return { rows: page.map((a) => clone(a.row)), total: matches.length, ...(truncated ? { truncated: true as const } : {}) };
+    return {
+      rows: page.map((a) => clone(a.row)),
+      total: matches.length,
+      ...(truncated ? { truncated: true as const } : {}),
+    };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {

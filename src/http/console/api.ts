@@ -12,11 +12,12 @@ import { toStatusForm } from '../../core/records.js';
 import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
 import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
-import type { AgentRow } from '../../storage/adapter.js';
+import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
 import { artifactIdOf, artifactResponse } from '../artifacts.js';
 import { DEFAULT_EVENT_STREAM_LIMITS, type StreamTicket } from '../event-streams.js';
 import { agentEventStream } from '../events.js';
 import { agentIdOf } from '../poll.js';
+import { MAX_NEEDLE_CHARS } from '../../storage/search.js';
 import { jsonResponse } from '../responses.js';
 import type { ConsoleIdentity } from './sessions.js';
 
@@ -28,7 +29,7 @@ const STREAM_RECHECK_MS = 10_000;
 const PageQuerySchema = z
   .object({
     status: AgentStatusSchema.optional(),
-    q: z.string().max(500).optional(),
+    q: z.string().max(MAX_NEEDLE_CHARS).optional(),
     offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
     limit: z.coerce.number().int().min(1).max(200).default(50),
   })
@@ -75,6 +76,17 @@ function queryOf(url: URL): Record<string, string> {
 
 /** A row as lists show it: the status form, no extras. */
 const listed = (row: AgentRow) => toStatusForm(row);
+
+/** A page of agents as the console's lists take it; `truncated` when a goal search stopped at its bounds. */
+function pageBody(page: AgentSearchPage, q: { offset: number; limit: number }) {
+  return {
+    data: page.rows.map(listed),
+    total: page.total,
+    offset: q.offset,
+    limit: q.limit,
+    ...(page.truncated ? { truncated: true } : {}),
+  };
+}
 
 /** Answers one console API call (everything but the session routes, which need the cookie). */
 export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
@@ -130,7 +142,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, { data: page.rows.map(listed), total: page.total, offset: q.offset, limit: q.limit });
+    return jsonResponse(200, pageBody(page, q));
   }
 
   const agentId = agentIdOf(b);
@@ -159,7 +171,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, { data: page.rows.map(listed), total: page.total, offset: q.offset, limit: q.limit });
+    return jsonResponse(200, pageBody(page, q));
   }
   if (c === 'artifacts') {
     const { artifact, data } = await runtime.getArtifact(agentId, artifactIdOf(d!), scope);

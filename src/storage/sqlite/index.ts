@@ -47,13 +47,7 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
-import {
-  MAX_SEARCH_MATCHES,
-  SEARCH_SLICE_ROWS,
-  searchDeadline,
-  searchNeedle,
-  yieldToOthers,
-} from '../search.js';
+import { MAX_SEARCH_MATCHES, SEARCH_SLICE_ROWS, searchDeadline, searchNeedle, yieldToOthers } from '../search.js';
 import { migrate } from './migrations.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
 import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
