@@ -47,6 +47,7 @@ import {
   MAX_SEARCH_MATCHES,
   SEARCH_PREFIX_CHARS,
   SEARCH_SLICE_ROWS,
+  SearchQueue,
   searchDeadline,
   searchNeedle,
   yieldToOthers,
@@ -81,6 +82,8 @@ class MemoryStorage implements StorageAdapter {
   /** Last use of each key, by key id (gone with the key). */
   private readonly keysLastUsed = new Map<string, string>();
   private readonly agents = new Map<string, StoredAgent>();
+  /** One goal search at a time per account (storage/search.ts). */
+  private readonly searchQueue = new SearchQueue();
   private readonly reservations = new Map<string, ReservationRequest>();
   private readonly idempotency = new Map<string, IdempotencyRecord>();
   private readonly consoleSessions = new Map<string, ConsoleSessionRow>();
@@ -328,7 +331,11 @@ class MemoryStorage implements StorageAdapter {
       const page = candidates.slice(query.offset, query.offset + query.limit);
       return { rows: page.map((a) => clone(a.row)), total: candidates.length };
     }
-    // The memory adapter has no index: it looks at the goals' prefixes, a slice at a time, within the budget.
+    return this.searchQueue.run(query.account_id, () => this.searchGoals(query, needle, candidates));
+  }
+
+  /** The memory adapter has no index: it looks at the goals' prefixes, a slice at a time, within the budget. */
+  private async searchGoals(query: AgentSearch, needle: string, candidates: StoredAgent[]): Promise<AgentSearchPage> {
     const expired = searchDeadline();
     const matches: StoredAgent[] = [];
     let truncated = false;

@@ -25,7 +25,7 @@ export const MAX_SEARCH_MATCHES = 1000;
 /** Work one search may do before it answers what it has. */
 export const SEARCH_BUDGET_MS = 100;
 /** Rows (SQLite: index positions) looked at between two checks of the budget, with a yield to other work between. */
-export const SEARCH_SLICE_ROWS = 512;
+export const SEARCH_SLICE_ROWS = 16;
 
 /** The text with A-Z lowered and nothing else changed. */
 export function asciiLower(text: string): string {
@@ -49,4 +49,35 @@ export function yieldToOthers(): Promise<void> {
 export function searchDeadline(budgetMs: number = SEARCH_BUDGET_MS): () => boolean {
   const end = performance.now() + budgetMs;
   return () => performance.now() > end;
+}
+
+/** Searches of one account that may wait for its running one; one more is refused (429). */
+export const MAX_WAITING_SEARCHES = 8;
+
+/**
+ * One goal search at a time per account: the others of that account wait their turn (at most
+ * {@link MAX_WAITING_SEARCHES}). Four searches of one tenant then cost other tenants what one does, not four times it.
+ */
+export class SearchQueue {
+  private readonly tails = new Map<string, { tail: Promise<void>; waiting: number }>();
+
+  async run<T>(accountId: string, search: () => Promise<T>): Promise<T> {
+    const entry = this.tails.get(accountId) ?? { tail: Promise.resolve(), waiting: 0 };
+    if (entry.waiting > MAX_WAITING_SEARCHES) {
+      throw new AgentryError('rate_limited', 'Too many goal searches at once for this account: try again shortly');
+    }
+    entry.waiting += 1;
+    const previous = entry.tail;
+    let done!: () => void;
+    entry.tail = new Promise<void>((resolve) => (done = resolve));
+    this.tails.set(accountId, entry);
+    try {
+      await previous;
+      return await search();
+    } finally {
+      entry.waiting -= 1;
+      done();
+      if (entry.waiting === 0) this.tails.delete(accountId);
+    }
+  }
 }

@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
-import { toStatusForm } from '../../core/records.js';
-import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
+import { toListItem, toStatusForm } from '../../core/records.js';
+import { AgentStatusSchema, CreateAgentBodySchema, LIST_GOAL_CHARS, microsToCredits } from '../../core/schemas.js';
 import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
@@ -74,8 +74,11 @@ function queryOf(url: URL): Record<string, string> {
   return Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.get(k) ?? '']));
 }
 
-/** A row as lists show it: the status form, no extras. */
-const listed = (row: AgentRow) => toStatusForm(row);
+/**
+ * A row as lists show it: the status form, no extras, the goal cut to its first {@link LIST_GOAL_CHARS} characters (a
+ * page of 100 KB goals would be megabytes of JSON for one table; the agent's own page shows the whole goal).
+ */
+const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row).goal });
 
 /** A page of agents as the console's lists take it; `truncated` when a goal search stopped at its bounds. */
 function pageBody(page: AgentSearchPage, q: { offset: number; limit: number }) {

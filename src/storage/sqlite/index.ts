@@ -47,7 +47,14 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
-import { MAX_SEARCH_MATCHES, SEARCH_SLICE_ROWS, searchDeadline, searchNeedle, yieldToOthers } from '../search.js';
+import {
+  MAX_SEARCH_MATCHES,
+  SEARCH_SLICE_ROWS,
+  SearchQueue,
+  searchDeadline,
+  searchNeedle,
+  yieldToOthers,
+} from '../search.js';
 import { migrate } from './migrations.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
 import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
@@ -67,6 +74,9 @@ import {
 } from './statements.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from '../validate.js';
 import { SqliteWriter, type WriteOp, type WriteOps, type WriteRequest, type WriteResults } from './writer.js';
+
+/** Characters of a needle that the trigram index is asked for (the rest is checked on its candidates). */
+const INDEX_PATTERN_CHARS = 16;
 
 export interface SqliteStorageOptions {
   /**
@@ -316,6 +326,8 @@ class SqliteStorage implements SqliteStorageAdapter {
    * never be counted twice.
    */
   private readonly holds = new Map<string, ReservationRequest>();
+  /** One goal search at a time per account (storage/search.ts). */
+  private readonly searchQueue = new SearchQueue();
   private readonly heldByAccount = new Map<string, number>();
   private readonly heldByTree = new Map<string, number>();
   /** `max_credits` of the roots seen, by root id (null: no cap). */
@@ -536,7 +548,9 @@ class SqliteStorage implements SqliteStorageAdapter {
       where.push('status = ?');
       params.push(query.status);
     }
-    if (query.goal_contains !== undefined) return this.searchGoals(query, where, params);
+    if (query.goal_contains !== undefined) {
+      return this.searchQueue.run(query.account_id, () => this.searchGoals(query, where, params));
+    }
     const filter = `WHERE ${where.join(' AND ')}`;
     const { db } = this.c;
     // A read of its own: two statements on one connection see the same committed state (writes are this thread's).
@@ -558,8 +572,10 @@ class SqliteStorage implements SqliteStorageAdapter {
    */
   private async searchGoals(query: AgentSearch, where: string[], params: Bind[]): Promise<AgentSearchPage> {
     const needle = searchNeedle(query.goal_contains!);
-    // The index answers LIKE; `_` stands for the needle's own `%` and `_`, and instr() then checks the text exactly.
-    const pattern = `%${needle.replace(/[%_]/g, '_')}%`;
+    // The index answers LIKE for the needle's start (a long pattern costs FTS5 one doclist per trigram, for every row),
+    // `_` standing for the needle's own `%` and `_`; agentry_contains() then checks the whole needle exactly against
+    // the indexed text, which is ASCII-lowered already (migration 8).
+    const pattern = `%${needle.slice(0, INDEX_PATTERN_CHARS).replace(/[%_]/g, '_')}%`;
     const newest = query.order === 'newest';
     const { db } = this.c;
     const filter = where.map((w) => `a.${w}`).join(' AND ');
@@ -568,7 +584,7 @@ class SqliteStorage implements SqliteStorageAdapter {
     const slice = db
       .prepare<Bind[], number>(
         `SELECT g.rowid FROM agent_goal_search g CROSS JOIN agents a ON a.seq = g.rowid
-         WHERE g.goal LIKE ? AND g.rowid >= ? AND g.rowid <= ? AND ${filter} AND instr(lower(g.goal), ?) > 0
+         WHERE g.goal LIKE ? AND g.rowid >= ? AND g.rowid <= ? AND ${filter} AND agentry_contains(g.goal, ?)
          ORDER BY g.rowid ${newest ? 'DESC' : 'ASC'}`,
       )
       .pluck();
