@@ -68,30 +68,13 @@ afterAll(async () => {
 });
 
 /** Needles chosen to cost the most: near-misses over the repetitive goals, no trigram at all, wildcards. */
-const NEEDLES = [
-  `${'a'.repeat(199)}b`,
-  'ab'.repeat(100),
-  'a',
-  `${twoLetterText(190, 7)}zz`,
-  '%_%',
-  'b'.repeat(200),
-];
+const NEEDLES = [`${'a'.repeat(199)}b`, 'ab'.repeat(100), 'a', `${twoLetterText(190, 7)}zz`, '%_%', 'b'.repeat(200)];
 
 const percentile = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 
 describe('goal search under attack', () => {
   it("keeps another tenant's list and polls within p95 250 ms, max 1 s, during four worst-case searches", async () => {
     const cookie = await signIn(server.url, attacker.key);
-    if (process.env.PROBE) {
-      for (const n of NEEDLES) {
-        const t = performance.now();
-        const r = await fetch(`${server.url}/console/api/agents?q=${encodeURIComponent(n)}`, { headers: { cookie } });
-        const body = await r.text();
-        const t2 = performance.now();
-        await runtime.storage.searchAgents({ account_id: attacker.id, parent_id: null, order: 'newest', offset: 0, limit: 50, goal_contains: n });
-        console.log(n.slice(0, 6), r.status, body.length, (t2 - t).toFixed(0), (performance.now() - t2).toFixed(0));
-      }
-    }
     const deadline = performance.now() + MEASURE_MS;
     let searches = 0;
     const attack = async (n: number) => {
@@ -122,9 +105,10 @@ describe('goal search under attack', () => {
     const max = sorted.at(-1)!;
     const report = `${latencies.length} victim requests, p95 ${p95.toFixed(0)} ms, max ${max.toFixed(0)} ms, ${searches} searches`;
     console.log(report);
-    expect(searches, report).toBeGreaterThanOrEqual(4);
-    expect(latencies.length, report).toBeGreaterThanOrEqual(10);
     expect(p95, report).toBeLessThanOrEqual(250);
     expect(max, report).toBeLessThanOrEqual(1_000);
+    // Both sides really ran: the searches were answered, and the other tenant kept asking.
+    expect(searches, report).toBeGreaterThanOrEqual(4);
+    expect(latencies.length, report).toBeGreaterThanOrEqual(10);
   }, 180_000);
 });
