@@ -16,6 +16,7 @@ import { parseArgs } from '../core/validate.js';
 import { AgentryError } from '../errors.js';
 import { MAX_NEEDLE_CHARS } from '../storage/search.js';
 import { artifactIdOf, artifactResponse } from './artifacts.js';
+import { stderrAudit, type AuditSink } from './audit.js';
 import { DEFAULT_FAILED_AUTH_LIMIT, FailedAuthGuard } from './auth-guard.js';
 import { clientAddressOf } from './client-address.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
@@ -25,7 +26,7 @@ import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempote
 import { createConsole, type ConsoleOptions } from './console/index.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { mountMetrics, operationsResponse, type OperationsRoute } from './operations.js';
-import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
+import { accountBucket, agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import {
   errorResponse,
@@ -103,6 +104,7 @@ const FetchHandlerOptionsSchema = z
         'must be a function',
       )
       .optional(),
+    audit: z.custom<AuditSink>((v) => typeof v === 'function', 'must be a function').default(() => stderrAudit),
     now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
     mcp: z.boolean().default(false),
     console: z
@@ -174,6 +176,13 @@ export interface FetchHandlerOptions {
    * @default logs to `console.error`
    */
   onError?: (error: unknown, context: { request_id: string }) => void;
+  /**
+   * Receives an audit entry for each API key minted or deleted in the console (who, which key, from where; never the
+   * key's text).
+   * @default one JSON line on stderr per entry
+   * @example createFetchHandler(runtime, { console: true, audit: (e) => logger.info(e, 'audit') })
+   */
+  audit?: AuditSink;
   /** Milliseconds since the epoch, for the rate limiter. For tests. @default Date.now */
   now?: () => number;
   /**
@@ -347,8 +356,12 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           bodyLimitBytes: o.bodyLimitBytes,
           now,
           onError,
-          // The console's calls draw on the same bucket as the API key its session came from.
-          takeToken: (key) => buckets?.take(key) ?? 0,
+          // The console's calls draw on the same bucket as the account's API calls.
+          takeToken: (accountId) => buckets?.take(accountBucket(accountId)) ?? 0,
+          // and its event streams count in the API's registry, with its caps and checks.
+          streams,
+          audit: o.audit,
+          guard,
         });
   if (o.metrics) mountMetrics(runtime);
 

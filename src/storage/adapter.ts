@@ -693,6 +693,8 @@ export interface StorageAdapter {
   getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null>;
   /** Deletes the sessions that expired before `now` (ISO); returns how many. */
   deleteExpiredConsoleSessions(now: string): Promise<number>;
+  /** An account's sessions not ended and not expired at `now` (ISO), soonest to expire first: the sign-in cap. */
+  listLiveConsoleSessions(accountId: string, now: string): Promise<ConsoleSessionRow[]>;
 
   // idempotency keys of the HTTP create route
   getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;

@@ -699,6 +699,13 @@ class MemoryStorage implements StorageAdapter {
     return row ? { ...row } : null;
   }
 
+  async listLiveConsoleSessions(accountId: string, now: string): Promise<ConsoleSessionRow[]> {
+    return [...this.consoleSessions.values()]
+      .filter((r) => r.account_id === accountId && r.ended === null && r.expires_at > now)
+      .sort((a, b) => (a.expires_at < b.expires_at ? -1 : a.expires_at > b.expires_at ? 1 : 0))
+      .map((r) => ({ ...r }));
+  }
+
   async deleteExpiredConsoleSessions(now: string): Promise<number> {
     let n = 0;
     for (const [id, row] of this.consoleSessions) {

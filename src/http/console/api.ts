@@ -23,8 +23,12 @@ import type { ConsoleIdentity } from './sessions.js';
 
 /** Rows of the ledger the credits page shows. */
 const RECENT_LEDGER_ROWS = 20;
-/** How often an open event stream checks again that its session may still read (key deleted elsewhere, lapse). */
-const STREAM_RECHECK_MS = 10_000;
+/**
+ * The console mints a key only while the account has fewer than this many (issue 34): minting over HTTP is bounded,
+ * and audited. Rate limits are per account, so more keys buy no more requests; the cap bounds the rows and the keys
+ * a stolen session can leave behind. Operators mint beyond it with `agentry keys create`.
+ */
+export const MAX_CONSOLE_KEYS = 10;
 
 const PageQuerySchema = z
   .object({
@@ -48,10 +52,12 @@ export interface ConsoleCall {
   parts: string[];
   /** Reads the JSON body (`required: false`: an absent body is `undefined`). */
   body(required: boolean): Promise<unknown>;
-  /** Checks again that the identity may still read (for long streams). */
-  recheck(): Promise<void>;
   /** The key deleted by this call: sessions from it end. */
   onKeyDeleted(keyId: string): Promise<void>;
+  /** A ticket of the API's stream registry for a new event stream, or null when the cap is reached. */
+  openStream(): StreamTicket | null;
+  /** Writes an audit line for a key minted or deleted. */
+  audit(event: 'console.key_created' | 'console.key_deleted', keyId: string): void;
 }
 
 /** The methods each console API path takes, or null when the path is none of them. */
@@ -114,11 +120,21 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     if (b === undefined) {
       const body = parseArgs(CreateKeyBodySchema, (await call.body(false)) ?? {}, 'request body');
       const name = body.name === undefined || body.name === '' ? undefined : body.name;
+      const held = (await runtime.accounts.listApiKeys(identity.accountId)).length;
+      if (held >= MAX_CONSOLE_KEYS) {
+        throw new AgentryError(
+          'invalid_state',
+          `This account has ${held} API keys; the console mints keys only while it has fewer than ` +
+            `${MAX_CONSOLE_KEYS}: delete one first`,
+        );
+      }
       const created = await runtime.accounts.createApiKey(identity.accountId, name === undefined ? {} : { name });
+      call.audit('console.key_created', created.key_id);
       return jsonResponse(201, created);
     }
     const keyId = parseArgs(KeyIdSchema, decodeURIComponent(b), 'key id');
     await runtime.accounts.deleteApiKey(identity.accountId, keyId);
+    call.audit('console.key_deleted', keyId);
     await call.onKeyDeleted(keyId);
     return jsonResponse(200, { key_id: keyId, deleted: true });
   }
@@ -180,35 +196,26 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     const { artifact, data } = await runtime.getArtifact(agentId, artifactIdOf(d!), scope);
     return artifactResponse(artifact, data, { method, ifNoneMatch: request.headers.get('if-none-match') });
   }
-  // events: the API's stream, ended also when the session ends or loses its right to read.
-  const ended = new AbortController();
-  const signal = AbortSignal.any([request.signal, identity.signal, ended.signal]);
-  const recheck = setInterval(() => {
-    call.recheck().catch((error: unknown) => ended.abort(error));
-  }, STREAM_RECHECK_MS);
-  recheck.unref?.();
-  signal.addEventListener('abort', () => clearInterval(recheck), { once: true });
-  // The API's limits on streams (event-streams.ts) count API keys; a console stream belongs to a session, whose
-  // access the recheck above follows. It still ends after the API's lifetime cap, and the page reconnects.
-  const lifetime = setTimeout(() => ticket.onEnd('lifetime'), DEFAULT_EVENT_STREAM_LIMITS.maxLifetimeMs);
-  lifetime.unref?.();
-  const ticket: StreamTicket = {
-    onEnd: () => ended.abort(),
-    release: () => clearTimeout(lifetime),
-  };
+  // events: the API's stream, counted in the API's registry (its per-key cap, its re-check every second of the key
+  // and the subscription, its lifetime), and ended also when the session ends in this process.
+  const ticket = call.openStream();
+  if (ticket === null) {
+    throw new AgentryError('rate_limited', 'Too many event streams open for this key; close one first', {
+      details: { retry_after: 5 },
+    });
+  }
   try {
     return await agentEventStream(
       runtime,
       agentId,
       identity.accountId,
       request.headers.get('last-event-id'),
-      signal,
+      AbortSignal.any([request.signal, identity.signal]),
       ticket,
       DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes,
     );
   } catch (error) {
-    clearInterval(recheck);
-    clearTimeout(lifetime);
+    ticket.release();
     throw error;
   }
 }

@@ -119,7 +119,7 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
   // into `public` when it is not there yet, so that no schema of agentry's (a tenant's, a test's) owns it.
   {
     version: 7,
-    name: 'goal search index',
+    name: 'goal search index, sessions by account',
     up: [
       `DO $$
        DECLARE ext_schema name;
@@ -138,6 +138,8 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
              'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz', ext_schema);
          END IF;
        END $$`,
+      // The sign-in cap counts an account's live sessions.
+      'CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at)',
     ],
   },
 ];

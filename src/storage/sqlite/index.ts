@@ -850,6 +850,10 @@ class SqliteStorage implements SqliteStorageAdapter {
     return this.s.getConsoleSession.get(idHash) ?? null;
   }
 
+  async listLiveConsoleSessions(accountId: string, now: string): Promise<ConsoleSessionRow[]> {
+    return this.s.listLiveConsoleSessions.all(accountId, now);
+  }
+
   async deleteExpiredConsoleSessions(now: string): Promise<number> {
     return this.write('deleteExpiredConsoleSessions', now);
   }

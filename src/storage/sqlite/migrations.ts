@@ -339,7 +339,7 @@ export const MIGRATIONS: readonly Migration[] = [
   // write path (insert, tree delete) keeps it without knowing of it.
   {
     version: 8,
-    name: 'goal search index',
+    name: 'goal search index, sessions by account',
     up: `
       CREATE VIRTUAL TABLE agent_goal_search USING fts5(goal, tokenize = 'trigram', detail = none);
       INSERT INTO agent_goal_search (rowid, goal) SELECT seq, lower(substr(goal, 1, 4096)) FROM agents;
@@ -349,6 +349,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE TRIGGER agents_goal_search_delete AFTER DELETE ON agents BEGIN
         DELETE FROM agent_goal_search WHERE rowid = old.seq;
       END;
+      CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at);
     `,
   },
 ];

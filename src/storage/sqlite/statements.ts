@@ -274,6 +274,10 @@ export function prepareStatements(db: Database.Database) {
       'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions WHERE id_hash = ?',
     ),
     deleteExpiredConsoleSessions: p('DELETE FROM console_sessions WHERE expires_at < ?'),
+    listLiveConsoleSessions: p<ConsoleSessionRow>(
+      'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions ' +
+        'WHERE account_id = ? AND ended IS NULL AND expires_at > ? ORDER BY expires_at',
+    ),
     apiKeysLastUsed: p<{ id: string; last_used_at: string }>(
       'SELECT id, last_used_at FROM api_keys WHERE account_id = ? AND last_used_at IS NOT NULL',
     ),
