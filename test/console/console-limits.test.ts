@@ -171,7 +171,9 @@ describe('console event streams', () => {
     const extra = await handle(request(`/console/api/agents/${agent.agent_id}/events`, { headers: { cookie } }));
     expect(extra.status).toBe(429);
     // The API's streams of the same key count against the same cap.
-    const api = await handle(request(`/api/agents/${agent.agent_id}/events`, { headers: { 'x-api-key': account.key } }));
+    const api = await handle(
+      request(`/api/agents/${agent.agent_id}/events`, { headers: { 'x-api-key': account.key } }),
+    );
     expect(api.status).toBe(429);
     for (const r of open) await r.body?.cancel();
     for (const c of controllers) c.abort();

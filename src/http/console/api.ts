@@ -9,7 +9,7 @@
 import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
 import { toListItem, toStatusForm } from '../../core/records.js';
-import { AgentStatusSchema, CreateAgentBodySchema, LIST_GOAL_CHARS, microsToCredits } from '../../core/schemas.js';
+import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
 import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
@@ -81,7 +81,7 @@ function queryOf(url: URL): Record<string, string> {
 }
 
 /**
- * A row as lists show it: the status form, no extras, the goal cut to its first {@link LIST_GOAL_CHARS} characters (a
+ * A row as lists show it: the status form, no extras, the goal cut to its first `LIST_GOAL_CHARS` (200) characters (a
  * page of 100 KB goals would be megabytes of JSON for one table; the agent's own page shows the whole goal).
  */
 const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row).goal });
