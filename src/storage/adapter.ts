@@ -429,6 +429,8 @@ export interface AgentSearch {
   goal_contains?: string;
   /** `newest` first (by creation), or `oldest` first (a parent's children in spawn order). */
   order: 'newest' | 'oldest';
+  /** The work budget of a goal search, in milliseconds. @default SEARCH_BUDGET_MS (100; tests raise it) */
+  budget_ms?: number;
   offset: number;
   limit: number;
 }

@@ -336,7 +336,7 @@ class MemoryStorage implements StorageAdapter {
 
   /** The memory adapter has no index: it looks at the goals' prefixes, a slice at a time, within the budget. */
   private async searchGoals(query: AgentSearch, needle: string, candidates: StoredAgent[]): Promise<AgentSearchPage> {
-    const expired = searchDeadline();
+    const expired = searchDeadline(query.budget_ms);
     const matches: StoredAgent[] = [];
     let truncated = false;
     for (let i = 0; i < candidates.length; i++) {

@@ -982,12 +982,14 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
             agent(`m${String(i).padStart(5, '0')}`, { goal: `many ${i}` }),
           );
           await s.insertAgents(many, [], []);
-          const capped = await s.searchAgents({ ...base, goal_contains: 'many', limit: 3 });
+          // A budget no loaded machine reaches: the cap, not the time, stops this search.
+          const roomy = { ...base, budget_ms: 120_000 };
+          const capped = await s.searchAgents({ ...roomy, goal_contains: 'many', limit: 3 });
           expect(capped).toMatchObject({ total: MAX_SEARCH_MATCHES, truncated: true });
           expect(ids(capped.rows)).toEqual(['m01004', 'm01003', 'm01002']);
-          const last = await s.searchAgents({ ...base, goal_contains: 'many', offset: MAX_SEARCH_MATCHES - 1 });
+          const last = await s.searchAgents({ ...roomy, goal_contains: 'many', offset: MAX_SEARCH_MATCHES - 1 });
           expect(ids(last.rows)).toEqual(['m00005']);
-          expect(await s.searchAgents({ ...base, goal_contains: 'many 7' })).not.toHaveProperty('truncated');
+          expect(await s.searchAgents({ ...roomy, goal_contains: 'many 7' })).not.toHaveProperty('truncated');
         });
       });
 

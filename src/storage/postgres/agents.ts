@@ -555,7 +555,8 @@ export function agentsStore(db: Db): AgentsStore {
         add((n) => `${GOAL_SEARCH_EXPRESSION} LIKE ${n}`, `%${needle}%`);
         return db.tx(async (q) => {
           // The work budget: the server ends a search that runs longer (off this process's thread).
-          await q(`SET LOCAL statement_timeout = ${SEARCH_BUDGET_MS}`);
+          const budget = Math.max(1, Math.round(query.budget_ms ?? SEARCH_BUDGET_MS));
+          await q(`SET LOCAL statement_timeout = ${budget}`);
           let found: number[];
           let truncated = false;
           try {

@@ -594,7 +594,7 @@ class SqliteStorage implements SqliteStorageAdapter {
         `SELECT ${newest ? 'max' : 'min'}(seq) FROM agents WHERE ${where.join(' AND ')} AND seq ${newest ? '<' : '>'} ?`,
       )
       .pluck();
-    const expired = searchDeadline();
+    const expired = searchDeadline(query.budget_ms);
     const found: number[] = [];
     let truncated = false;
     let from = next.get(...params, newest ? Number.MAX_SAFE_INTEGER : 0);
