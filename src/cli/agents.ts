@@ -27,7 +27,8 @@ import {
 
 export const usage = `Usage: agentry agents <subcommand>   [--db <path>] [--account <id>] [--json]
 
-  list [--status S] [--limit N] [--cursor C]   agents, newest first
+  list [--status S] [--limit N] [--cursor C]   agents, newest first, with the start of their goal
+       [--roots | --parent <id>] [--q TEXT]   roots only, or one agent's children; goals containing TEXT
   show <id>                                    status and transcript
   artifacts <id> [--out <dir>]                 what its tools kept; with --out, write each one to <dir>
                                                (created; names made safe, clashes get -2, -3, …)
@@ -46,6 +47,9 @@ export async function run(args: string[]): Promise<number> {
     status: { type: 'string' },
     limit: { type: 'string' },
     cursor: { type: 'string' },
+    roots: { type: 'boolean' },
+    parent: { type: 'string' },
+    q: { type: 'string' },
     out: { type: 'string' },
   });
   const [sub, ...params] = rest;
@@ -57,6 +61,10 @@ export async function run(args: string[]): Promise<number> {
   if (values.status !== undefined && !(AGENT_STATUSES as readonly string[]).includes(values.status)) {
     throw new UsageError(`--status must be one of ${AGENT_STATUSES.join(', ')}`);
   }
+  if ((values.roots || values.parent !== undefined || values.q !== undefined) && sub !== 'list') {
+    throw new UsageError('--roots, --parent and --q go with `agents list`');
+  }
+  if (values.roots && values.parent !== undefined) throw new UsageError('--roots and --parent exclude each other');
   if (values.limit !== undefined && !/^\d{1,4}$/.test(values.limit))
     throw new UsageError('--limit must be an integer from 1 to 1000');
   const db = resolveDb(values.db);
@@ -71,22 +79,28 @@ export async function run(args: string[]): Promise<number> {
         ...(values.status === undefined ? {} : { status: values.status as AgentStatus }),
         ...(values.limit === undefined ? {} : { limit: Number(values.limit) }),
         ...(values.cursor === undefined ? {} : { cursor: values.cursor }),
+        ...(values.roots ? { parentId: null } : {}),
+        ...(values.parent === undefined ? {} : { parentId: values.parent }),
+        ...(values.q === undefined ? {} : { q: values.q }),
       });
       if (values.json) console.log(JSON.stringify(page));
       else if (page.data.length === 0) console.log('No agents.');
       else {
         console.log(
           table([
-            ['ID', 'STATUS', 'PROGRESS', 'TOKENS', 'MESSAGES'],
+            ['ID', 'STATUS', 'PROGRESS', 'TOKENS', 'MESSAGES', 'PARENT', 'GOAL'],
             ...page.data.map((a) => [
               a.agent_id,
               a.status,
               `${Math.round(a.progress * 100)}%`,
               String(a.token_count),
               String(a.message_count),
+              a.parent_id ?? '-',
+              oneLine(a.goal, 60),
             ]),
           ]),
         );
+        if (page.truncated) console.log('The search stopped at its bounds: narrow it to see every match.');
         if (page.has_more) console.log(`More: agentry agents list --cursor ${page.next_cursor}`);
       }
       return 0;
@@ -299,4 +313,10 @@ function uniqueName(name: string, taken: Set<string>): string {
 /** Text a tool chose, fit for a terminal: control characters (escape sequences) become `?`. */
 function printable(text: string): string {
   return text.replace(CONTROL, '?').replace(BIDI, '?');
+}
+
+/** A goal on one table line: whitespace runs as one space, cut to `max` characters. */
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ').trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }

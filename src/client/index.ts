@@ -61,6 +61,12 @@ export interface ListOptions extends RequestOptions {
   limit?: number;
   /** `next_cursor` of the previous page. */
   cursor?: string;
+  /** Only this agent's children. */
+  parentId?: string;
+  /** Only root agents (no parent). */
+  roots?: boolean;
+  /** Only agents whose goal contains this text (ASCII letters in either case; 1..200 characters). */
+  q?: string;
 }
 
 /** Options of {@link AgentryClient.waitUntilDone}. */
@@ -164,12 +170,21 @@ export class AgentryClient {
     return this.request<AgentWithMessages>('GET', agentPath(agentId), { signal: options.signal });
   }
 
-  /** One page of agents, newest first, in reduced form. */
+  /**
+   * One page of agents, newest first, in reduced form with the start of the goal and the parent.
+   *
+   * @example
+   * const roots = await client.list({ roots: true });
+   * const kids = await client.list({ parentId: roots.data[0]!.agent_id });
+   */
   list(options: ListOptions = {}): Promise<AgentList> {
     const query = new URLSearchParams();
     if (options.status !== undefined) query.set('status', options.status);
     if (options.limit !== undefined) query.set('limit', String(options.limit));
     if (options.cursor !== undefined) query.set('cursor', options.cursor);
+    if (options.parentId !== undefined) query.set('parent_id', options.parentId);
+    if (options.roots === true) query.set('roots', 'true');
+    if (options.q !== undefined) query.set('q', options.q);
     const qs = query.size > 0 ? `?${query}` : '';
     return this.request<AgentList>('GET', `/api/agents${qs}`, { signal: options.signal });
   }

@@ -35,7 +35,7 @@ import {
   toCreatedForm,
   toMonitorInfo,
   toOutboxEntry,
-  toReducedForm,
+  toListItem,
   toStatusForm,
 } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
@@ -667,9 +667,18 @@ export class AgentRuntime {
     );
   }
 
-  /** Agents, newest first, in reduced form. Pass `next_cursor` back as `cursor` for the next page. */
+  /**
+   * Agents, newest first, in reduced form with the start of their goal and their parent. Pass `next_cursor` back as
+   * `cursor` for the next page. Filters: `status`, `parentId` (an id for its children, `null` for roots only) and `q`
+   * (goal text, through the storage's goal index, bounded: see `storage/search.ts`).
+   *
+   * @example
+   * const roots = await runtime.list({ parentId: null, limit: 20 });
+   * const found = await runtime.list({ q: 'quarterly report' });
+   */
   async list(options: ListAgentsOptions & AccountScope = {}): Promise<AgentList> {
     const o = parseArgs(ListAgentsOptionsSchema, options, 'list options');
+    if (o.q !== undefined) return this.searchList(o);
     const filter = {
       ...(o.accountId !== undefined ? { account_id: o.accountId } : {}),
       ...(o.status !== undefined ? { status: o.status } : {}),
@@ -687,7 +696,37 @@ export class AgentRuntime {
       page.last !== null &&
       (await this.storage.listAgents({ ...filter, limit: 1, after: page.last })).rows.length > 0;
     const next = hasMore && page.last !== null ? encodeCursor(page.last) : null;
-    return { data: rows.map(toReducedForm), has_more: hasMore, next_cursor: next };
+    return { data: rows.map(toListItem), has_more: hasMore, next_cursor: next };
+  }
+
+  /** `list` with a goal search: pages by position among the (capped) matches; the cursor carries the position. */
+  private async searchList(o: z.output<typeof ListAgentsOptionsSchema>): Promise<AgentList> {
+    let offset = 0;
+    if (o.cursor !== undefined) {
+      const position = decodeCursor(o.cursor);
+      if (!/^q\d{1,7}$/.test(position)) {
+        throw new AgentryError('invalid_request', 'Invalid cursor: pass back the next_cursor of the same search');
+      }
+      offset = Number(position.slice(1));
+    }
+    const page = await this.storage.searchAgents({
+      // The search index is per account: without one, the default account's agents are searched.
+      account_id: o.accountId ?? this.defaultAccountId,
+      ...(o.parentId !== undefined ? { parent_id: o.parentId } : {}),
+      ...(o.status !== undefined ? { status: o.status } : {}),
+      goal_contains: o.q!,
+      order: 'newest',
+      offset,
+      limit: o.limit,
+    });
+    const end = offset + page.rows.length;
+    const hasMore = page.rows.length > 0 && end < page.total;
+    return {
+      data: page.rows.map(toListItem),
+      has_more: hasMore,
+      next_cursor: hasMore ? encodeCursor(`q${end}`) : null,
+      ...(page.truncated ? { truncated: true as const } : {}),
+    };
   }
 
   /**

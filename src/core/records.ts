@@ -9,6 +9,8 @@ import {
   type Agent,
   type AgentCreated,
   type AgentSummary,
+  type AgentListItem,
+  LIST_GOAL_CHARS,
   type AgentWithMessages,
   type Message,
   type SubAgentCounts,
@@ -90,6 +92,12 @@ export function toReducedForm(row: AgentRow): AgentSummary {
     token_count: row.token_count,
     message_count: row.message_count,
   };
+}
+
+/** A row as `list` shows it: the reduced form, the goal's start and the parent. */
+export function toListItem(row: AgentRow): AgentListItem {
+  const goal = row.goal.length > LIST_GOAL_CHARS ? `${row.goal.slice(0, LIST_GOAL_CHARS - 1)}…` : row.goal;
+  return { ...toReducedForm(row), goal, parent_id: row.parent_id };
 }
 
 export function toMessage(row: MessageRow): Message {

@@ -5,6 +5,7 @@
  * objects passed to functions are camelCase.
  */
 import { z } from 'zod';
+import { MAX_NEEDLE_CHARS, MAX_SEARCH_MATCHES } from '../storage/search.js';
 import { AGENT_STATUSES } from './status.js';
 
 export const MAX_GOAL_LENGTH = 100_000;
@@ -160,8 +161,29 @@ export const AgentWithMessagesSchema = z
   .meta({ id: 'AgentWithMessages' });
 export type AgentWithMessages = z.infer<typeof AgentWithMessagesSchema>;
 
+/** How much of a goal a list item carries. */
+export const LIST_GOAL_CHARS = 200;
+
+/** An item of `GET /api/agents`: the reduced form, plus (beyond the interface) the goal's start and the parent. */
+export const AgentListItemSchema = AgentSummarySchema.extend({
+  goal: z.string().describe(`beyond the interface: the goal's first ${LIST_GOAL_CHARS} characters (… when cut)`),
+  parent_id: AgentId.nullable().describe('beyond the interface: the parent of a sub-agent, null for a root'),
+}).meta({ id: 'AgentListItem' });
+export type AgentListItem = z.infer<typeof AgentListItemSchema>;
+
 export const AgentListSchema = z
-  .object({ data: z.array(AgentSummarySchema), has_more: z.boolean(), next_cursor: z.string().nullable() })
+  .object({
+    data: z.array(AgentListItemSchema),
+    has_more: z.boolean(),
+    next_cursor: z.string().nullable(),
+    truncated: z
+      .literal(true)
+      .optional()
+      .describe(
+        `beyond the interface: set when a goal search (q) stopped at its bounds (${MAX_SEARCH_MATCHES} matches, or its ` +
+          'work budget): the pages hold what it found',
+      ),
+  })
   .meta({ id: 'AgentList' });
 export type AgentList = z.infer<typeof AgentListSchema>;
 
@@ -199,7 +221,13 @@ export type CreateAgentOptions = z.input<typeof CreateAgentOptionsSchema>;
 export const ListAgentsOptionsSchema = z
   .object({
     status: AgentStatusSchema.optional(),
+    /** A parent's id for its children, `null` for root agents only; absent for every agent. */
     parentId: z.uuid().nullable().optional(),
+    /**
+     * Keeps agents whose goal contains this text (ASCII letters in either case), through the storage's goal index; only
+     * a goal's first 4,096 characters are searched, and at most 1,000 matches are paged through.
+     */
+    q: z.string().min(1).max(MAX_NEEDLE_CHARS).optional(),
     accountId: z.string().min(1).max(200).optional(),
     limit: z.number().int().min(1).max(1000).default(50),
     cursor: z.string().max(200).optional(),

@@ -71,6 +71,8 @@ interface Entry {
 interface KeyGroup {
   accountId: string;
   streams: Set<Entry>;
+  /** Whether the group may still read, when it is not an API key's (the console behind the app's `authenticate`). */
+  allowed?: () => Promise<boolean>;
 }
 
 export class EventStreamRegistry {
@@ -91,12 +93,16 @@ export class EventStreamRegistry {
     return n;
   }
 
-  /** A ticket for a new stream of `keyHash`, or null when the key has its most streams open. */
-  open(keyHash: string, accountId: string): StreamTicket | null {
+  /**
+   * A ticket for a new stream of `keyHash`, or null when the key has its most streams open. The console's streams
+   * count under the key their session signed in with; behind an app's `authenticate` there is no key, and the
+   * caller names a group of its own (`account:<id>`) with the check that says whether it may still read.
+   */
+  open(keyHash: string, accountId: string, allowed?: () => Promise<boolean>): StreamTicket | null {
     let group = this.byKey.get(keyHash);
     if (group && group.streams.size >= this.limits.maxPerKey) return null;
     if (!group) {
-      group = { accountId, streams: new Set() };
+      group = { accountId, streams: new Set(), ...(allowed ? { allowed } : {}) };
       this.byKey.set(keyHash, group);
     }
     const streams = group.streams;
@@ -125,8 +131,11 @@ export class EventStreamRegistry {
       for (const [keyHash, group] of [...this.byKey]) {
         let allowed: boolean;
         try {
-          const account = await this.storage.findAccountByKeyHash(keyHash);
-          allowed = account !== null && account.subscription_active && account.id === group.accountId;
+          if (group.allowed) allowed = await group.allowed();
+          else {
+            const account = await this.storage.findAccountByKeyHash(keyHash);
+            allowed = account !== null && account.subscription_active && account.id === group.accountId;
+          }
         } catch {
           allowed = true; // storage unreachable this round: judged at the next
         }

@@ -14,7 +14,9 @@ import { isoTime } from '../core/clock.js';
 import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
 import { parseArgs } from '../core/validate.js';
 import { AgentryError } from '../errors.js';
+import { MAX_NEEDLE_CHARS } from '../storage/search.js';
 import { artifactIdOf, artifactResponse } from './artifacts.js';
+import { stderrAudit, type AuditSink } from './audit.js';
 import { DEFAULT_FAILED_AUTH_LIMIT, FailedAuthGuard } from './auth-guard.js';
 import { clientAddressOf } from './client-address.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from './body.js';
@@ -29,7 +31,7 @@ import { assertIdempotencyKey, IdempotentCreates, requestHash } from './idempote
 import { createConsole, type ConsoleOptions } from './console/index.js';
 import { buildOpenApiDocument } from './openapi.js';
 import { mountMetrics, operationsResponse, type OperationsRoute } from './operations.js';
-import { agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
+import { accountBucket, agentIdOf, authenticate, createPollResponder, requestIdOf } from './poll.js';
 import { TokenBuckets, type RateLimitOptions } from './rate-limit.js';
 import {
   errorResponse,
@@ -107,6 +109,7 @@ const FetchHandlerOptionsSchema = z
         'must be a function',
       )
       .optional(),
+    audit: z.custom<AuditSink>((v) => typeof v === 'function', 'must be a function').default(() => stderrAudit),
     now: z.custom<() => number>((v) => typeof v === 'function', 'must be a function').optional(),
     mcp: z.boolean().default(false),
     console: z
@@ -184,6 +187,13 @@ export interface FetchHandlerOptions {
    * @default logs to `console.error`
    */
   onError?: (error: unknown, context: { request_id: string }) => void;
+  /**
+   * Receives an audit entry for each API key minted or deleted in the console (who, which key, from where; never the
+   * key's text).
+   * @default one JSON line on stderr per entry
+   * @example createFetchHandler(runtime, { console: true, audit: (e) => logger.info(e, 'audit') })
+   */
+  audit?: AuditSink;
   /** Milliseconds since the epoch, for the rate limiter. For tests. @default Date.now */
   now?: () => number;
   /**
@@ -287,8 +297,12 @@ const ListQuerySchema = z
       .pipe(z.number().int().min(1, 'must be an integer from 1 to 1000').max(1000, 'must be an integer from 1 to 1000'))
       .optional(),
     cursor: z.string().min(1).max(200).optional(),
+    parent_id: z.uuid('must be an agent id').optional(),
+    roots: z.enum(['true', 'false'], 'must be true or false').optional(),
+    q: z.string().min(1).max(MAX_NEEDLE_CHARS, `must be at most ${MAX_NEEDLE_CHARS} characters`).optional(),
   })
-  .strip();
+  .strip()
+  .refine((q) => !(q.roots === 'true' && q.parent_id !== undefined), 'roots=true and parent_id exclude each other');
 
 /** The answer to a JSON-RPC batch at `/mcp`: 400 with a JSON-RPC error (Invalid Request). */
 function batchRefused(): Response {
@@ -358,8 +372,12 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           bodyLimitBytes: o.bodyLimitBytes,
           now,
           onError,
-          // The console's calls draw on the same bucket as the API key its session came from.
-          takeToken: (key) => buckets?.take(key) ?? 0,
+          // The console's calls draw on the same bucket as the account's API calls.
+          takeToken: (accountId) => buckets?.take(accountBucket(accountId)) ?? 0,
+          // and its event streams count in the API's registry, with its caps and checks.
+          streams,
+          audit: o.audit,
+          guard,
           onStream: o.onStream,
         });
   if (o.metrics) mountMetrics(runtime);
@@ -477,6 +495,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
           ...(q.status === undefined ? {} : { status: q.status }),
           ...(q.limit === undefined ? {} : { limit: q.limit }),
           ...(q.cursor === undefined ? {} : { cursor: q.cursor }),
+          ...(q.roots === 'true' ? { parentId: null } : {}),
+          ...(q.parent_id === undefined ? {} : { parentId: q.parent_id }),
+          ...(q.q === undefined ? {} : { q: q.q }),
         });
         return jsonResponse(200, page);
       }

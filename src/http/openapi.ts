@@ -10,7 +10,6 @@ import {
   AgentListSchema,
   AgentSchema,
   AgentStatusSchema,
-  AgentSummarySchema,
   AgentWithMessagesSchema,
   CreateAgentBodySchema,
   DeletedAgentSchema,
@@ -19,6 +18,7 @@ import {
 } from '../core/schemas.js';
 import { DEFAULT_PRICES } from '../core/credits.js';
 import { AgentryError, ERROR_STATUS, type ErrorCode } from '../errors.js';
+import { MAX_NEEDLE_CHARS, MAX_SEARCH_MATCHES, SEARCH_PREFIX_CHARS } from '../storage/search.js';
 
 /** Options of {@link buildOpenApiDocument}. */
 export interface OpenApiOptions {
@@ -101,7 +101,6 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
       AgentStatus: AgentStatusSchema,
       AgentCreated: AgentCreatedSchema,
       Agent: AgentSchema,
-      AgentSummary: AgentSummarySchema,
       Message: MessageSchema,
       AgentWithMessages: AgentWithMessagesSchema,
       AgentList: AgentListSchema,
@@ -200,7 +199,7 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
         },
         get: {
           operationId: 'listAgents',
-          summary: 'List agents, newest first, in reduced form',
+          summary: 'List agents, newest first, in reduced form (with the start of the goal and the parent)',
           parameters: [
             { name: 'status', in: 'query', required: false, schema: ref('AgentStatus') },
             {
@@ -215,6 +214,30 @@ export function buildOpenApiDocument(options: OpenApiOptions = {}): JsonObject {
               required: false,
               description: '`next_cursor` of the previous page',
               schema: { type: 'string' },
+            },
+            {
+              name: 'parent_id',
+              in: 'query',
+              required: false,
+              description: "Only this agent's children",
+              schema: { type: 'string', format: 'uuid' },
+            },
+            {
+              name: 'roots',
+              in: 'query',
+              required: false,
+              description: 'With `true`, only root agents (no parent); excludes `parent_id`',
+              schema: { type: 'string', enum: ['true', 'false'] },
+            },
+            {
+              name: 'q',
+              in: 'query',
+              required: false,
+              description:
+                'Only agents whose goal contains this text (ASCII letters in either case, other characters exactly), ' +
+                `through the goal index: a goal's first ${SEARCH_PREFIX_CHARS} characters are searched, at most ` +
+                `${MAX_SEARCH_MATCHES} matches are paged through (\`truncated\` says when a bound stopped the search)`,
+              schema: { type: 'string', minLength: 1, maxLength: MAX_NEEDLE_CHARS },
             },
           ],
           responses: {

@@ -69,6 +69,9 @@ export function agentIdOf(segment: string): string {
  * (auth-guard.ts). Unknown keys throw (401) before any key bucket is touched, so a flood of bad keys cannot fill the
  * bucket table; they take from their address's bucket instead, one per address.
  */
+/** The rate-limit bucket of an account: the API, its polls and the console all draw on it. */
+export const accountBucket = (accountId: string) => `account:${accountId}`;
+
 export async function authenticate(
   source: Pick<PollSource, 'authenticate'>,
   buckets: TokenBuckets | null,
@@ -96,9 +99,10 @@ export async function authenticate(
   const { account, keyHash } = authenticated;
   guard?.succeeded(keyHash);
   if (buckets) {
-    const retryAfter = buckets.take(keyHash);
+    // One bucket per account, whatever key it comes with: 30 keys get the burst of one (issue 34).
+    const retryAfter = buckets.take(accountBucket(account.account_id));
     if (retryAfter > 0) {
-      return plainError('rate_limited', `Too many requests for this API key; retry after ${retryAfter} s`, requestId, {
+      return plainError('rate_limited', `Too many requests for this account; retry after ${retryAfter} s`, requestId, {
         headers: { 'retry-after': String(retryAfter) },
       });
     }

@@ -419,21 +419,28 @@ export interface AgentPage {
  */
 export interface AgentSearch {
   account_id: string;
-  /** `null`: root agents only; an id: that agent's children only. */
-  parent_id: string | null;
+  /** `null`: root agents only; an id: that agent's children only; absent: any agent of the account. */
+  parent_id?: string | null;
   status?: AgentStatus;
-  /** Keeps agents whose goal contains this text; ASCII letters match either case, other characters exactly. */
+  /**
+   * Keeps agents whose goal contains this text; ASCII letters match either case, other characters exactly. Only the
+   * first `SEARCH_PREFIX_CHARS` characters of a goal are searched, within a work budget (storage/search.ts).
+   */
   goal_contains?: string;
   /** `newest` first (by creation), or `oldest` first (a parent's children in spawn order). */
   order: 'newest' | 'oldest';
+  /** The work budget of a goal search, in milliseconds. @default SEARCH_BUDGET_MS (100; tests raise it) */
+  budget_ms?: number;
   offset: number;
   limit: number;
 }
 
 export interface AgentSearchPage {
   rows: AgentRow[];
-  /** How many agents match, on every page. */
+  /** How many agents match, on every page (with `truncated`, how many were found before a bound stopped the count). */
   total: number;
+  /** Set when a goal search stopped at its match cap or work budget: `total` is a lower bound. */
+  truncated?: true;
 }
 
 export interface SpawnPage {
@@ -688,6 +695,8 @@ export interface StorageAdapter {
   getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null>;
   /** Deletes the sessions that expired before `now` (ISO); returns how many. */
   deleteExpiredConsoleSessions(now: string): Promise<number>;
+  /** An account's sessions not ended and not expired at `now` (ISO), soonest to expire first: the sign-in cap. */
+  listLiveConsoleSessions(accountId: string, now: string): Promise<ConsoleSessionRow[]>;
 
   // idempotency keys of the HTTP create route
   getIdempotency(accountId: string, key: string): Promise<IdempotencyRecord | null>;

@@ -42,7 +42,16 @@ import type {
 } from './adapter.js';
 import type { AgentStatus } from '../core/status.js';
 import { notFound } from '../errors.js';
-import { asciiLower } from './search.js';
+import {
+  asciiLower,
+  MAX_SEARCH_MATCHES,
+  SEARCH_PREFIX_CHARS,
+  SEARCH_SLICE_ROWS,
+  SearchQueue,
+  searchDeadline,
+  searchNeedle,
+  yieldToOthers,
+} from './search.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from './validate.js';
 
 interface StoredAgent {
@@ -73,6 +82,8 @@ class MemoryStorage implements StorageAdapter {
   /** Last use of each key, by key id (gone with the key). */
   private readonly keysLastUsed = new Map<string, string>();
   private readonly agents = new Map<string, StoredAgent>();
+  /** One goal search at a time per account (storage/search.ts). */
+  private readonly searchQueue = new SearchQueue();
   private readonly reservations = new Map<string, ReservationRequest>();
   private readonly idempotency = new Map<string, IdempotencyRecord>();
   private readonly consoleSessions = new Map<string, ConsoleSessionRow>();
@@ -307,17 +318,49 @@ class MemoryStorage implements StorageAdapter {
   }
 
   async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
-    const needle = query.goal_contains === undefined ? null : asciiLower(query.goal_contains);
-    const matches: StoredAgent[] = [];
+    const needle = query.goal_contains === undefined ? null : searchNeedle(query.goal_contains);
+    const candidates: StoredAgent[] = [];
     for (const a of this.agents.values()) {
-      if (a.row.account_id !== query.account_id || a.row.parent_id !== query.parent_id) continue;
+      if (a.row.account_id !== query.account_id) continue;
+      if (query.parent_id !== undefined && a.row.parent_id !== query.parent_id) continue;
       if (query.status !== undefined && a.row.status !== query.status) continue;
-      if (needle !== null && !asciiLower(a.row.goal).includes(needle)) continue;
+      candidates.push(a);
+    }
+    candidates.sort((a, b) => (query.order === 'newest' ? b.seq - a.seq : a.seq - b.seq));
+    if (needle === null) {
+      const page = candidates.slice(query.offset, query.offset + query.limit);
+      return { rows: page.map((a) => clone(a.row)), total: candidates.length };
+    }
+    return this.searchQueue.run(query.account_id, () => this.searchGoals(query, needle, candidates));
+  }
+
+  /** The memory adapter has no index: it looks at the goals' prefixes, a slice at a time, within the budget. */
+  private async searchGoals(query: AgentSearch, needle: string, candidates: StoredAgent[]): Promise<AgentSearchPage> {
+    const expired = searchDeadline(query.budget_ms);
+    const matches: StoredAgent[] = [];
+    let truncated = false;
+    for (let i = 0; i < candidates.length; i++) {
+      if (i > 0 && i % SEARCH_SLICE_ROWS === 0) {
+        if (expired()) {
+          truncated = true;
+          break;
+        }
+        await yieldToOthers();
+      }
+      const a = candidates[i]!;
+      if (!asciiLower(a.row.goal.slice(0, SEARCH_PREFIX_CHARS)).includes(needle)) continue;
+      if (matches.length === MAX_SEARCH_MATCHES) {
+        truncated = true;
+        break;
+      }
       matches.push(a);
     }
-    matches.sort((a, b) => (query.order === 'newest' ? b.seq - a.seq : a.seq - b.seq));
     const page = matches.slice(query.offset, query.offset + query.limit);
-    return { rows: page.map((a) => clone(a.row)), total: matches.length };
+    return {
+      rows: page.map((a) => clone(a.row)),
+      total: matches.length,
+      ...(truncated ? { truncated: true as const } : {}),
+    };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
@@ -654,6 +697,13 @@ class MemoryStorage implements StorageAdapter {
   async getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null> {
     const row = this.consoleSessions.get(idHash);
     return row ? { ...row } : null;
+  }
+
+  async listLiveConsoleSessions(accountId: string, now: string): Promise<ConsoleSessionRow[]> {
+    return [...this.consoleSessions.values()]
+      .filter((r) => r.account_id === accountId && r.ended === null && r.expires_at > now)
+      .sort((a, b) => (a.expires_at < b.expires_at ? -1 : a.expires_at > b.expires_at ? 1 : 0))
+      .map((r) => ({ ...r }));
   }
 
   async deleteExpiredConsoleSessions(now: string): Promise<number> {

@@ -147,9 +147,20 @@ describe('agentry subscription', () => {
 describe('agentry agents', () => {
   it('list, show, pause, resume, delete', async () => {
     const list = await ok('agents', 'list');
-    expect(list).toMatch(/^ID\s+STATUS\s+PROGRESS\s+TOKENS\s+MESSAGES$/m);
+    expect(list).toMatch(/^ID\s+STATUS\s+PROGRESS\s+TOKENS\s+MESSAGES\s+PARENT\s+GOAL$/m);
     expect(list).toContain(agentIds.done);
     expect(list).toContain(agentIds.held);
+    expect(list).toMatch(/Say done$/m);
+    // The list filters (issue 36): roots only, goal search.
+    const roots = JSON.parse(await ok('agents', 'list', '--roots', '--json')) as { data: Array<{ parent_id: null }> };
+    expect(roots.data.length).toBeGreaterThanOrEqual(2);
+    expect(roots.data.every((a) => a.parent_id === null)).toBe(true);
+    const found = JSON.parse(await ok('agents', 'list', '--q', 'SAY DONE', '--json')) as {
+      data: Array<{ agent_id: string; goal: string }>;
+    };
+    expect(found.data.map((a) => a.agent_id)).toEqual([agentIds.done]);
+    expect(found.data[0]!.goal).toBe('Say done');
+    expect((await cli('agents', 'list', '--roots', '--parent', agentIds.done)).code).toBe(2);
     const paused = JSON.parse(await ok('agents', 'list', '--status', 'PAUSED', '--json')) as {
       data: Array<{ agent_id: string }>;
     };

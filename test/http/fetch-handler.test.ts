@@ -81,15 +81,19 @@ describe('createFetchHandler', () => {
     ).toBe('*');
   });
 
-  it('rate limits per key with a token bucket, and refills', async () => {
+  it('rate limits per account with a token bucket, and refills', async () => {
     let now = 1_000_000;
     const handle = createFetchHandler(runtime, { rateLimit: { capacity: 3, refillPerSecond: 0.5 }, now: () => now });
-    const other = (await runtime.accounts.createApiKey((await runtime.accounts.authenticate(key)).account_id)).key;
+    const sameAccount = (await runtime.accounts.createApiKey((await runtime.accounts.authenticate(key)).account_id))
+      .key;
+    const other = (await runtime.accounts.create({ name: 'another', credits: 1 })).apiKey!.key;
     const statuses = [];
     for (let i = 0; i < 4; i++) statuses.push((await handle(get('/api/agents', { 'x-api-key': key }))).status);
     expect(statuses).toEqual([200, 200, 200, 429]);
     const limited = await handle(get('/api/agents', { 'x-api-key': key }));
     expect(limited.headers.get('retry-after')).toBe('2');
+    // Another key of the same account draws on the same bucket; another account has its own.
+    expect((await handle(get('/api/agents', { 'x-api-key': sameAccount }))).status).toBe(429);
     expect((await handle(get('/api/agents', { 'x-api-key': other }))).status).toBe(200);
     now += 2_000;
     expect((await handle(get('/api/agents', { 'x-api-key': key }))).status).toBe(200);

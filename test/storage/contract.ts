@@ -28,6 +28,7 @@ import type {
   TurnRow,
 } from '../../src/storage/adapter.js';
 import { AGENT_STATUSES } from '../../src/core/status.js';
+import { MAX_NEEDLE_CHARS, MAX_SEARCH_MATCHES, SEARCH_PREFIX_CHARS } from '../../src/storage/search.js';
 
 export interface StorageUnderTest {
   /** A fresh, empty adapter; the suite calls `init()` on it. */
@@ -959,6 +960,36 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect(ids((await s.searchAgents({ ...base, status: 'PAUSED' })).rows)).toEqual(['r2']);
           expect(ids((await s.searchAgents({ ...base, status: 'PAUSED', goal_contains: 'cat' })).rows)).toEqual([]);
           expect((await s.searchAgents({ ...base, parent_id: 'r1', status: 'STARTING_UP' })).total).toBe(5);
+        });
+
+        it('searches any agent of the account when no parent filter is given', async () => {
+          const { parent_id: _p, ...anyParent } = base;
+          const all = await s.searchAgents({ ...anyParent, goal_contains: 'cat' });
+          expect(ids(all.rows)).toEqual(['r3', 'c4', 'c3', 'c2', 'c1', 'c0', 'r1']);
+          expect(all.total).toBe(7);
+          expect((await s.searchAgents(anyParent)).total).toBe(8);
+        });
+
+        it('is bounded: needle length, the searched prefix of a goal, the match cap (issue 34)', async () => {
+          await expect(s.searchAgents({ ...base, goal_contains: 'x'.repeat(MAX_NEEDLE_CHARS + 1) })).rejects.toThrow(
+            /at most 200 characters/,
+          );
+          const long = `${'a'.repeat(SEARCH_PREFIX_CHARS - 6)}needle${'b'.repeat(100)}late`;
+          await s.insertAgents([agent('long', { goal: long })], [], []);
+          expect(ids((await s.searchAgents({ ...base, goal_contains: 'NEEDLE' })).rows)).toEqual(['long']);
+          expect((await s.searchAgents({ ...base, goal_contains: 'late' })).total).toBe(0);
+          const many = Array.from({ length: MAX_SEARCH_MATCHES + 5 }, (_, i) =>
+            agent(`m${String(i).padStart(5, '0')}`, { goal: `many ${i}` }),
+          );
+          await s.insertAgents(many, [], []);
+          // A budget no loaded machine reaches: the cap, not the time, stops this search.
+          const roomy = { ...base, budget_ms: 120_000 };
+          const capped = await s.searchAgents({ ...roomy, goal_contains: 'many', limit: 3 });
+          expect(capped).toMatchObject({ total: MAX_SEARCH_MATCHES, truncated: true });
+          expect(ids(capped.rows)).toEqual(['m01004', 'm01003', 'm01002']);
+          const last = await s.searchAgents({ ...roomy, goal_contains: 'many', offset: MAX_SEARCH_MATCHES - 1 });
+          expect(ids(last.rows)).toEqual(['m00005']);
+          expect(await s.searchAgents({ ...roomy, goal_contains: 'many 7' })).not.toHaveProperty('truncated');
         });
       });
 

@@ -50,7 +50,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(7);
+    expect(SCHEMA_VERSION).toBe(8);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -71,6 +71,7 @@ describe('sqliteStorage', () => {
       { version: 5, name: 'message outbox and opt-outs', applied_at: expect.any(String) },
       { version: 6, name: 'console: api key last use, sessions', applied_at: expect.any(String) },
       { version: 7, name: 'trace context and retention', applied_at: expect.any(String) },
+      { version: 8, name: 'goal search index, sessions by account', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -110,8 +111,11 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
     expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null, trace_context: null });
+    // Migration 8 indexed the goals already stored: the search finds them.
+    const search = { account_id: 'acct', parent_id: null, order: 'newest', offset: 0, limit: 10 } as const;
+    expect((await v1.searchAgents({ ...search, goal_contains: 'GOA' })).rows.map((a) => a.agent_id)).toEqual(['ag']);
     expect((await v1.listTurns('ag')).map((t) => t.content)).toEqual([
       '[{"type":"text","text":"goal"}]',
       '[{"type":"text","text":"hi"}]',
@@ -142,6 +146,12 @@ describe('sqliteStorage', () => {
     expect(journal).toBe('wal');
     expect(tables).toEqual([
       'accounts',
+      'agent_goal_search',
+      'agent_goal_search_config',
+      'agent_goal_search_content',
+      'agent_goal_search_data',
+      'agent_goal_search_docsize',
+      'agent_goal_search_idx',
       'agents',
       'api_keys',
       'artifact_data',
@@ -182,7 +192,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -252,7 +262,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

@@ -8,27 +8,32 @@
  */
 import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
-import { toStatusForm } from '../../core/records.js';
+import { toListItem, toStatusForm } from '../../core/records.js';
 import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
 import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
-import type { AgentRow } from '../../storage/adapter.js';
+import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
 import { artifactIdOf, artifactResponse } from '../artifacts.js';
 import { DEFAULT_EVENT_STREAM_LIMITS, type StreamEndReason, type StreamTicket } from '../event-streams.js';
 import { agentEventStream } from '../events.js';
 import { agentIdOf } from '../poll.js';
+import { MAX_NEEDLE_CHARS } from '../../storage/search.js';
 import { jsonResponse } from '../responses.js';
 import type { ConsoleIdentity } from './sessions.js';
 
 /** Rows of the ledger the credits page shows. */
 const RECENT_LEDGER_ROWS = 20;
-/** How often an open event stream checks again that its session may still read (key deleted elsewhere, lapse). */
-const STREAM_RECHECK_MS = 10_000;
+/**
+ * The console mints a key only while the account has fewer than this many (issue 34): minting over HTTP is bounded,
+ * and audited. Rate limits are per account, so more keys buy no more requests; the cap bounds the rows and the keys
+ * a stolen session can leave behind. Operators mint beyond it with `agentry keys create`.
+ */
+export const MAX_CONSOLE_KEYS = 10;
 
 const PageQuerySchema = z
   .object({
     status: AgentStatusSchema.optional(),
-    q: z.string().max(500).optional(),
+    q: z.string().max(MAX_NEEDLE_CHARS).optional(),
     offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
     limit: z.coerce.number().int().min(1).max(200).default(50),
   })
@@ -47,12 +52,14 @@ export interface ConsoleCall {
   parts: string[];
   /** Reads the JSON body (`required: false`: an absent body is `undefined`). */
   body(required: boolean): Promise<unknown>;
-  /** Checks again that the identity may still read (for long streams). */
-  recheck(): Promise<void>;
   /** The key deleted by this call: sessions from it end. */
   onKeyDeleted(keyId: string): Promise<void>;
   /** For the access log: an event stream of this agent opened; returns what to call when it ends. */
   streamOpened?: ((agentId: string) => (reason: StreamEndReason) => void) | undefined;
+  /** A ticket of the API's stream registry for a new event stream, or null when the cap is reached. */
+  openStream(): StreamTicket | null;
+  /** Writes an audit line for a key minted or deleted. */
+  audit(event: 'console.key_created' | 'console.key_deleted', keyId: string): void;
 }
 
 /** The methods each console API path takes, or null when the path is none of them. */
@@ -75,8 +82,22 @@ function queryOf(url: URL): Record<string, string> {
   return Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.get(k) ?? '']));
 }
 
-/** A row as lists show it: the status form, no extras. */
-const listed = (row: AgentRow) => toStatusForm(row);
+/**
+ * A row as lists show it: the status form, no extras, the goal cut to its first `LIST_GOAL_CHARS` (200) characters (a
+ * page of 100 KB goals would be megabytes of JSON for one table; the agent's own page shows the whole goal).
+ */
+const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row).goal });
+
+/** A page of agents as the console's lists take it; `truncated` when a goal search stopped at its bounds. */
+function pageBody(page: AgentSearchPage, q: { offset: number; limit: number }) {
+  return {
+    data: page.rows.map(listed),
+    total: page.total,
+    offset: q.offset,
+    limit: q.limit,
+    ...(page.truncated ? { truncated: true } : {}),
+  };
+}
 
 /** Answers one console API call (everything but the session routes, which need the cookie). */
 export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
@@ -101,11 +122,21 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     if (b === undefined) {
       const body = parseArgs(CreateKeyBodySchema, (await call.body(false)) ?? {}, 'request body');
       const name = body.name === undefined || body.name === '' ? undefined : body.name;
+      const held = (await runtime.accounts.listApiKeys(identity.accountId)).length;
+      if (held >= MAX_CONSOLE_KEYS) {
+        throw new AgentryError(
+          'invalid_state',
+          `This account has ${held} API keys; the console mints keys only while it has fewer than ` +
+            `${MAX_CONSOLE_KEYS}: delete one first`,
+        );
+      }
       const created = await runtime.accounts.createApiKey(identity.accountId, name === undefined ? {} : { name });
+      call.audit('console.key_created', created.key_id);
       return jsonResponse(201, created);
     }
     const keyId = parseArgs(KeyIdSchema, decodeURIComponent(b), 'key id');
     await runtime.accounts.deleteApiKey(identity.accountId, keyId);
+    call.audit('console.key_deleted', keyId);
     await call.onKeyDeleted(keyId);
     return jsonResponse(200, { key_id: keyId, deleted: true });
   }
@@ -132,7 +163,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, { data: page.rows.map(listed), total: page.total, offset: q.offset, limit: q.limit });
+    return jsonResponse(200, pageBody(page, q));
   }
 
   const agentId = agentIdOf(b);
@@ -161,42 +192,33 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, { data: page.rows.map(listed), total: page.total, offset: q.offset, limit: q.limit });
+    return jsonResponse(200, pageBody(page, q));
   }
   if (c === 'artifacts') {
     const { artifact, data } = await runtime.getArtifact(agentId, artifactIdOf(d!), scope);
     return artifactResponse(artifact, data, { method, ifNoneMatch: request.headers.get('if-none-match') });
   }
-  // events: the API's stream, ended also when the session ends or loses its right to read.
-  const ended = new AbortController();
-  const signal = AbortSignal.any([request.signal, identity.signal, ended.signal]);
-  const recheck = setInterval(() => {
-    call.recheck().catch((error: unknown) => ended.abort(error));
-  }, STREAM_RECHECK_MS);
-  recheck.unref?.();
-  signal.addEventListener('abort', () => clearInterval(recheck), { once: true });
-  // The API's limits on streams (event-streams.ts) count API keys; a console stream belongs to a session, whose
-  // access the recheck above follows. It still ends after the API's lifetime cap, and the page reconnects.
-  const lifetime = setTimeout(() => ticket.onEnd('lifetime'), DEFAULT_EVENT_STREAM_LIMITS.maxLifetimeMs);
-  lifetime.unref?.();
-  const ticket: StreamTicket = {
-    onEnd: () => ended.abort(),
-    release: () => clearTimeout(lifetime),
-  };
+  // events: the API's stream, counted in the API's registry (its per-key cap, its re-check every second of the key
+  // and the subscription, its lifetime), and ended also when the session ends in this process.
+  const ticket = call.openStream();
+  if (ticket === null) {
+    throw new AgentryError('rate_limited', 'Too many event streams open for this key; close one first', {
+      details: { retry_after: 5 },
+    });
+  }
   try {
     return await agentEventStream(
       runtime,
       agentId,
       identity.accountId,
       request.headers.get('last-event-id'),
-      signal,
+      AbortSignal.any([request.signal, identity.signal]),
       ticket,
       DEFAULT_EVENT_STREAM_LIMITS.slowReaderBytes,
       call.streamOpened?.(agentId),
     );
   } catch (error) {
-    clearInterval(recheck);
-    clearTimeout(lifetime);
+    ticket.release();
     throw error;
   }
 }

@@ -15,12 +15,27 @@ import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
 import { parseArgs } from '../../core/validate.js';
 import { AgentryError } from '../../errors.js';
+import type { AuditSink } from '../audit.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from '../body.js';
+import { clientAddressOf } from '../client-address.js';
+import type { EventStreamRegistry } from '../event-streams.js';
 import { errorResponse, jsonResponse, responseForError } from '../responses.js';
 import { answerConsoleCall, apiMethods, noSuchCall, type ConsoleCall } from './api.js';
 import type { StreamInfo } from '../event-streams.js';
 import { consoleAsset } from './assets.js';
-import { cookieValue, SESSION_COOKIE, sessionStoreOf, type ConsoleIdentity } from './sessions.js';
+import { hashApiKey } from '../../core/accounts.js';
+import { isAuthFailure, type FailedAuthGuard } from '../auth-guard.js';
+import { TokenBuckets, type RateLimitOptions } from '../rate-limit.js';
+import {
+  cookieValue,
+  cookieValues,
+  SECURE_SESSION_COOKIE,
+  SESSION_COOKIE,
+  sessionIdHash,
+  sessionStoreOf,
+  type ConsoleIdentity,
+  type ConsoleSession,
+} from './sessions.js';
 
 /** Options of the console (`createFetchHandler(runtime, { console: { … } })`). */
 export interface ConsoleOptions {
@@ -41,7 +56,22 @@ export interface ConsoleOptions {
    * @default []
    */
   origins?: string[];
+  /**
+   * Believe `X-Forwarded-Proto: https` from a TLS-terminating proxy in front: the session cookie is then `Secure` and
+   * `__Host-` prefixed. Only behind a proxy that sets (or strips) the header: otherwise any client could say it.
+   * @default false
+   */
+  trustProxy?: boolean;
+  /**
+   * Successful sign-ins per account: a burst, then a refill per second. Failed ones share the API's per-address
+   * failed-authentication limit (`failedAuthLimit`).
+   * @default { capacity: 10, refillPerSecond: 0.2 } (10, then one every 5 s)
+   */
+  signInLimit?: RateLimitOptions;
 }
+
+/** Successful sign-ins per account: bursts of 10, then one every 5 seconds. */
+export const DEFAULT_SIGN_IN_LIMIT: RateLimitOptions = Object.freeze({ capacity: 10, refillPerSecond: 0.2 });
 
 export const ConsoleOptionsSchema = z
   .object({
@@ -57,6 +87,11 @@ export const ConsoleOptionsSchema = z
     origins: z
       .array(z.string().regex(/^https?:\/\/[^/\s]+$/, 'must be an origin like "https://app.example.com"'))
       .default([]),
+    trustProxy: z.boolean().default(false),
+    signInLimit: z
+      .object({ capacity: z.number().int().min(1).max(1_000_000), refillPerSecond: z.number().positive().max(1e6) })
+      .strict()
+      .default(DEFAULT_SIGN_IN_LIMIT),
   })
   .strict();
 
@@ -102,16 +137,23 @@ export function createConsole(
     bodyLimitBytes: number;
     now: () => number;
     onError: (error: unknown, c: { request_id: string }) => void;
-    /** The router's rate limit: 0 if a request of this bucket may go, else seconds until it may. */
-    takeToken: (bucket: string) => number;
-    /** The router's access log of event streams (`onStream`): the console's streams open and end there too. */
+    /** The router's rate limit: 0 if a request of this account may go, else seconds until it may. */
+    takeToken: (accountId: string) => number;
+    /** The API's event stream registry: console streams count and are checked there too. */
+    streams: EventStreamRegistry;
+    /** Where audit lines go. */
+    audit: AuditSink;
+    /** The API's failed-authentication limit per client address (null when turned off). */
+    guard: FailedAuthGuard | null;
+        /** The router's access log of event streams (`onStream`): the console's streams open and end there too. */
     onStream?: ((info: StreamInfo) => void) | undefined;
   },
 ): ConsoleRoutes {
   const o = parseArgs(ConsoleOptionsSchema, options === true ? {} : options, 'console options');
   const root = `${context.basePath}/console`;
   const sessions = sessionStoreOf(runtime, context.now);
-  const cookiePath = root;
+  const signIns = new TokenBuckets(o.signInLimit, context.now);
+  const guard = context.guard;
 
   const rest = (pathname: string) => pathname.slice(root.length);
   const owns = (pathname: string) => pathname === root || pathname.startsWith(`${root}/`);
@@ -137,11 +179,39 @@ export function createConsole(
     return response;
   }
 
+  /**
+   * Whether the request came over TLS: its own URL, or (with `trustProxy`) the first `X-Forwarded-Proto` a proxy
+   * in front of it set.
+   */
+  function overTls(request: Request, url: URL): boolean {
+    if (url.protocol === 'https:') return true;
+    if (!o.trustProxy) return false;
+    return request.headers.get('x-forwarded-proto')?.split(',')[0]?.trim().toLowerCase() === 'https';
+  }
+
+  /**
+   * The session cookie: over TLS `__Host-agentry_console` (`Secure`, `Path=/`, as the prefix demands), over plain HTTP
+   * (a local console) `agentry_console` scoped to the console's path.
+   */
   function sessionCookie(value: string, maxAge: number, secure: boolean): string {
-    return (
-      `${SESSION_COOKIE}=${value}; Path=${cookiePath}; Max-Age=${maxAge}; HttpOnly; SameSite=Strict` +
-      (secure ? '; Secure' : '')
-    );
+    const [name, path] = secure ? [SECURE_SESSION_COOKIE, '/'] : [SESSION_COOKIE, root];
+    return `${name}=${value}; Path=${path}; Max-Age=${maxAge}; HttpOnly; SameSite=Strict` + (secure ? '; Secure' : '');
+  }
+
+  /** The session id the request carries (null for none); two session cookies are refused. */
+  function sessionIdOf(request: Request): string | null {
+    const url = new URL(request.url);
+    return cookieValue(request.headers.get('cookie'), overTls(request, url) ? SECURE_SESSION_COOKIE : SESSION_COOKIE);
+  }
+
+  /** 429 when the client's address has failed authentication too often, unless `secret` worked recently. */
+  function checkFailures(request: Request, secret: string | null): void {
+    const wait = guard?.refusal(clientAddressOf(request), secret) ?? 0;
+    if (wait > 0) {
+      throw new AgentryError('rate_limited', `Too many failed sign-ins from this address; retry after ${wait} s`, {
+        details: { retry_after: wait },
+      });
+    }
   }
 
   /** Who the request acts for; throws `unauthorized` or `subscription_inactive`. */
@@ -156,7 +226,17 @@ export function createConsole(
       }
       return { accountId, session: null, signal: new AbortController().signal };
     }
-    const session = await sessions.check(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
+    // A guessed or dead cookie is a failed authentication, counted per address as the API counts wrong keys.
+    const sessionId = sessionIdOf(request);
+    checkFailures(request, sessionId);
+    let session: ConsoleSession;
+    try {
+      session = await sessions.check(sessionId);
+    } catch (error) {
+      if (sessionId !== null && isAuthFailure(error)) guard?.failed(clientAddressOf(request));
+      throw error;
+    }
+    guard?.succeeded(sessionIdHash(sessionId!));
     return { accountId: session.row.account_id, session, signal: session.ended.signal };
   }
 
@@ -204,15 +284,32 @@ export function createConsole(
   }
 
   async function session(request: Request, url: URL): Promise<Response> {
-    const secure = url.protocol === 'https:';
+    const secure = overTls(request, url);
     if (request.method === 'POST') {
       if (o.authenticate)
         throw new AgentryError('invalid_request', 'This console signs in through its host application');
       const header = request.headers.get('x-api-key');
       const api_key = header ?? parseArgs(SignInBodySchema, await body(request, true), 'request body').api_key;
       if (api_key === undefined) throw new AgentryError('invalid_request', 'Send the API key in the x-api-key header');
-      await sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
-      const { id, session: s } = await sessions.signIn(api_key, o.sessionTtlSeconds * 1000);
+      checkFailures(request, api_key);
+      await sessions.signOut(sessionIdOf(request));
+      let signedIn: Awaited<ReturnType<typeof sessions.signIn>>;
+      try {
+        signedIn = await sessions.signIn(api_key, o.sessionTtlSeconds * 1000, (accountId) => {
+          // A working key may sign in only so often: each sign-in is a stored row.
+          const wait = signIns.take(accountId);
+          if (wait > 0) {
+            throw new AgentryError('rate_limited', `Too many sign-ins for this account; retry after ${wait} s`, {
+              details: { retry_after: wait },
+            });
+          }
+        });
+      } catch (error) {
+        if (isAuthFailure(error)) guard?.failed(clientAddressOf(request));
+        throw error;
+      }
+      guard?.succeeded(hashApiKey(api_key));
+      const { id, session: s } = signedIn;
       const account = await runtime.accounts.get(s.row.account_id);
       return jsonResponse(
         200,
@@ -221,7 +318,7 @@ export function createConsole(
       );
     }
     if (request.method === 'DELETE') {
-      await sessions.signOut(cookieValue(request.headers.get('cookie'), SESSION_COOKIE));
+      await sessions.signOut(sessionIdOf(request));
       return jsonResponse(200, { signed_out: true }, { 'set-cookie': sessionCookie('', 0, secure) });
     }
     const identity = await identify(request);
@@ -259,9 +356,8 @@ export function createConsole(
     }
     if (parts[0] === 'session') return session(request, url);
     const identity = await identify(request);
-    // The same token bucket as the key the session came from (or the account, behind `authenticate`): the console is
-    // no way around the API's rate limit.
-    const retryAfter = context.takeToken(identity.session?.row.key_hash ?? `account:${identity.accountId}`);
+    // The same token bucket as the account's API calls: the console is no way around the API's rate limit.
+    const retryAfter = context.takeToken(identity.accountId);
     if (retryAfter > 0) {
       throw new AgentryError('rate_limited', `Too many requests; retry after ${retryAfter} s`, {
         details: { retry_after: retryAfter },
@@ -274,16 +370,31 @@ export function createConsole(
       url,
       parts,
       body: (required) => body(request, required),
-      recheck: async () => {
-        if (identity.session) await sessions.checkStillAllowed(identity.session);
-        else await identify(request);
-      },
       onKeyDeleted: (keyId) => sessions.endSessionsOfKey(identity.accountId, keyId),
       streamOpened: streamLog(requestId),
+      openStream: () =>
+        identity.session
+          ? context.streams.open(identity.session.row.key_hash, identity.accountId)
+          : context.streams.open(`account:${identity.accountId}`, identity.accountId, () =>
+              identify(request).then(
+                (again) => again.accountId === identity.accountId,
+                () => false,
+              ),
+            ),
+      audit: (event, keyId) =>
+        context.audit({
+          event,
+          account_id: identity.accountId,
+          key_id: keyId,
+          by_key_id: identity.session?.row.key_id ?? null,
+          address: clientAddressOf(request),
+          request_id: requestId,
+          at: new Date(context.now()).toISOString(),
+        }),
     });
     // Deleting the key this session signed in with ends it: the browser forgets the cookie too.
     if (identity.session?.ended.signal.aborted) {
-      response.headers.append('set-cookie', sessionCookie('', 0, url.protocol === 'https:'));
+      response.headers.append('set-cookie', sessionCookie('', 0, overTls(request, url)));
     }
     return response;
   }
@@ -313,8 +424,10 @@ export function createConsole(
       }
     }
     // A refused session cookie is dead for good (ended, expired or made up): the browser may forget it.
-    if (response.status === 401 && !o.authenticate && cookieValue(request.headers.get('cookie'), SESSION_COOKIE)) {
-      response.headers.append('set-cookie', sessionCookie('', 0, url.protocol === 'https:'));
+    const secure = overTls(request, url);
+    const cookieName = secure ? SECURE_SESSION_COOKIE : SESSION_COOKIE;
+    if (response.status === 401 && !o.authenticate && cookieValues(request.headers.get('cookie'), cookieName).length) {
+      response.headers.append('set-cookie', sessionCookie('', 0, secure));
     }
     return withHeaders(response);
   }

@@ -12,8 +12,16 @@ import { isoTime } from '../../core/clock.js';
 import { AgentryError, type ErrorCode } from '../../errors.js';
 import type { ConsoleSessionRow } from '../../storage/adapter.js';
 
-/** The name of the session cookie. */
+/** The name of the session cookie over plain HTTP (scoped to the console's path). */
 export const SESSION_COOKIE = 'agentry_console';
+/**
+ * The name over TLS: `__Host-` makes the browser take it only with `Secure`, `Path=/` and no `Domain`, so a sibling
+ * subdomain (or a plain-HTTP page of this host) cannot plant one (issue 34).
+ */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
+
+/** Live sessions an account may have; a sign-in past it ends the oldest (issue 34). */
+export const MAX_SESSIONS_PER_ACCOUNT = 20;
 
 /** Expired sessions are deleted at most this often (on a sign-in). */
 const SWEEP_EVERY_MS = 3600_000;
@@ -56,8 +64,13 @@ export class SessionStore {
    * Signs in with an API key: `unauthorized` or `subscription_inactive` as the API would answer it. Returns the new
    * session id (the cookie's value, never kept) and the session.
    */
-  async signIn(apiKey: string, ttlMs: number): Promise<{ id: string; session: ConsoleSession }> {
+  async signIn(
+    apiKey: string,
+    ttlMs: number,
+    beforeCreate: (accountId: string) => void = () => {},
+  ): Promise<{ id: string; session: ConsoleSession }> {
     const { account, keyHash } = await this.runtime.accounts.authenticateKey(apiKey);
+    beforeCreate(account.account_id);
     const key = (await this.runtime.storage.listApiKeys(account.account_id)).find((k) => k.hash === keyHash);
     if (!key) throw new AgentryError('unauthorized', 'Unknown API key');
     await this.sweep();
@@ -71,6 +84,14 @@ export class SessionStore {
       ended: null,
     };
     await this.runtime.storage.putConsoleSession(row);
+    // The cap: the sessions that expire soonest (the oldest sign-ins) end, so a flood of sign-ins keeps no rows.
+    const live = await this.runtime.storage.listLiveConsoleSessions(account.account_id, isoTime(this.now()));
+    const over = live
+      .filter((s) => s.id_hash !== row.id_hash)
+      .slice(0, Math.max(0, live.length - MAX_SESSIONS_PER_ACCOUNT));
+    for (const old of over) {
+      await this.end(old, new AgentryError('unauthorized', 'Signed out: this account signed in too many times since'));
+    }
     return { id, session: this.track(row) };
   }
 
@@ -174,12 +195,26 @@ export function sessionStoreOf(runtime: AgentRuntime, now: () => number): Sessio
   return store;
 }
 
-/** The value of one cookie in a `Cookie` header, or null. */
-export function cookieValue(header: string | null, name: string): string | null {
-  if (header === null) return null;
+/** The values of every cookie of this name in a `Cookie` header, in order. */
+export function cookieValues(header: string | null, name: string): string[] {
+  if (header === null) return [];
+  const values: string[] = [];
   for (const part of header.split(';')) {
     const eq = part.indexOf('=');
-    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+    if (eq > 0 && part.slice(0, eq).trim() === name) values.push(part.slice(eq + 1).trim());
   }
-  return null;
+  return values;
+}
+
+/**
+ * The value of the one cookie of this name, or null when there is none. Two of the same name are refused: a cookie
+ * planted for a wider path or a parent domain arrives beside the real one, and taking either would be a guess
+ * (taking the planted one signs the victim into the attacker's account).
+ */
+export function cookieValue(header: string | null, name: string): string | null {
+  const values = cookieValues(header, name);
+  if (values.length > 1) {
+    throw new AgentryError('unauthorized', `Two ${name} cookies came with this request: sign in again`);
+  }
+  return values[0] ?? null;
 }

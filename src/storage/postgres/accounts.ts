@@ -216,6 +216,7 @@ type AccountsStore = Pick<
   | 'putConsoleSession'
   | 'getConsoleSession'
   | 'deleteExpiredConsoleSessions'
+  | 'listLiveConsoleSessions'
   | 'apiKeysLastUsed'
   | 'getIdempotency'
   | 'putIdempotency'
@@ -360,6 +361,12 @@ export function accountsStore(db: Db): AccountsStore {
         [idHash],
       ),
 
+    listLiveConsoleSessions: (accountId, now) =>
+      db.q<ConsoleSessionRow>(
+        `SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions
+         WHERE account_id = $1 AND ended IS NULL AND expires_at > $2 ORDER BY expires_at`,
+        [accountId, now],
+      ),
     async deleteExpiredConsoleSessions(now) {
       return (await db.q('DELETE FROM console_sessions WHERE expires_at < $1 RETURNING id_hash', [now])).length;
     },

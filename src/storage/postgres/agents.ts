@@ -24,7 +24,7 @@ import type {
   TurnRow,
   SpawnPage,
 } from '../adapter.js';
-import { asciiLower } from '../search.js';
+import { MAX_SEARCH_MATCHES, SEARCH_BUDGET_MS, SEARCH_PREFIX_CHARS, searchNeedle } from '../search.js';
 import { LeaseLostError } from '../workers.js';
 import { releaseAgentReservationsIn } from './accounts.js';
 import { groupCommit } from './batcher.js';
@@ -137,6 +137,10 @@ const AGENT_FIELDS = [
 const AGENT_COLUMNS = AGENT_FIELDS.join(', ');
 const ASCII_UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 const ASCII_LOWER = 'abcdefghijklmnopqrstuvwxyz';
+/** What a goal search matches against: the goal's searched prefix, ASCII-lowered (migration 8 indexes it). */
+export const GOAL_SEARCH_EXPRESSION = `translate(left(goal, ${SEARCH_PREFIX_CHARS}), '${ASCII_UPPER}', '${ASCII_LOWER}')`;
+/** PostgreSQL's code for a statement ended by statement_timeout. */
+const QUERY_CANCELED = '57014';
 const MESSAGE_COLUMNS = 'message_id, agent_id, role, text, timestamp';
 const TURN_COLUMNS = 'agent_id, idx, role, content, created_at';
 const TOOL_CALL_FIELDS = [
@@ -541,20 +545,52 @@ export function agentsStore(db: Db): AgentsStore {
         where.push(sql(`$${params.length}`));
       };
       if (query.parent_id === null) where.push('parent_id IS NULL');
-      else add((n) => `parent_id = ${n}`, query.parent_id);
+      else if (query.parent_id !== undefined) add((n) => `parent_id = ${n}`, query.parent_id);
       if (query.status !== undefined) add((n) => `status = ${n}`, query.status);
-      // ASCII letters only are folded, as SQLite's lower() does (storage/search.ts).
+      const order = query.order === 'newest' ? 'DESC' : 'ASC';
       if (query.goal_contains !== undefined) {
-        add(
-          (n) => `strpos(translate(goal, '${ASCII_UPPER}', '${ASCII_LOWER}'), ${n}) > 0`,
-          asciiLower(query.goal_contains),
-        );
+        // The expression of migration 8's pg_trgm index, letter for letter (ASCII folded as SQLite's lower() does,
+        // storage/search.ts), so the planner can use it; LIKE's own wildcards in the needle are escaped.
+        const needle = searchNeedle(query.goal_contains).replace(/[\\%_]/g, '\\$&');
+        add((n) => `${GOAL_SEARCH_EXPRESSION} LIKE ${n}`, `%${needle}%`);
+        return db.tx(async (q) => {
+          // The work budget: the server ends a search that runs longer (off this process's thread).
+          const budget = Math.max(1, Math.round(query.budget_ms ?? SEARCH_BUDGET_MS));
+          await q(`SET LOCAL statement_timeout = ${budget}`);
+          let found: number[];
+          let truncated = false;
+          try {
+            found = (
+              await q<{ seq: number }>(
+                `SELECT seq FROM agents WHERE ${where.join(' AND ')} ORDER BY seq ${order} LIMIT ${MAX_SEARCH_MATCHES + 1}`,
+                params,
+              )
+            ).map((r) => r.seq);
+          } catch (error) {
+            if ((error as { code?: string }).code !== QUERY_CANCELED) throw error;
+            return { rows: [], total: 0, truncated: true as const };
+          }
+          if (found.length > MAX_SEARCH_MATCHES) {
+            found = found.slice(0, MAX_SEARCH_MATCHES);
+            truncated = true;
+          }
+          const page = found.slice(query.offset, query.offset + query.limit);
+          const rows = await q<Rows<AgentRow> & { seq: number }>(
+            `SELECT seq, ${AGENT_COLUMNS} FROM agents WHERE seq = ANY($1::bigint[]) ORDER BY seq ${order}`,
+            [page],
+          );
+          return {
+            rows: rows.map(({ seq: _seq, ...row }) => row as AgentRow),
+            total: found.length,
+            ...(truncated ? { truncated: true as const } : {}),
+          };
+        });
       }
       const filter = `WHERE ${where.join(' AND ')}`;
       const [counted] = await db.q<{ n: number }>(`SELECT count(*)::bigint AS n FROM agents ${filter}`, params);
       const rows = await db.q<Rows<AgentRow>>(
         `SELECT ${AGENT_COLUMNS} FROM agents ${filter}
-         ORDER BY seq ${query.order === 'newest' ? 'DESC' : 'ASC'} LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
+         ORDER BY seq ${order} LIMIT $${params.length + 1} OFFSET $${params.length + 2}`,
         [...params, query.limit, query.offset],
       );
       return { rows, total: Number(counted?.n ?? 0) };

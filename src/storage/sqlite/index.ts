@@ -47,7 +47,14 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../core/status.js';
-import { asciiLower } from '../search.js';
+import {
+  MAX_SEARCH_MATCHES,
+  SEARCH_SLICE_ROWS,
+  SearchQueue,
+  searchDeadline,
+  searchNeedle,
+  yieldToOthers,
+} from '../search.js';
 import { migrate } from './migrations.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
 import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
@@ -67,6 +74,9 @@ import {
 } from './statements.js';
 import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from '../validate.js';
 import { SqliteWriter, type WriteOp, type WriteOps, type WriteRequest, type WriteResults } from './writer.js';
+
+/** Characters of a needle that the trigram index is asked for (the rest is checked on its candidates). */
+const INDEX_PATTERN_CHARS = 16;
 
 export interface SqliteStorageOptions {
   /**
@@ -316,6 +326,8 @@ class SqliteStorage implements SqliteStorageAdapter {
    * never be counted twice.
    */
   private readonly holds = new Map<string, ReservationRequest>();
+  /** One goal search at a time per account (storage/search.ts). */
+  private readonly searchQueue = new SearchQueue();
   private readonly heldByAccount = new Map<string, number>();
   private readonly heldByTree = new Map<string, number>();
   /** `max_credits` of the roots seen, by root id (null: no cap). */
@@ -525,17 +537,19 @@ class SqliteStorage implements SqliteStorageAdapter {
   }
 
   async searchAgents(query: AgentSearch): Promise<AgentSearchPage> {
-    const where = ['account_id = ?', query.parent_id === null ? 'parent_id IS NULL' : 'parent_id = ?'];
+    const where = ['account_id = ?'];
     const params: Bind[] = [query.account_id];
-    if (query.parent_id !== null) params.push(query.parent_id);
+    if (query.parent_id === null) where.push('parent_id IS NULL');
+    else if (query.parent_id !== undefined) {
+      where.push('parent_id = ?');
+      params.push(query.parent_id);
+    }
     if (query.status !== undefined) {
       where.push('status = ?');
       params.push(query.status);
     }
     if (query.goal_contains !== undefined) {
-      // lower() folds ASCII only: the same match as the other adapters (storage/search.ts).
-      where.push('instr(lower(goal), ?) > 0');
-      params.push(asciiLower(query.goal_contains));
+      return this.searchQueue.run(query.account_id, () => this.searchGoals(query, where, params));
     }
     const filter = `WHERE ${where.join(' AND ')}`;
     const { db } = this.c;
@@ -549,6 +563,73 @@ class SqliteStorage implements SqliteStorageAdapter {
       .raw()
       .all(...params, query.limit, query.offset);
     return { rows: rows.map(this.agent), total };
+  }
+
+  /**
+   * A goal search through the trigram index (migration 8), a slice of the account's positions at a time: each slice
+   * looks at no more than {@link SEARCH_SLICE_ROWS} index rows, the budget is checked and other requests run between
+   * slices, and it stops at {@link MAX_SEARCH_MATCHES} (storage/search.ts).
+   */
+  private async searchGoals(query: AgentSearch, where: string[], params: Bind[]): Promise<AgentSearchPage> {
+    const needle = searchNeedle(query.goal_contains!);
+    // The index answers LIKE for the needle's start (a long pattern costs FTS5 one doclist per trigram, for every row),
+    // `_` standing for the needle's own `%` and `_`; agentry_contains() then checks the whole needle exactly against
+    // the indexed text, which is ASCII-lowered already (migration 8).
+    const pattern = `%${needle.slice(0, INDEX_PATTERN_CHARS).replace(/[%_]/g, '_')}%`;
+    const newest = query.order === 'newest';
+    const { db } = this.c;
+    const filter = where.map((w) => `a.${w}`).join(' AND ');
+    // CROSS JOIN keeps the index as the outer loop (LIKE and the position range inside FTS5, agents by primary key):
+    // the other order asks FTS5 for a whole LIKE once per agent row.
+    const slice = db
+      .prepare<Bind[], number>(
+        `SELECT g.rowid FROM agent_goal_search g CROSS JOIN agents a ON a.seq = g.rowid
+         WHERE g.goal LIKE ? AND g.rowid >= ? AND g.rowid <= ? AND ${filter} AND agentry_contains(g.goal, ?)
+         ORDER BY g.rowid ${newest ? 'DESC' : 'ASC'}`,
+      )
+      .pluck();
+    // The next position of the account's matching kind past the slice: slices skip other accounts' runs of agents.
+    const next = db
+      .prepare<Bind[], number | null>(
+        `SELECT ${newest ? 'max' : 'min'}(seq) FROM agents WHERE ${where.join(' AND ')} AND seq ${newest ? '<' : '>'} ?`,
+      )
+      .pluck();
+    const expired = searchDeadline(query.budget_ms);
+    const found: number[] = [];
+    let truncated = false;
+    let from = next.get(...params, newest ? Number.MAX_SAFE_INTEGER : 0);
+    while (from !== null && from !== undefined) {
+      const [lo, hi] = newest ? [from - SEARCH_SLICE_ROWS + 1, from] : [from, from + SEARCH_SLICE_ROWS - 1];
+      for (const seq of slice.iterate(pattern, lo, hi, ...params, needle)) {
+        found.push(seq);
+        if (found.length > MAX_SEARCH_MATCHES) break;
+      }
+      if (found.length > MAX_SEARCH_MATCHES) {
+        found.length = MAX_SEARCH_MATCHES;
+        truncated = true;
+        break;
+      }
+      from = next.get(...params, newest ? lo : hi);
+      if (from === null || from === undefined) break;
+      if (expired()) {
+        truncated = true;
+        break;
+      }
+      await yieldToOthers();
+    }
+    const pageSeqs = found.slice(query.offset, query.offset + query.limit);
+    const bySeq = new Map(
+      db
+        .prepare<[string], AgentTuple>(`${SELECT_AGENTS} WHERE seq IN (SELECT value FROM json_each(?))`)
+        .raw()
+        .all(JSON.stringify(pageSeqs))
+        .map((t) => [t[0], t] as const),
+    );
+    const rows = pageSeqs.flatMap((seq) => {
+      const t = bySeq.get(seq);
+      return t ? [this.agent(t)] : []; // deleted while the search yielded
+    });
+    return { rows, total: found.length, ...(truncated ? { truncated: true as const } : {}) };
   }
 
   async listAgentIdsByStatus(statuses: readonly AgentStatus[]): Promise<string[]> {
@@ -767,6 +848,10 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null> {
     return this.s.getConsoleSession.get(idHash) ?? null;
+  }
+
+  async listLiveConsoleSessions(accountId: string, now: string): Promise<ConsoleSessionRow[]> {
+    return this.s.listLiveConsoleSessions.all(accountId, now);
   }
 
   async deleteExpiredConsoleSessions(now: string): Promise<number> {

@@ -333,6 +333,25 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL;
     `,
   },
+  // --- migration 8: goal search (issue 34): a trigram index over the first 4,096 characters of each goal, ASCII-lowered
+  // as lower() does, so a search never reads whole goals (storage/search.ts). detail=none: LIKE finds its candidates by trigram alone and checks
+  // them against the stored prefix, much cheaper than positions for repetitive text. Kept by triggers, so every
+  // write path (insert, tree delete) keeps it without knowing of it.
+  {
+    version: 8,
+    name: 'goal search index, sessions by account',
+    up: `
+      CREATE VIRTUAL TABLE agent_goal_search USING fts5(goal, tokenize = 'trigram', detail = none);
+      INSERT INTO agent_goal_search (rowid, goal) SELECT seq, lower(substr(goal, 1, 4096)) FROM agents;
+      CREATE TRIGGER agents_goal_search_insert AFTER INSERT ON agents BEGIN
+        INSERT INTO agent_goal_search (rowid, goal) VALUES (new.seq, lower(substr(new.goal, 1, 4096)));
+      END;
+      CREATE TRIGGER agents_goal_search_delete AFTER DELETE ON agents BEGIN
+        DELETE FROM agent_goal_search WHERE rowid = old.seq;
+      END;
+      CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at);
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

@@ -42,6 +42,11 @@ export function openConnection(path: string, busyTimeoutMs: number, readonly = f
     // Checkpoint every ~40 MB of WAL rather than every 4 MB: a busy runtime commits often, and each checkpoint
     // copies pages back into the database file and syncs it.
     db.pragma('wal_autocheckpoint = 10000');
+    // The goal search's exact check (index.ts, searchGoals): V8's substring search is linear on the text, where
+    // SQLite's instr() compares the whole needle at every position (200 × 4,096 steps a row for a crafted needle).
+    db.function('agentry_contains', { deterministic: true }, (text: unknown, needle: unknown) =>
+      typeof text === 'string' && typeof needle === 'string' && text.includes(needle) ? 1 : 0,
+    );
   } catch (err) {
     db.close();
     throw err;
@@ -269,6 +274,10 @@ export function prepareStatements(db: Database.Database) {
       'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions WHERE id_hash = ?',
     ),
     deleteExpiredConsoleSessions: p('DELETE FROM console_sessions WHERE expires_at < ?'),
+    listLiveConsoleSessions: p<ConsoleSessionRow>(
+      'SELECT id_hash, account_id, key_hash, key_id, expires_at, ended FROM console_sessions ' +
+        'WHERE account_id = ? AND ended IS NULL AND expires_at > ? ORDER BY expires_at',
+    ),
     apiKeysLastUsed: p<{ id: string; last_used_at: string }>(
       'SELECT id, last_used_at FROM api_keys WHERE account_id = ? AND last_used_at IS NOT NULL',
     ),
