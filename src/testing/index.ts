@@ -15,3 +15,4 @@ export type {
 export { fakeClock } from './fake-clock.js';
 export type { FakeClock } from './fake-clock.js';
 export * from './fake-anthropic.js';
+export * from './fake-anthropic-cache.js';
