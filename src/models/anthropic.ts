@@ -270,7 +270,10 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
           list: async (listSignal) => {
             const { client: anthropic } = await clientOf();
             const ids: string[] = [];
-            for await (const model of anthropic.models.list({ limit: 1000 }, { signal: listSignal, timeout: timeoutMs })) {
+            for await (const model of anthropic.models.list(
+              { limit: 1000 },
+              { signal: listSignal, timeout: timeoutMs },
+            )) {
               ids.push(model.id);
             }
             return ids;
@@ -286,7 +289,8 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
     if (idCheck === undefined) return;
     const listed = await idCheck.isListed(upstream, signal).catch(() => undefined);
     if (signal.aborted) throw abortError(signal);
-    if (listed === false) throw new ModelError(unlistedModelMessage(model, upstream), { retryable: false, status: 404 });
+    if (listed === false)
+      throw new ModelError(unlistedModelMessage(model, upstream), { retryable: false, status: 404 });
   };
 
   return {

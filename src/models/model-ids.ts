@@ -82,7 +82,11 @@ export class ModelIdCheck {
   /** The server's list (once), or why it was skipped. */
   run(signal: AbortSignal = new AbortController().signal): Promise<ModelIdReport> {
     const now = this.options.now ?? Date.now;
-    if (this.report !== undefined && this.failedAt > 0 && now() - this.failedAt >= (this.options.retryAfterMs ?? 60_000)) {
+    if (
+      this.report !== undefined &&
+      this.failedAt > 0 &&
+      now() - this.failedAt >= (this.options.retryAfterMs ?? 60_000)
+    ) {
       this.report = undefined;
       this.failedAt = 0;
     }

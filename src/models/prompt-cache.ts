@@ -81,7 +81,8 @@ export function withCacheBreakpoints<Tool extends object, Block extends object>(
   messages: Array<{ role: 'user' | 'assistant'; content: Block[] }>;
 } {
   const tools = [...parts.tools];
-  const system = parts.system === '' ? undefined : [{ type: 'text' as const, text: parts.system, cache_control: EPHEMERAL }];
+  const system =
+    parts.system === '' ? undefined : [{ type: 'text' as const, text: parts.system, cache_control: EPHEMERAL }];
   if (system === undefined && tools.length > 0) {
     tools[tools.length - 1] = { ...tools[tools.length - 1]!, cache_control: EPHEMERAL };
   }
@@ -96,7 +97,9 @@ export function withCacheBreakpoints<Tool extends object, Block extends object>(
 
 /** The key of a shared prefix: one hash of the upstream model, the tools and the system prompt. */
 export function prefixKey(model: string, system: string, tools: readonly object[]): string {
-  return createHash('sha256').update(JSON.stringify([model, tools, system])).digest('base64url');
+  return createHash('sha256')
+    .update(JSON.stringify([model, tools, system]))
+    .digest('base64url');
 }
 
 /** A rough token estimate of the shared prefix (4 characters a token), to skip the gate where nothing is cached. */
@@ -202,7 +205,10 @@ function abortable(wait: Promise<void>, signal: AbortSignal): Promise<void> {
 }
 
 /** Whether prompt caching is on, from the option, else `AGENTRY_PROMPT_CACHE` (`off`, `false`, `0` turn it off). */
-export function promptCacheEnabled(option: boolean | undefined, env: Readonly<Record<string, string | undefined>>): boolean {
+export function promptCacheEnabled(
+  option: boolean | undefined,
+  env: Readonly<Record<string, string | undefined>>,
+): boolean {
   if (option !== undefined) return option;
   const value = env.AGENTRY_PROMPT_CACHE?.trim().toLowerCase();
   return !(value === 'off' || value === 'false' || value === '0' || value === 'no');

@@ -57,7 +57,13 @@ export interface FakePromptCache {
   /**
    * Bills a request: throws a message for a 400 (too many breakpoints). `commit()` publishes its writes.
    */
-  lookup(body: { model: string; system?: unknown; tools?: unknown[]; messages: unknown[]; cache_control?: unknown }): FakeCacheLookup;
+  lookup(body: {
+    model: string;
+    system?: unknown;
+    tools?: unknown[];
+    messages: unknown[];
+    cache_control?: unknown;
+  }): FakeCacheLookup;
   /** Drops every entry. */
   clear(): void;
 }
@@ -94,7 +100,9 @@ export function fakePromptCache(options: FakePromptCacheOptions = {}): FakePromp
       const total = positions.length === 0 ? 1 : Math.max(1, positions[positions.length - 1]!.tokens);
       const breakpoints = positions.flatMap((p, i) => (p.breakpoint ? [i] : []));
       if (breakpoints.length > MAX_FAKE_BREAKPOINTS) {
-        throw new Error(`A maximum of ${MAX_FAKE_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints.length}.`);
+        throw new Error(
+          `A maximum of ${MAX_FAKE_BREAKPOINTS} blocks with cache_control may be provided. Found ${breakpoints.length}.`,
+        );
       }
       const at = now();
       const alive = (key: string): boolean => {
@@ -169,7 +177,8 @@ function positionsOf(body: {
   }
   for (const message of body.messages) {
     const m = message as { role?: unknown; content?: unknown };
-    const blocks = typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : Array.isArray(m.content) ? m.content : [];
+    const blocks =
+      typeof m.content === 'string' ? [{ type: 'text', text: m.content }] : Array.isArray(m.content) ? m.content : [];
     blocks.forEach((block: unknown, i) => add(i === 0 ? { role: m.role, ...(block as object) } : block, 'messages', 8));
   }
   // Automatic caching: a top-level cache_control is a breakpoint on the last block.
@@ -178,7 +187,8 @@ function positionsOf(body: {
 }
 
 function strip(block: unknown): { marked: boolean; plain: unknown } {
-  if (block === null || typeof block !== 'object' || !('cache_control' in block)) return { marked: false, plain: block };
+  if (block === null || typeof block !== 'object' || !('cache_control' in block))
+    return { marked: false, plain: block };
   const { cache_control: marker, ...plain } = block as Record<string, unknown>;
   return { marked: marker != null, plain };
 }

@@ -194,7 +194,9 @@ export function defaultFakeReply(body: FakeMessagesRequest): FakeMessageReply {
 export function defaultFakeTokenCount(body: FakeCountTokensRequest): number {
   // Prompt-cache markers and a system prompt sent as blocks do not change what is counted, as with the real API.
   const system = Array.isArray(body.system)
-    ? (body.system as Array<{ text?: unknown }>).map((block) => (typeof block.text === 'string' ? block.text : '')).join('')
+    ? (body.system as Array<{ text?: unknown }>)
+        .map((block) => (typeof block.text === 'string' ? block.text : ''))
+        .join('')
     : (body.system ?? '');
   const chars = JSON.stringify([system, body.messages, body.tools ?? []], (key, value: unknown) =>
     key === 'cache_control' ? undefined : value,
