@@ -99,6 +99,7 @@ export type { SearchProvider, SearchQuery, SearchResult } from './web/search-pro
 export { ModelError } from './models/provider.js';
 export type * from './models/provider.js';
 export { anthropicProvider, DEFAULT_ANTHROPIC_MODELS, hasAnthropicCredentials } from './models/anthropic.js';
+export type { ResolvedModelId } from './models/model-ids.js';
 export { memoryStorage } from './storage/memory.js';
 export { sqliteStorage } from './storage/sqlite/index.js';
 export type { SqliteStorageAdapter, SqliteStorageOptions } from './storage/sqlite/index.js';

@@ -7,6 +7,7 @@
  * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
  * place (see `demo-model.ts`), so the API can be tried offline.
  */
+import { resolvedModelIds, unlistedModelWarnings } from './model-ids.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LevelWithSilent, Logger } from 'pino';
@@ -147,6 +148,12 @@ export async function run(args: string[]): Promise<number> {
     { url: server.url, metrics: metricsServer !== undefined, traces: traces?.protocol ?? null },
     'agentry serve started',
   );
+
+  // Checked once at start, in the background: an upstream id the server does not list would fail every agent of
+  // that model at its first call.
+  void resolvedModelIds(model).then((ids) => {
+    for (const line of unlistedModelWarnings(ids)) console.warn(line);
+  });
 
   return untilSignal(logger, async () => {
     metricsServer?.closeAllConnections();
