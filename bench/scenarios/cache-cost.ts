@@ -134,7 +134,7 @@ async function runOnce(promptCache: boolean): Promise<RunResult> {
     const wallMs = performance.now() - started;
     const ledger = await runtime.storage.listLedger('local');
     const spent = -ledger.filter((l) => l.amount < 0).reduce((sum, l) => sum + l.amount, 0);
-    const ultraInput = 500; // micro-credits per token of svc-1-ultra input (DESIGN §5 defaults)
+    const ultraInput = 500; // micro-credits per token of svc-1-ultra input (the default price table)
     const input = (u: ModelUsage) => u.inputTokens + (u.cacheReadInputTokens ?? 0) + (u.cacheCreationInputTokens ?? 0);
     return {
       credits: spent / 1e6,

@@ -6,7 +6,7 @@
  * local model server) skips the check with one warning.
  */
 
-/** The environment variable that overrides each default public model's upstream id (DESIGN §7). */
+/** The environment variable that overrides each default public model's upstream id. */
 export const MODEL_ENV_VARS: Readonly<Record<string, string>> = {
   'svc-1-lite': 'AGENTRY_MODEL_LITE',
   'svc-1-ultra': 'AGENTRY_MODEL_ULTRA',
