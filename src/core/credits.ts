@@ -186,7 +186,17 @@ export function meteredCost(prices: PriceTable, tool: Tool, units: number, reser
 export function settlementOf(
   agent: Pick<AgentRow, 'account_id' | 'agent_id' | 'root_id'>,
   reservationId: string,
-  charge: { kind: 'model' | 'tool'; item: string; cost: number; at: string; tokensIn?: number; tokensOut?: number },
+  charge: {
+    kind: 'model' | 'tool';
+    item: string;
+    cost: number;
+    at: string;
+    tokensIn?: number;
+    tokensOut?: number;
+    /** Of `tokensIn`, written to and read from the prompt cache. */
+    tokensCacheWrite?: number;
+    tokensCacheRead?: number;
+  },
 ): Settlement {
   return {
     reservation_id: reservationId,
@@ -198,6 +208,8 @@ export function settlementOf(
       item: charge.item,
       tokens_in: charge.tokensIn ?? 0,
       tokens_out: charge.tokensOut ?? 0,
+      ...(charge.tokensCacheWrite ? { tokens_cache_write: charge.tokensCacheWrite } : {}),
+      ...(charge.tokensCacheRead ? { tokens_cache_read: charge.tokensCacheRead } : {}),
       cost: charge.cost,
       created_at: charge.at,
     },

@@ -508,6 +508,8 @@ async function runModelTurn(
     item: agent.model,
     tokensIn: tokens.input,
     tokensOut: tokens.output,
+    tokensCacheWrite: response.usage.cacheCreationInputTokens ?? 0,
+    tokensCacheRead: response.usage.cacheReadInputTokens ?? 0,
     cost: modelCost(price, response.usage),
     at: now,
   });

@@ -247,6 +247,15 @@ describe('prompt caching', () => {
     expect(cached.calls.map((c) => inputOf(c.usage))).toEqual(plain.calls.map((c) => inputOf(c.usage)));
     const ratio = spent(cached) / spent(plain);
     expect(ratio).toBeLessThanOrEqual(0.35);
+    // the ledger line shows the three kinds of input: all of them in tokens_in, and which were cache writes and reads
+    const modelRows = cached.ledger.filter((l) => l.kind === 'model');
+    expect(modelRows.map((l) => [l.tokens_in, l.tokens_cache_write ?? 0, l.tokens_cache_read ?? 0])).toEqual(
+      cached.calls.map((c) => [
+        inputOf(c.usage),
+        c.usage.cacheCreationInputTokens ?? 0,
+        c.usage.cacheReadInputTokens ?? 0,
+      ]),
+    );
     const account = cached.account;
     expect(cached.ledger.reduce((sum, l) => sum + l.amount, 0)).toBe(account.balance);
   }, 120_000);

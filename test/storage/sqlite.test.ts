@@ -49,8 +49,9 @@ describe('sqliteStorage', () => {
     inspect((db) => db.prepare('SELECT version, name, applied_at FROM schema_migrations ORDER BY version').all());
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
-    expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(7);
+    // 8 is another change's number (issue 35 took 9)
+    expect(MIGRATIONS.map((m) => m.version)).toEqual([1, 2, 3, 4, 5, 6, 7, 9]);
+    expect(SCHEMA_VERSION).toBe(9);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -71,6 +72,7 @@ describe('sqliteStorage', () => {
       { version: 5, name: 'message outbox and opt-outs', applied_at: expect.any(String) },
       { version: 6, name: 'console: api key last use, sessions', applied_at: expect.any(String) },
       { version: 7, name: 'trace context and retention', applied_at: expect.any(String) },
+      { version: 9, name: 'ledger: prompt-cache tokens', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -110,7 +112,7 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 9]);
     expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null, trace_context: null });
     expect((await v1.listTurns('ag')).map((t) => t.content)).toEqual([
       '[{"type":"text","text":"goal"}]',
@@ -182,7 +184,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 9]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -252,7 +254,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 9]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

@@ -333,6 +333,16 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL;
     `,
   },
+  // --- migration 9: prompt caching (issue 35): a model call's ledger row says how many of its input tokens were
+  // written to and read from the cache (billed at their own prices). 8 is another change's number.
+  {
+    version: 9,
+    name: 'ledger: prompt-cache tokens',
+    up: `
+      ALTER TABLE ledger ADD COLUMN tokens_cache_write INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ledger ADD COLUMN tokens_cache_read INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */
@@ -363,7 +373,8 @@ export function migrate(db: Database.Database, migrations: readonly Migration[] 
         `The database ${db.name} has schema version ${current}, newer than this agentry supports (${latest}). Upgrade agentry.`,
       );
     }
-    const next = migrations.find((m) => m.version === current + 1);
+    // The next version up; numbers may skip (changes made side by side each took their own).
+    const next = migrations.find((m) => m.version > current);
     if (!next) return false;
     db.exec(next.up);
     record.run(next.version, next.name, new Date().toISOString());
