@@ -126,6 +126,12 @@ export interface PrefixWriteGateOptions {
   warmMs?: number;
   /** Most prefixes remembered (oldest dropped first): bounds memory when tools and instructions vary per agent. */
   maxPrefixes?: number;
+  /**
+   * The longest a call waits for another's write, in milliseconds; then it goes anyway (and may write the prefix
+   * itself). Bounds what one slow call (a long answer, or another account's) can cost everyone else of its prefix.
+   * @default 15_000
+   */
+  maxWaitMs?: number;
 }
 
 /**
@@ -143,8 +149,10 @@ export class PrefixWriteGate {
   private readonly now: () => number;
   private readonly warmMs: number;
   private readonly maxPrefixes: number;
+  private readonly maxWaitMs: number;
 
   constructor(options: PrefixWriteGateOptions = {}) {
+    this.maxWaitMs = options.maxWaitMs ?? 15_000;
     this.now = options.now ?? Date.now;
     this.warmMs = options.warmMs ?? CACHE_TTL_MS - 60_000;
     this.maxPrefixes = options.maxPrefixes ?? 10_000;
@@ -155,6 +163,7 @@ export class PrefixWriteGate {
    * failed (`false`). Rejects only when `signal` aborts while waiting.
    */
   async enter(key: string, signal: AbortSignal): Promise<(ok: boolean) => void> {
+    const deadline = this.now() + this.maxWaitMs;
     for (;;) {
       const state = this.states.get(key);
       if (state !== undefined && state.warmUntil > this.now()) {
@@ -162,7 +171,9 @@ export class PrefixWriteGate {
         return () => {};
       }
       if (state?.writing !== undefined) {
-        await abortable(state.writing, signal);
+        const left = deadline - this.now();
+        if (left <= 0) return () => {}; // waited long enough: go without the entry
+        if ((await abortable(state.writing, signal, left)) === 'timeout') return () => {};
         continue;
       }
       let done!: () => void;
@@ -192,15 +203,22 @@ export class PrefixWriteGate {
   }
 }
 
-function abortable(wait: Promise<void>, signal: AbortSignal): Promise<void> {
+/** Waits for `wait`, at most `ms` (then `'timeout'`); rejects if `signal` aborts first. */
+function abortable(wait: Promise<void>, signal: AbortSignal, ms: number): Promise<'done' | 'timeout'> {
   if (signal.aborted) return Promise.reject(signal.reason as Error);
   return new Promise((resolve, reject) => {
-    const onAbort = (): void => reject(signal.reason as Error);
-    signal.addEventListener('abort', onAbort, { once: true });
-    void wait.then(() => {
+    const finish = (how: 'done' | 'timeout'): void => {
+      clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
-      resolve();
-    });
+      resolve(how);
+    };
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      reject(signal.reason as Error);
+    };
+    const timer = setTimeout(() => finish('timeout'), ms);
+    signal.addEventListener('abort', onAbort, { once: true });
+    void wait.then(() => finish('done'));
   });
 }
 

@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { fakePromptCache } from 'agentry/testing';
 import { formatModelIds, unlistedModelWarnings } from '../../src/cli/model-ids.js';
+import { PrefixWriteGate } from '../../src/models/prompt-cache.js';
 
 const MARK = { type: 'ephemeral' };
 /** A block of about `tokens` tokens (4 characters a token). */
@@ -95,5 +96,35 @@ describe('the CLI lines about model ids', () => {
     expect(formatModelIds(ids)).toContain('svc-1-lite   claude-haiku-4-5  (listed by the server)');
     expect(unlistedModelWarnings(ids)).toEqual([expect.stringContaining('AGENTRY_MODEL_ULTRA')]);
     expect(unlistedModelWarnings(ids)[0]).toContain('"claude-opus-0"');
+  });
+});
+
+describe('PrefixWriteGate', () => {
+  it('lets one writer through, holds its siblings until it answers, then passes warm calls at once', async () => {
+    const gate = new PrefixWriteGate();
+    const signal = new AbortController().signal;
+    const order: string[] = [];
+    const writer = await gate.enter('p', signal);
+    const siblings = [1, 2, 3].map((i) => gate.enter('p', signal).then((release) => (order.push(`s${i}`), release)));
+    await Promise.resolve();
+    expect(order).toEqual([]);
+    order.push('answer');
+    writer(true);
+    (await Promise.all(siblings)).forEach((release) => release(true));
+    expect(order).toEqual(['answer', 's1', 's2', 's3']);
+  });
+
+  it('hands the turn on when the writer fails, and gives up waiting after maxWaitMs', async () => {
+    let now = 0;
+    const gate = new PrefixWriteGate({ now: () => now, maxWaitMs: 1 });
+    const signal = new AbortController().signal;
+    const writer = await gate.enter('p', signal);
+    const next = gate.enter('p', signal);
+    writer(false);
+    const second = await next; // the next caller becomes the writer
+    now += 5;
+    const late = await gate.enter('p', signal); // the writer is still out: it waits at most 1 ms, then goes
+    late(true);
+    second(true);
   });
 });
