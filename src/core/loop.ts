@@ -382,14 +382,14 @@ async function runModelTurn(
       await savePending();
       continue;
     }
-    if (cacheable() && modelHold(price, inputBound, request.maxTokens, false) < worstCase()) {
-      // Too tight to hold the cache-write price: this one call goes without cache_control, so its exact price is the
-      // plain input price, and the agent stops only when even that cannot be paid.
+    const floor = Math.min(deps.limits.minOutputTokens, deps.limits.maxOutputTokens);
+    let affordable = affordableOutputTokens(price, inputBound, reservation.payable, cacheable());
+    if (affordable < floor && cacheable()) {
+      // Too tight to hold even a short answer at the cache-write price: this one call goes without cache_control, so
+      // its exact price is the plain input price, and the agent stops only when even that cannot be paid.
       request.promptCache = false;
       continue;
     }
-    const floor = Math.min(deps.limits.minOutputTokens, deps.limits.maxOutputTokens);
-    let affordable = affordableOutputTokens(price, inputBound, reservation.payable, cacheable());
     if (affordable < floor && !counted && deps.model.countTokens) {
       // Even the bound does not fit: the provider counts the request exactly before the agent gives up.
       counted = true;

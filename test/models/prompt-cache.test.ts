@@ -333,5 +333,9 @@ describe('prompt caching', () => {
     const counted = fake.countRequests[fake.countRequests.length - 1];
     expect(counted).toBeDefined();
     expect(account.balance).toBeLessThan(modelHold(ULTRA, defaultFakeTokenCount(counted!), 256, false));
+    // it kept caching (with shorter answers) while it could hold the write price, then sent a call without
+    // cache_control rather than stop while the plain price could still be paid
+    expect(cacheMarkers(fake.requests[0])).toBe(2);
+    expect(fake.requests.some((r) => cacheMarkers(r) === 0)).toBe(true);
   }, 120_000);
 });
