@@ -64,7 +64,9 @@ GET /healthz and /readyz answer without a key. Traces are exported over OTLP/HTT
 (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf (default) or http/json,
 service name OTEL_SERVICE_NAME (default agentry).
 
-The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
+The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).
+AGENTRY_MODEL_LITE and AGENTRY_MODEL_ULTRA pick the upstream models (checked against the server's GET /v1/models at
+start: an unlisted one is warned about); AGENTRY_PROMPT_CACHE=off turns prompt caching off.`;
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals: rest } = parseCommandArgs(args, {
