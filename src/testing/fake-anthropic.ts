@@ -142,6 +142,8 @@ export interface FakeAnthropicOptions {
    * @default {@link FAKE_ANTHROPIC_MODEL_IDS}
    */
   models?: readonly string[] | null;
+  /** The most ids one `GET /v1/models` page holds, whatever `limit` asks (tests of paging). @default 1000 */
+  maxModelPageSize?: number;
   /**
    * Simulated prompt caching (see `testing/fake-anthropic-cache`): when given, every reply's `usage` input fields are
    * what the cache bills, whatever the handler said.
@@ -255,7 +257,8 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     const counting = path === '/v1/messages/count_tokens';
     if (req.method === 'GET' && path === '/v1/models' && modelIds !== null) {
       modelListRequests += 1;
-      sendJson(res, 200, modelPage(modelIds, new URL(req.url ?? '/', 'http://fake').searchParams));
+      const params = new URL(req.url ?? '/', 'http://fake').searchParams;
+      sendJson(res, 200, modelPage(modelIds, params, options.maxModelPageSize ?? 1000));
       return;
     }
     if (req.method !== 'POST' || (path !== '/v1/messages' && !counting)) {
@@ -415,8 +418,8 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
 }
 
 /** One page of `GET /v1/models`, as the API pages it (newest first; `after_id` continues after an id). */
-function modelPage(ids: readonly string[], params: URLSearchParams): unknown {
-  const limit = Math.min(1000, Math.max(1, Number.parseInt(params.get('limit') ?? '20', 10) || 20));
+function modelPage(ids: readonly string[], params: URLSearchParams, maxPageSize: number): unknown {
+  const limit = Math.min(maxPageSize, Math.max(1, Number.parseInt(params.get('limit') ?? '20', 10) || 20));
   const after = params.get('after_id');
   const start = after === null ? 0 : ids.indexOf(after) + 1;
   const page = ids.slice(start, start + limit);

@@ -15,6 +15,7 @@ import {
   type ModelUsage,
 } from 'agentry';
 import {
+  FAKE_ANTHROPIC_MODEL_IDS,
   defaultFakeTokenCount,
   fakePromptCache,
   startFakeAnthropic,
@@ -161,7 +162,8 @@ describe('model ids checked against GET /v1/models', () => {
   });
 
   it('lists every page, keeps the defaults listed, and skips the check with one warning where the route is missing', async () => {
-    const paged = await startFakeAnthropic();
+    // three ids a page: the defaults are on different pages
+    const paged = await startFakeAnthropic({ maxModelPageSize: 3 });
     opened.push(paged);
     const provider = anthropicProvider({ baseURL: paged.url, apiKey: 'sk-test' });
     const resolved = await provider.resolveModels!();
@@ -169,6 +171,7 @@ describe('model ids checked against GET /v1/models', () => {
       { model: 'svc-1-lite', upstream: 'claude-haiku-4-5', listed: true },
       { model: 'svc-1-ultra', upstream: 'claude-opus-5-5', listed: true },
     ]);
+    expect(paged.modelListRequests).toBe(Math.ceil(FAKE_ANTHROPIC_MODEL_IDS.length / 3));
 
     const bare = await startFakeAnthropic({ models: null });
     opened.push(bare);
