@@ -82,6 +82,13 @@ const SCENARIOS: Scenario[] = [
   { id: 'mcp', file: 'scenarios/mcp.js', args: ['--n', '200', '--first', '10'] },
   // message_person: 1,000 agents each e-mail through a local SMTP server, against nodemailer alone at the same concurrency.
   { id: 'message', file: 'scenarios/message.js', args: ['--n', '1000', '--lane', '64'] },
+  // Issue 35: credits with prompt caching on and off (the stand-in Messages API simulates the cache), and the ratio.
+  { id: 'long-run-cost', file: 'scenarios/cache-cost.js', args: ['--kind', 'long', '--turns', '20'] },
+  {
+    id: 'fanout-1k-cost',
+    file: 'scenarios/cache-cost.js',
+    args: ['--kind', 'fanout', '--n', '1000', '--latency', '250'],
+  },
   // fanout-10k with OpenTelemetry tracing on: an SDK tracer provider, a batch processor and an exporter that drops
   // the spans (the cost of recording, not of a network); against fanout-10k, the overhead of tracing.
   {
@@ -233,6 +240,18 @@ const targets = [
     value: num('pg-fanout-10k-3w', 'wall_over_one_worker'),
     limit: '<= 1',
   },
+  // Issue 35: prompt caching makes credits go as far as the provider's bill does.
+  { target: 'long-run-cost credits cached / uncached', value: num('long-run-cost', 'cost_ratio'), limit: '<= 0.35' },
+  {
+    target: 'fanout-1k-cost children input cached / uncached',
+    value: num('fanout-1k-cost', 'child_input_ratio'),
+    limit: '<= 0.4',
+  },
+  {
+    target: 'fanout-1k-cost writes of the shared prefix',
+    value: num('fanout-1k-cost', 'prefix_writes_cached'),
+    limit: '<= 5',
+  },
   ...['peer:ai-sdk', 'peer:openai-agents', 'peer:langgraph'].map((p) => ({
     target: `${p} wall / fanout-10k wall`,
     value: ratio(num(p, 'wall_ms'), num('fanout-10k', 'wall_ms')),
@@ -262,11 +281,13 @@ const rows = Object.values(results).map((r) => [
   [
     r.wall_over_ideal !== undefined
       ? `wall/ideal ${r.wall_over_ideal}`
-      : r.poll_p99_ms !== undefined
-        ? `p99 ${r.poll_p99_ms} ms, ${r.poll_rps} rps vs hello ${r.hello_rps}`
-        : r.one_turn_median_ms !== undefined
-          ? `1 turn ${r.one_turn_median_ms} ms (p95 ${r.one_turn_p95_ms}), 4 turns ${r.four_turns_median_ms} ms (p95 ${r.four_turns_p95_ms}), +${r.turn_overhead_ms} ms/turn`
-          : '',
+      : r.cost_ratio !== undefined
+        ? `credits ${r.credits_cached} cached vs ${r.credits_uncached} uncached (×${r.cost_ratio})${r.prefix_writes_cached === undefined ? '' : `, prefix writes ${r.prefix_writes_cached}`}`
+        : r.poll_p99_ms !== undefined
+          ? `p99 ${r.poll_p99_ms} ms, ${r.poll_rps} rps vs hello ${r.hello_rps}`
+          : r.one_turn_median_ms !== undefined
+            ? `1 turn ${r.one_turn_median_ms} ms (p95 ${r.one_turn_p95_ms}), 4 turns ${r.four_turns_median_ms} ms (p95 ${r.four_turns_p95_ms}), +${r.turn_overhead_ms} ms/turn`
+            : '',
     Array.isArray(r.runs) ? `median ${r.median_of} of ${r.runs.join(', ')}` : '',
   ]
     .filter(Boolean)

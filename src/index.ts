@@ -102,6 +102,7 @@ export { anthropicProvider, DEFAULT_ANTHROPIC_MODELS, hasAnthropicCredentials } 
 export type { AnthropicProviderOptions } from './models/anthropic.js';
 export { DEFAULT_THINKING } from './models/thinking.js';
 export type { ThinkingSetting, ThinkingEffort } from './models/thinking.js';
+export type { ResolvedModelId } from './models/model-ids.js';
 export { memoryStorage } from './storage/memory.js';
 export { sqliteStorage } from './storage/sqlite/index.js';
 export type { SqliteStorageAdapter, SqliteStorageOptions } from './storage/sqlite/index.js';

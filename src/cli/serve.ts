@@ -8,6 +8,7 @@
  * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
  * place (see `demo-model.ts`), so the API can be tried offline.
  */
+import { resolvedModelIds, unlistedModelWarnings } from './model-ids.js';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { LevelWithSilent, Logger } from 'pino';
@@ -66,7 +67,9 @@ GET /healthz and /readyz answer without a key. Traces are exported over OTLP/HTT
 (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set: OTEL_EXPORTER_OTLP_PROTOCOL http/protobuf (default) or http/json,
 service name OTEL_SERVICE_NAME (default agentry).
 
-The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).`;
+The model provider reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for any server that speaks the Messages API).
+AGENTRY_MODEL_LITE and AGENTRY_MODEL_ULTRA pick the upstream models (checked against the server's GET /v1/models at
+start: an unlisted one is warned about); AGENTRY_PROMPT_CACHE=off turns prompt caching off.`;
 
 export async function run(args: string[]): Promise<number> {
   const { values, positionals: rest } = parseCommandArgs(args, {
@@ -152,6 +155,12 @@ export async function run(args: string[]): Promise<number> {
     { url: server.url, metrics: metricsServer !== undefined, traces: traces?.protocol ?? null },
     'agentry serve started',
   );
+
+  // Checked once at start, in the background: an upstream id the server does not list would fail every agent of
+  // that model at its first call.
+  void resolvedModelIds(model).then((ids) => {
+    for (const line of unlistedModelWarnings(ids)) console.warn(line);
+  });
 
   return untilSignal(logger, async () => {
     metricsServer?.closeAllConnections();

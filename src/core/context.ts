@@ -23,8 +23,20 @@ function estimateMessages(messages: ModelMessage[], fixed: number): number {
 }
 
 /**
+ * Elision moves in steps of this fraction of the budget: it elides whole stretches of the conversation at once, past
+ * what is needed, so that the elided prefix, and the provider's prompt cache over it, stays the same for many turns
+ * instead of changing (and being written again in full) every turn.
+ */
+export const ELIDE_STEP_FRACTION = 0.25;
+
+/**
  * Returns `messages` with the oldest tool results elided until the estimate fits `CONTEXT_FILL_TARGET` of
  * `contextWindow`. `fixedTokens` covers the system prompt and tool definitions. The input is not modified.
+ *
+ * The results elided are those of the messages that end before a boundary in the conversation's characters, and the
+ * boundary moves in steps of {@link ELIDE_STEP_FRACTION} of the budget: as the conversation grows turn by turn, the
+ * same messages stay elided until the next step is needed. The turn log is append-only, so a boundary always covers
+ * the same messages.
  */
 export function fitContext(
   messages: ModelMessage[],
@@ -34,19 +46,36 @@ export function fitContext(
   contentChars?: number,
 ): ModelMessage[] {
   const budget = Math.floor(contextWindow * CONTEXT_FILL_TARGET);
-  let total =
+  const total =
     contentChars === undefined ? estimateMessages(messages, fixedTokens) : fixedTokens + Math.ceil(contentChars / 3.5);
   if (total <= budget) return messages;
-  const out = messages.map((m) => ({ ...m, content: [...m.content] }));
-  const last = out.length - KEEP_RECENT_MESSAGES;
-  for (let i = 0; i < last && total > budget; i++) {
-    const m = out[i]!;
-    m.content = m.content.map((block) => {
-      if (total <= budget || block.type !== 'tool_result' || block.content.length < MIN_ELIDE_CHARS) return block;
-      const note = `[elided to save context: ${block.content.length} characters of this tool result are kept in storage]`;
-      total -= estimateTokens(block.content) - estimateTokens(note);
-      return { ...block, content: note };
-    });
+  // Where each message ends, in characters of the conversation.
+  const ends: number[] = [];
+  let chars = 0;
+  for (const m of messages) {
+    chars += JSON.stringify(m.content).length;
+    ends.push(chars);
   }
-  return out;
+  const last = messages.length - KEEP_RECENT_MESSAGES;
+  const step = Math.max(1, Math.floor(budget * ELIDE_STEP_FRACTION * 3.5));
+  for (let boundary = step; ; boundary += step) {
+    let left = total;
+    let more = false;
+    const out = messages.map((m, i) => {
+      if (i >= last || ends[i]! > boundary) {
+        if (i < last) more = true;
+        return m;
+      }
+      let changed = false;
+      const content = m.content.map((block) => {
+        if (block.type !== 'tool_result' || block.content.length < MIN_ELIDE_CHARS) return block;
+        const note = `[elided to save context: ${block.content.length} characters of this tool result are kept in storage]`;
+        left -= estimateTokens(block.content) - estimateTokens(note);
+        changed = true;
+        return { ...block, content: note };
+      });
+      return changed ? { ...m, content } : m;
+    });
+    if (left <= budget || !more) return out;
+  }
 }

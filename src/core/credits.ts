@@ -4,16 +4,41 @@
  * A model price of N credits per million tokens is exactly N micro-credits per token.
  */
 import { z } from 'zod';
-import { totalTokens, type ModelRequest, type ModelUsage } from '../models/provider.js';
+import type { ModelRequest, ModelUsage } from '../models/provider.js';
 import type { AgentRow, Settlement } from '../storage/adapter.js';
 import type { Tool } from '../tools/define-tool.js';
 import { creditsToMicros } from './schemas.js';
 
 export interface ModelPrice {
-  /** Credits per million input tokens (cache reads and writes count as input). */
+  /** Credits per million input tokens that are neither read from nor written to the prompt cache. */
   inputPerMillion: number;
-  /** Credits per million output tokens. */
+  /** Credits per million output tokens (thinking tokens are output). */
   outputPerMillion: number;
+  /**
+   * Credits per million tokens written to the prompt cache (`cache_creation_input_tokens`).
+   * @default 1.25 × inputPerMillion, as Anthropic bills a 5-minute cache write
+   */
+  cacheWritePerMillion?: number;
+  /**
+   * Credits per million tokens read from the prompt cache (`cache_read_input_tokens`).
+   * @default 0.1 × inputPerMillion, as Anthropic bills a cache hit
+   */
+  cacheReadPerMillion?: number;
+}
+
+/** The cache-write price when a table does not give one: this times the input price. */
+export const CACHE_WRITE_MULTIPLIER = 1.25;
+/** The cache-read price when a table does not give one: this times the input price. */
+export const CACHE_READ_MULTIPLIER = 0.1;
+
+/** A model's cache-write price, credits per million tokens. */
+export function cacheWritePrice(price: ModelPrice): number {
+  return price.cacheWritePerMillion ?? price.inputPerMillion * CACHE_WRITE_MULTIPLIER;
+}
+
+/** A model's cache-read price, credits per million tokens. */
+export function cacheReadPrice(price: ModelPrice): number {
+  return price.cacheReadPerMillion ?? price.inputPerMillion * CACHE_READ_MULTIPLIER;
 }
 
 export interface PriceTable {
@@ -36,7 +61,12 @@ export const PriceTableSchema = z
       .record(
         z.string(),
         z
-          .object({ inputPerMillion: z.number().min(0).finite(), outputPerMillion: z.number().min(0).finite() })
+          .object({
+            inputPerMillion: z.number().min(0).finite(),
+            outputPerMillion: z.number().min(0).finite(),
+            cacheWritePerMillion: z.number().min(0).finite().optional(),
+            cacheReadPerMillion: z.number().min(0).finite().optional(),
+          })
           .strict(),
       )
       .optional(),
@@ -56,10 +86,31 @@ function microsPerToken(creditsPerMillion: number): number {
   return creditsPerMillion; // credits per 1e6 tokens == micro-credits per token
 }
 
-/** The real cost of a model call, micro-credits. */
+/**
+ * The real cost of a model call, micro-credits: uncached input, cache writes, cache reads and output each at its own
+ * price, rounded up once.
+ *
+ * @example
+ * modelCost(DEFAULT_PRICES.models['svc-1-ultra']!, { inputTokens: 10, cacheCreationInputTokens: 100, cacheReadInputTokens: 1_000, outputTokens: 5 })
+ * // -> 10 × 500 + 100 × 625 + 1,000 × 50 + 5 × 2,500 = 130,000
+ */
 export function modelCost(price: ModelPrice, usage: ModelUsage): number {
-  const t = totalTokens(usage);
-  return Math.ceil(t.input * microsPerToken(price.inputPerMillion) + t.output * microsPerToken(price.outputPerMillion));
+  return Math.ceil(
+    usage.inputTokens * microsPerToken(price.inputPerMillion) +
+      (usage.cacheCreationInputTokens ?? 0) * microsPerToken(cacheWritePrice(price)) +
+      (usage.cacheReadInputTokens ?? 0) * microsPerToken(cacheReadPrice(price)) +
+      usage.outputTokens * microsPerToken(price.outputPerMillion),
+  );
+}
+
+/**
+ * The most a call with `inputTokens` of input and `outputTokens` of output can cost, micro-credits. A call that may
+ * write the prompt cache (`cached`) can be billed every input token at the cache-write price (no hit, all written);
+ * one sent without `cache_control` is billed at the plain input price.
+ */
+export function modelHold(price: ModelPrice, inputTokens: number, outputTokens: number, cached: boolean): number {
+  const inputPrice = cached ? Math.max(price.inputPerMillion, cacheWritePrice(price)) : price.inputPerMillion;
+  return Math.ceil(inputTokens * microsPerToken(inputPrice) + outputTokens * microsPerToken(price.outputPerMillion));
 }
 
 /**
@@ -92,18 +143,19 @@ function toolBytes(tools: ModelRequest['tools']): number {
  * it, is the UTF-8 size of the messages' content as JSON (saves serialising them again).
  */
 export function modelReservation(price: ModelPrice, request: ModelRequest, messageBytes?: number): number {
-  return modelCost(price, { inputTokens: inputTokenBound(request, messageBytes), outputTokens: request.maxTokens });
+  return modelHold(price, inputTokenBound(request, messageBytes), request.maxTokens, request.promptCache !== false);
 }
 
 /**
  * The most output tokens whose worst case, together with `inputTokens` of input, costs at most `payable`
  * micro-credits; `Infinity` when output is free. Lets an agent with little left still get a short answer.
  */
-export function affordableOutputTokens(price: ModelPrice, inputTokens: number, payable: number): number {
-  if (price.outputPerMillion <= 0) return modelCost(price, { inputTokens, outputTokens: 0 }) <= payable ? Infinity : 0;
-  let tokens = Math.floor((payable - inputTokens * microsPerToken(price.inputPerMillion)) / price.outputPerMillion);
-  // modelCost rounds the sum up: step down until it fits.
-  while (tokens > 0 && modelCost(price, { inputTokens, outputTokens: tokens }) > payable) tokens--;
+export function affordableOutputTokens(price: ModelPrice, inputTokens: number, payable: number, cached = true): number {
+  if (price.outputPerMillion <= 0) return modelHold(price, inputTokens, 0, cached) <= payable ? Infinity : 0;
+  const inputPrice = cached ? Math.max(price.inputPerMillion, cacheWritePrice(price)) : price.inputPerMillion;
+  let tokens = Math.floor((payable - inputTokens * microsPerToken(inputPrice)) / price.outputPerMillion);
+  // modelHold rounds the sum up: step down until it fits.
+  while (tokens > 0 && modelHold(price, inputTokens, tokens, cached) > payable) tokens--;
   return Math.max(0, tokens);
 }
 
@@ -134,7 +186,17 @@ export function meteredCost(prices: PriceTable, tool: Tool, units: number, reser
 export function settlementOf(
   agent: Pick<AgentRow, 'account_id' | 'agent_id' | 'root_id'>,
   reservationId: string,
-  charge: { kind: 'model' | 'tool'; item: string; cost: number; at: string; tokensIn?: number; tokensOut?: number },
+  charge: {
+    kind: 'model' | 'tool';
+    item: string;
+    cost: number;
+    at: string;
+    tokensIn?: number;
+    tokensOut?: number;
+    /** Of `tokensIn`, written to and read from the prompt cache. */
+    tokensCacheWrite?: number;
+    tokensCacheRead?: number;
+  },
 ): Settlement {
   return {
     reservation_id: reservationId,
@@ -146,6 +208,8 @@ export function settlementOf(
       item: charge.item,
       tokens_in: charge.tokensIn ?? 0,
       tokens_out: charge.tokensOut ?? 0,
+      ...(charge.tokensCacheWrite ? { tokens_cache_write: charge.tokensCacheWrite } : {}),
+      ...(charge.tokensCacheRead ? { tokens_cache_read: charge.tokensCacheRead } : {}),
       cost: charge.cost,
       created_at: charge.at,
     },

@@ -16,6 +16,7 @@ import type { CreditGate } from './credit-gate.js';
 import {
   affordableOutputTokens,
   modelCost,
+  modelHold,
   meteredCost,
   settlementOf,
   toolReservation,
@@ -376,7 +377,9 @@ async function runModelTurn(
   /** Whether the provider was asked for an exact count (once a turn), and whether `inputBound` is that count. */
   let counted = false;
   let exact = false;
-  const worstCase = () => modelCost(price, { inputTokens: inputBound, outputTokens: request.maxTokens });
+  // A call that may write the prompt cache can be billed its whole input at the cache-write price (DESIGN §5).
+  const cacheable = () => deps.model.promptCache !== false && request.promptCache !== false;
+  const worstCase = () => modelHold(price, inputBound, request.maxTokens, cacheable());
   const reservationId = nextHoldId();
   for (;;) {
     // An agent that waits holds nothing: the previous calls' hold, which would settle with this turn, settles now.
@@ -396,7 +399,13 @@ async function runModelTurn(
       deps.limits.minOutputTokens + Math.min(thinkingTokens, MIN_THINKING_BUDGET),
       deps.limits.maxOutputTokens + thinkingTokens,
     );
-    let affordable = affordableOutputTokens(price, inputBound, reservation.payable);
+    let affordable = affordableOutputTokens(price, inputBound, reservation.payable, cacheable());
+    if (affordable < floor && cacheable()) {
+      // Too tight to hold even a short answer at the cache-write price: this one call goes without cache_control, so
+      // its exact price is the plain input price, and the agent stops only when even that cannot be paid.
+      request.promptCache = false;
+      continue;
+    }
     if (affordable < floor && !counted && deps.model.countTokens) {
       // Even the bound does not fit: the provider counts the request exactly before the agent gives up.
       counted = true;
@@ -408,7 +417,7 @@ async function runModelTurn(
       if (count !== undefined) {
         inputBound = count;
         exact = true;
-        affordable = affordableOutputTokens(price, inputBound, reservation.payable);
+        affordable = affordableOutputTokens(price, inputBound, reservation.payable, cacheable());
         if (affordable >= floor) {
           request.maxTokens = Math.min(request.maxTokens, affordable);
           continue;
@@ -530,6 +539,8 @@ async function runModelTurn(
     item: agent.model,
     tokensIn: tokens.input,
     tokensOut: tokens.output,
+    tokensCacheWrite: response.usage.cacheCreationInputTokens ?? 0,
+    tokensCacheRead: response.usage.cacheReadInputTokens ?? 0,
     cost: modelCost(price, response.usage),
     at: now,
   });

@@ -11,6 +11,15 @@ import type * as AnthropicSdk from '@anthropic-ai/sdk';
 import type { ContentBlockParam, MessageParam, Tool } from '@anthropic-ai/sdk/resources/messages';
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
+import { ModelIdCheck, unlistedModelMessage, type ListFailure, type ResolvedModelId } from './model-ids.js';
+import {
+  PrefixWriteGate,
+  estimatePrefixTokens,
+  minCacheableTokens,
+  prefixKey,
+  promptCacheEnabled,
+  withCacheBreakpoints,
+} from './prompt-cache.js';
 import { ModelError } from './provider.js';
 import {
   resolveThinking,
@@ -102,6 +111,21 @@ export interface AnthropicProviderOptions {
    * @example anthropicProvider({ thinking: { 'svc-1-ultra': { budgetTokens: 16_000, effort: 'high' } } })
    */
   thinking?: Partial<Record<string, ThinkingSetting>>;
+  /**
+   * Prompt caching: breakpoints on the tools+system prefix and on the conversation's last block, and one sibling's
+   * first call let through before the others of the same prefix (see `models/prompt-cache`).
+   * @default true, unless AGENTRY_PROMPT_CACHE is `off`
+   * @example anthropicProvider({ promptCache: false })
+   */
+  promptCache?: boolean;
+  /**
+   * Check the upstream ids once against the server's `GET /v1/models` before the first call (an unlisted id fails the
+   * agent with a message naming AGENTRY_MODEL_LITE / AGENTRY_MODEL_ULTRA; a server without the route is not checked).
+   * @default true
+   */
+  checkModelIds?: boolean;
+  /** Where the one warning of a skipped id check goes. @default console.warn */
+  warn?: (message: string) => void;
 }
 
 const OptionsSchema = z.strictObject({
@@ -113,6 +137,9 @@ const OptionsSchema = z.strictObject({
   fetch: z.custom<typeof fetch>((value) => typeof value === 'function', 'Expected a fetch function').optional(),
   contextWindows: z.record(z.string().min(1), z.int().positive().optional()).optional(),
   thinking: z.record(z.string().min(1), ThinkingSettingSchema.optional()).optional(),
+  promptCache: z.boolean().optional(),
+  checkModelIds: z.boolean().optional(),
+  warn: z.custom<(message: string) => void>((value) => typeof value === 'function', 'Expected a function').optional(),
 });
 
 /** What {@link resolveAnthropicConfig} settles on. */
@@ -222,6 +249,8 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
     throw new AgentryError('invalid_request', error instanceof Error ? error.message : String(error), { cause: error });
   }
   const thinkingOf = (model: string) => (Object.hasOwn(thinking, model) ? thinking[model] : undefined);
+  const caching = promptCacheEnabled(opts.promptCache, process.env);
+  const writeGate = new PrefixWriteGate();
 
   // Only built when configured: without a key the SDK would go looking for credentials in profile files on disk.
   const configured = config.apiKey !== undefined || config.baseURL !== undefined;
@@ -260,10 +289,42 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
     return upstream;
   };
 
+  // The server's model list, fetched once (all pages) on the first call; see models/model-ids.
+  const idCheck =
+    opts.checkModelIds === false
+      ? undefined
+      : new ModelIdCheck({
+          list: async (listSignal) => {
+            const { client: anthropic } = await clientOf();
+            const ids: string[] = [];
+            for await (const model of anthropic.models.list(
+              { limit: 1000 },
+              { signal: listSignal, timeout: timeoutMs },
+            )) {
+              ids.push(model.id);
+            }
+            return ids;
+          },
+          classify: (error): ListFailure => {
+            const status = (error as { status?: unknown } | null)?.status;
+            if (status === 404) return { kind: 'no-route' };
+            return { kind: 'failed', message: error instanceof Error ? error.message : String(error) };
+          },
+          ...(opts.warn === undefined ? {} : { warn: opts.warn }),
+        });
+  const checkListed = async (model: string, upstream: string, signal: AbortSignal): Promise<void> => {
+    if (idCheck === undefined) return;
+    const listed = await idCheck.isListed(upstream, signal).catch(() => undefined);
+    if (signal.aborted) throw abortError(signal);
+    if (listed === false)
+      throw new ModelError(unlistedModelMessage(model, upstream), { retryable: false, status: 404 });
+  };
+
   return {
     models: Object.freeze(Object.keys(config.models)),
     providerName: 'anthropic',
     upstreamModel: (model) => (Object.hasOwn(config.models, model) ? config.models[model] : undefined),
+    promptCache: caching,
 
     async generate(request: ModelRequest, { signal }: GenerateOptions): Promise<ModelResponse> {
       const upstream = upstreamOf(request);
@@ -271,24 +332,65 @@ export function anthropicProvider(options: AnthropicProviderOptions = {}): Model
 
       const { sdk: loaded, client: anthropic } = await clientOf();
       if (signal.aborted) throw abortError(signal);
+      await checkListed(request.model, upstream, signal);
+      const cached = caching && request.promptCache !== false;
+      const tools = request.tools.map(toToolParam);
+      // Thinking goes back as the API requires it (models/thinking); the cache breakpoints go on what is sent.
+      const outgoing = thinkingToSend(upstream, request.messages, request.editedFrom);
+      const parts = cached
+        ? withCacheBreakpoints({
+            system: request.system,
+            tools,
+            messages: outgoing.map((m) => ({ role: m.role, content: m.content.map(toContentBlockParam) })),
+          })
+        : undefined;
+      // Siblings of one prefix wait for its first writer, so they read its entry instead of writing their own.
+      const gated = cached && estimatePrefixTokens(request.system, tools) >= minCacheableTokens(upstream);
+      let release: ((ok: boolean) => void) | undefined;
+      if (gated) {
+        try {
+          release = await writeGate.enter(prefixKey(upstream, request.system, tools), signal);
+        } catch {
+          throw abortError(signal);
+        }
+      }
       let message: Anthropic.Message;
       try {
         message = await anthropic.messages.create(
           {
             model: upstream,
             max_tokens: request.maxTokens,
-            messages: thinkingToSend(upstream, request.messages, request.editedFrom).map(toMessageParam),
-            ...(request.system === '' ? {} : { system: request.system }),
-            ...(request.tools.length === 0 ? {} : { tools: request.tools.map(toToolParam) }),
+            ...(parts === undefined
+              ? {
+                  messages: outgoing.map(toMessageParam),
+                  ...(request.system === '' ? {} : { system: request.system }),
+                  ...(tools.length === 0 ? {} : { tools }),
+                }
+              : {
+                  messages: parts.messages,
+                  ...(parts.system === undefined ? {} : { system: parts.system }),
+                  ...(parts.tools.length === 0 ? {} : { tools: parts.tools }),
+                }),
             ...thinkingParams(upstream, thinkingOf(request.model), request.maxTokens),
           },
           { signal, timeout: timeoutMs },
         );
       } catch (error) {
+        release?.(false);
         if (signal.aborted) throw abortError(signal);
         throw toModelError(error, loaded);
       }
+      release?.(true);
       return fromMessage(message);
+    },
+
+    async resolveModels(options: { signal?: AbortSignal } = {}): Promise<ResolvedModelId[]> {
+      const report = configured && idCheck !== undefined ? await idCheck.run(options.signal) : undefined;
+      return Object.entries(config.models).map(([model, upstream]) => ({
+        model,
+        upstream,
+        listed: report?.kind === 'checked' ? report.listed.has(upstream) : undefined,
+      }));
     },
 
     /** `POST /v1/messages/count_tokens`: the input tokens of the request as the API counts them. Errors as `generate`'s. */

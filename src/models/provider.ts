@@ -3,6 +3,7 @@
  * The model extension point. A provider turns a conversation into one assistant turn. Content blocks follow the
  * Anthropic Messages API shapes (text, tool_use, tool_result), which every other provider can be mapped onto.
  */
+import type { ResolvedModelId } from './model-ids.js';
 
 export interface TextBlock {
   type: 'text';
@@ -76,14 +77,19 @@ export interface ModelRequest {
    * conversation: models that bind thinking to its prefix would refuse it, so the provider leaves it out.
    */
   editedFrom?: number;
+  /**
+   * `false`: send this call without prompt-cache breakpoints, so it is billed at the plain input price and nothing
+   * else (the loop does this when the balance is too tight to hold the cache-write price). @default true
+   */
+  promptCache?: boolean;
 }
 
 export interface ModelUsage {
   inputTokens: number;
   outputTokens: number;
-  /** Tokens read from the provider's prompt cache (billed as input). */
+  /** Tokens read from the provider's prompt cache (billed at the cache-read price). */
   cacheReadInputTokens?: number;
-  /** Tokens written to the provider's prompt cache (billed as input). */
+  /** Tokens written to the provider's prompt cache (billed at the cache-write price). */
   cacheCreationInputTokens?: number;
 }
 
@@ -154,6 +160,16 @@ export interface ModelProvider {
    * const model: ModelProvider = { models: ['svc-1-ultra'], generate, thinkingTokens: (m) => (m === 'svc-1-ultra' ? 8_000 : 0) };
    */
   thinkingTokens?(model: string): number;
+  /**
+   * `false` when the provider never writes the prompt cache (its calls are billed at the plain input price, so a hold
+   * need not cover the cache-write price). Absent: it may.
+   */
+  readonly promptCache?: boolean;
+  /**
+   * The upstream model behind each public model, and whether the server lists it (`listed: undefined` when it could
+   * not be checked). For `agentry serve`'s warning at start and `agentry tools`.
+   */
+  resolveModels?(options?: { signal?: AbortSignal }): Promise<ResolvedModelId[]>;
 }
 
 /** A failure of the model provider. `retryable` failures are retried by the runtime, others fail the agent. */
@@ -175,7 +191,7 @@ export class ModelError extends Error {
   }
 }
 
-/** Total tokens billed for a usage report. */
+/** Total tokens of a usage report (every input token, whatever its price: the prompt's size). */
 export function totalTokens(usage: ModelUsage): { input: number; output: number } {
   return {
     input: usage.inputTokens + (usage.cacheReadInputTokens ?? 0) + (usage.cacheCreationInputTokens ?? 0),

@@ -135,8 +135,13 @@ export interface LedgerRow {
   kind: LedgerKind;
   /** Model id or tool name; null for top-ups. */
   item: string | null;
+  /** Every input token of a model call, whatever its price (the cache's two kinds below included). */
   tokens_in: number;
   tokens_out: number;
+  /** Of `tokens_in`, those written to the prompt cache (billed at the cache-write price). Absent when 0. */
+  tokens_cache_write?: number;
+  /** Of `tokens_in`, those read from the prompt cache (billed at the cache-read price). Absent when 0. */
+  tokens_cache_read?: number;
   /** Signed micro-credits: negative for spend, positive for top-ups and refunds. */
   amount: number;
   created_at: string;

@@ -18,6 +18,28 @@ import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from 'node:
 import type { AddressInfo } from 'node:net';
 import { thinkingRefusal, thinkingSigner, withThinking } from './fake-anthropic-thinking.js';
 import type { FakeThinkingReply, ThinkingSigner } from './fake-anthropic-thinking.js';
+import type { FakePromptCache } from './fake-anthropic-cache.js';
+
+/**
+ * The model ids the fake lists at `GET /v1/models` by default: ids Anthropic documents (models overview and
+ * `@anthropic-ai/sdk`'s `Model` type), agentry's defaults among them.
+ */
+export const FAKE_ANTHROPIC_MODEL_IDS: readonly string[] = [
+  'claude-opus-5-5',
+  'claude-sonnet-5-5',
+  'claude-haiku-5-5',
+  'claude-fable-5-1',
+  'claude-opus-5',
+  'claude-sonnet-5',
+  'claude-opus-4-8',
+  'claude-opus-4-7',
+  'claude-opus-4-6',
+  'claude-sonnet-4-6',
+  'claude-opus-4-5',
+  'claude-opus-4-5-20251101',
+  'claude-haiku-4-5',
+  'claude-haiku-4-5-20251001',
+];
 
 /** A request body as the Messages API receives it (only the fields the fake looks at are typed). */
 export interface FakeMessagesRequest {
@@ -124,6 +146,19 @@ export interface FakeAnthropicOptions {
   countTokens?: FakeCountTokensHandler;
   /** The secret thinking blocks are signed with. @default a random one: blocks of another server are refused */
   thinkingSecret?: string;
+  /**
+   * The ids `GET /v1/models` lists (paged as the API pages: `limit`, `after_id`, `has_more`, `last_id`); `null`: the
+   * route does not exist (404), as on a server that only speaks `/v1/messages`.
+   * @default {@link FAKE_ANTHROPIC_MODEL_IDS}
+   */
+  models?: readonly string[] | null;
+  /** The most ids one `GET /v1/models` page holds, whatever `limit` asks (tests of paging). @default 1000 */
+  maxModelPageSize?: number;
+  /**
+   * Simulated prompt caching (see `testing/fake-anthropic-cache`): when given, every reply's `usage` input fields are
+   * what the cache bills, whatever the handler said.
+   */
+  promptCache?: FakePromptCache;
 }
 
 export interface FakeAnthropic {
@@ -137,6 +172,8 @@ export interface FakeAnthropic {
   readonly disconnects: number;
   /** Signs and checks this server's thinking blocks (for tests that forge or alter one). */
   readonly thinking: ThinkingSigner;
+  /** How many `GET /v1/models` requests it answered (each page counts). */
+  readonly modelListRequests: number;
   setHandler(handler: FakeAnthropicHandler): void;
   setCountTokens(handler: FakeCountTokensHandler): void;
   close(): Promise<void>;
@@ -169,7 +206,15 @@ export function defaultFakeReply(body: FakeMessagesRequest): FakeMessageReply {
 
 /** The input tokens the fake counts for a request when not told otherwise: 4 characters a token, at least 1. */
 export function defaultFakeTokenCount(body: FakeCountTokensRequest): number {
-  const chars = JSON.stringify([body.system ?? '', body.messages, body.tools ?? []]).length;
+  // Prompt-cache markers and a system prompt sent as blocks do not change what is counted, as with the real API.
+  const system = Array.isArray(body.system)
+    ? (body.system as Array<{ text?: unknown }>)
+        .map((block) => (typeof block.text === 'string' ? block.text : ''))
+        .join('')
+    : (body.system ?? '');
+  const chars = JSON.stringify([system, body.messages, body.tools ?? []], (key, value: unknown) =>
+    key === 'cache_control' ? undefined : value,
+  ).length;
   return Math.max(1, Math.ceil(chars / 4));
 }
 
@@ -187,7 +232,9 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
   const countRequests: FakeCountTokensRequest[] = [];
   const signer = thinkingSigner(options.thinkingSecret);
   let disconnects = 0;
+  let modelListRequests = 0;
   let nextId = 1;
+  const modelIds = options.models === undefined ? FAKE_ANTHROPIC_MODEL_IDS : options.models;
 
   const server = createServer((req, res) => {
     void serve(req, res).catch((error: unknown) => {
@@ -221,6 +268,12 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
     const raw = await readBody(req);
     const path = (req.url ?? '/').split('?')[0];
     const counting = path === '/v1/messages/count_tokens';
+    if (req.method === 'GET' && path === '/v1/models' && modelIds !== null) {
+      modelListRequests += 1;
+      const params = new URL(req.url ?? '/', 'http://fake').searchParams;
+      sendJson(res, 200, modelPage(modelIds, params, options.maxModelPageSize ?? 1000));
+      return;
+    }
     if (req.method !== 'POST' || (path !== '/v1/messages' && !counting)) {
       sendError(res, {
         status: 404,
@@ -288,6 +341,16 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       return;
     }
 
+    let cacheLookup: ReturnType<FakePromptCache['lookup']> | undefined;
+    if (options.promptCache !== undefined) {
+      try {
+        // Looked up as the request arrives: an entry whose writer has not started answering is not there yet.
+        cacheLookup = options.promptCache.lookup(body);
+      } catch (error) {
+        sendError(res, { status: 400, message: error instanceof Error ? error.message : String(error) });
+        return;
+      }
+    }
     const reply = await handler(body, {
       index,
       headers: req.headers,
@@ -316,7 +379,10 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
         reply.usage?.cache_creation_input_tokens === undefined ? 0 : reply.usage.cache_creation_input_tokens,
       cache_read_input_tokens:
         reply.usage?.cache_read_input_tokens === undefined ? 0 : reply.usage.cache_read_input_tokens,
+      ...cacheLookup?.usage,
     };
+    // The response starts now: from here on other requests can read what this one wrote.
+    cacheLookup?.commit();
     const stopReason =
       reply.stopReason !== undefined
         ? reply.stopReason
@@ -357,6 +423,9 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
       return disconnects;
     },
     thinking: signer,
+    get modelListRequests() {
+      return modelListRequests;
+    },
     setHandler(next) {
       handler = next;
     },
@@ -370,6 +439,25 @@ export async function startFakeAnthropic(options: FakeAnthropicOptions = {}): Pr
         server.closeAllConnections();
       });
     },
+  };
+}
+
+/** One page of `GET /v1/models`, as the API pages it (newest first; `after_id` continues after an id). */
+function modelPage(ids: readonly string[], params: URLSearchParams, maxPageSize: number): unknown {
+  const limit = Math.min(maxPageSize, Math.max(1, Number.parseInt(params.get('limit') ?? '20', 10) || 20));
+  const after = params.get('after_id');
+  const start = after === null ? 0 : ids.indexOf(after) + 1;
+  const page = ids.slice(start, start + limit);
+  return {
+    data: page.map((id) => ({
+      type: 'model',
+      id,
+      display_name: id,
+      created_at: '2026-01-01T00:00:00Z',
+    })),
+    has_more: start + limit < ids.length,
+    first_id: page[0] ?? null,
+    last_id: page[page.length - 1] ?? null,
   };
 }
 

@@ -17,3 +17,4 @@ export type { FakeClock } from './fake-clock.js';
 export * from './fake-anthropic.js';
 export { prefixDigest, thinkingSigner } from './fake-anthropic-thinking.js';
 export type { ThinkingSigner, FakeThinkingReply, ThinkingCheckedRequest } from './fake-anthropic-thinking.js';
+export * from './fake-anthropic-cache.js';

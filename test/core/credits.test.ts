@@ -37,9 +37,10 @@ describe('credits (DESIGN §5)', () => {
     const b = await runtime.waitFor(ultra.agent_id);
     expect([a.status, b.status]).toEqual(['COMPLETED', 'COMPLETED']);
 
-    // micro-credits: lite 100 / 500 per token, ultra 500 / 2,500 per token; cache tokens bill as input
-    const liteModel = (1_234 + 100 + 10) * 100 + 567 * 500 + 2_001 * 100 + 33 * 500;
-    const ultraModel = (1_234 + 100 + 10) * 500 + 567 * 2_500 + 2_001 * 500 + 33 * 2_500;
+    // micro-credits: lite 100 / 500 per token, ultra 500 / 2,500 per token; a cache read bills 0.1× and a cache
+    // write 1.25× the input price
+    const liteModel = 1_234 * 100 + 100 * 10 + 10 * 125 + 567 * 500 + 2_001 * 100 + 33 * 500;
+    const ultraModel = 1_234 * 500 + 100 * 50 + 10 * 625 + 567 * 2_500 + 2_001 * 500 + 33 * 2_500;
     const tools = 2 * 750_000;
     expect(Math.round(a.credits_spent * 1e6)).toBe(liteModel + tools);
     expect(Math.round(b.credits_spent * 1e6)).toBe(ultraModel + tools);

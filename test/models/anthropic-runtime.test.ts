@@ -92,9 +92,12 @@ describe('runtime + Anthropic provider (real SDK, local Messages API server)', (
 
     const ledger = await runtime.storage.listLedger('local');
     const model = ledger.filter((l) => l.kind === 'model');
-    expect(model.map((l) => [l.tokens_in, l.tokens_out, -l.amount])).toEqual([
-      [812 + 300 + 20, 45, (812 + 300 + 20) * 100 + 45 * 500],
-      [905, 12, 905 * 100 + 12 * 500],
+    // cache reads bill at 0.1× and cache writes at 1.25× the input price; the row says how many of each
+    expect(
+      model.map((l) => [l.tokens_in, l.tokens_cache_write ?? 0, l.tokens_cache_read ?? 0, l.tokens_out, -l.amount]),
+    ).toEqual([
+      [812 + 300 + 20, 20, 300, 45, 812 * 100 + 300 * 10 + 20 * 125 + 45 * 500],
+      [905, 0, 0, 12, 905 * 100 + 12 * 500],
     ]);
   });
 

@@ -126,7 +126,8 @@ describe('anthropicProvider against a Messages API server', () => {
     expect(sent1).toMatchObject({
       model: DEFAULT_ANTHROPIC_MODELS['svc-1-lite'],
       max_tokens: 1024,
-      system: 'You are a test agent.',
+      // prompt caching (on by default): one breakpoint on the tools+system prefix, one on the conversation's tail
+      system: [{ type: 'text', text: 'You are a test agent.', cache_control: { type: 'ephemeral' } }],
       tools: [SEARCH_TOOL],
     });
     expect(sent2?.messages).toEqual([
@@ -154,6 +155,7 @@ describe('anthropicProvider against a Messages API server', () => {
             tool_use_id: 'toolu_01',
             content: 'Paris is the capital.',
             is_error: false,
+            cache_control: { type: 'ephemeral' },
           },
         ],
       },
@@ -351,7 +353,7 @@ describe('anthropicProvider against a Messages API server', () => {
   it('sends the configured key and the upstream id chosen by env and options', async () => {
     vi.stubEnv('ANTHROPIC_API_KEY', 'sk-from-env');
     vi.stubEnv('ANTHROPIC_BASE_URL', fake.url);
-    vi.stubEnv('AGENTRY_MODEL_ULTRA', 'claude-opus-from-env');
+    vi.stubEnv('AGENTRY_MODEL_ULTRA', 'claude-opus-4-8');
     const headers: unknown[] = [];
     fake.setHandler((_body, info) => {
       headers.push(info.apiKey);
@@ -362,15 +364,15 @@ describe('anthropicProvider against a Messages API server', () => {
       signal: signal(),
     });
     expect(headers).toEqual(['sk-from-env']);
-    expect(fake.requests[0]?.model).toBe('claude-opus-from-env');
+    expect(fake.requests[0]?.model).toBe('claude-opus-4-8');
 
     const overridden = anthropicProvider({
-      models: { 'svc-1-ultra': 'claude-opus-from-options' },
+      models: { 'svc-1-ultra': 'claude-opus-5' },
     });
     await overridden.generate(request({ model: 'svc-1-ultra' }), {
       signal: signal(),
     });
-    expect(fake.requests[1]?.model).toBe('claude-opus-from-options');
+    expect(fake.requests[1]?.model).toBe('claude-opus-5');
   });
 });
 

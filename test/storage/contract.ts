@@ -438,6 +438,23 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         await expectLedgerInvariant(s, ACCT);
       });
 
+      it('keeps the prompt-cache token counts of a model call, by settle and by a step commit (issue 35)', async () => {
+        await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 });
+        await s.reserve({ id: 'r2', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 200 });
+        await s.settle([settlement('r1', kid, 50, { tokens_cache_write: 30, tokens_cache_read: 60 })]);
+        await s.commitStep({
+          agent_id: 'root',
+          settlements: [settlement('r2', root, 40, { tokens_cache_read: 90 })],
+          patch: { updated_at: at(6) },
+        });
+        const rows = (await s.listLedger(ACCT)).filter((l) => l.kind === 'model');
+        expect(rows.map((l) => [l.tokens_in, l.tokens_cache_write, l.tokens_cache_read, l.amount])).toEqual([
+          [100, 30, 60, -50],
+          [100, undefined, 90, -40],
+        ]);
+        await expectLedgerInvariant(s, ACCT);
+      });
+
       it('debits a settlement whose hold is already gone', async () => {
         await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 });
         await s.release('r1');

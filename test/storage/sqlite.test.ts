@@ -50,7 +50,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(8);
+    expect(SCHEMA_VERSION).toBe(9);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -72,6 +72,7 @@ describe('sqliteStorage', () => {
       { version: 6, name: 'console: api key last use, sessions', applied_at: expect.any(String) },
       { version: 7, name: 'trace context and retention', applied_at: expect.any(String) },
       { version: 8, name: 'goal search index, sessions by account', applied_at: expect.any(String) },
+      { version: 9, name: 'ledger: prompt-cache tokens', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -111,7 +112,7 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null, trace_context: null });
     // Migration 8 indexed the goals already stored: the search finds them.
     const search = { account_id: 'acct', parent_id: null, order: 'newest', offset: 0, limit: 10 } as const;
@@ -192,7 +193,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -262,7 +263,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

@@ -77,7 +77,8 @@ export const ACCOUNTS_SCHEMA: string[] = [
 ];
 
 const ACCOUNT_COLUMNS = 'id, name, subscription_active, balance, reserved, created_at';
-const LEDGER_COLUMNS = 'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at';
+const LEDGER_COLUMNS =
+  'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, tokens_cache_read';
 const API_KEY_COLUMNS = 'id, account_id, name, hash, last4, created_at';
 
 /**
@@ -87,7 +88,7 @@ const API_KEY_COLUMNS = 'id, account_id, name, hash, last4, created_at';
 type Rows<T> = T & Record<string, unknown>;
 
 async function insertLedger(q: Query, e: LedgerRow): Promise<void> {
-  await q(`INSERT INTO ledger (${LEDGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, [
+  await q(`INSERT INTO ledger (${LEDGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, [
     e.account_id,
     e.agent_id,
     e.kind,
@@ -96,6 +97,8 @@ async function insertLedger(q: Query, e: LedgerRow): Promise<void> {
     e.tokens_out,
     e.amount,
     e.created_at,
+    e.tokens_cache_write ?? 0,
+    e.tokens_cache_read ?? 0,
   ]);
 }
 
@@ -271,7 +274,9 @@ export function accountsStore(db: Db): AccountsStore {
       }),
 
     listLedger: (accountId) =>
-      db.q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId]),
+      db
+        .q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId])
+        .then((rows) => rows.map(ledgerRowOf)),
 
     // One round trip: agentry_reserve (functions.ts) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
     // The hold is tagged with this worker, so that only it (or, once it is gone, the sweeper) drops it.
@@ -400,4 +405,10 @@ export async function releaseAllHoldsIn(q: Query): Promise<number> {
   await q('UPDATE accounts SET reserved = 0 WHERE reserved <> 0');
   await q('UPDATE agents SET tree_reserved = 0 WHERE tree_reserved <> 0');
   return dropped[0]?.n ?? 0;
+}
+
+/** A ledger row as the adapter contract has it: the prompt-cache token counts only where they are not 0. */
+function ledgerRowOf(row: LedgerRow): LedgerRow {
+  const { tokens_cache_write: write, tokens_cache_read: read, ...rest } = row;
+  return { ...rest, ...(write ? { tokens_cache_write: write } : {}), ...(read ? { tokens_cache_read: read } : {}) };
 }

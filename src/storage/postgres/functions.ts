@@ -48,9 +48,11 @@ export const FUNCTIONS_SCHEMA: string[] = [
     IF NOT FOUND THEN RETURN 0; END IF;
     charge := greatest(0, least((e->>'cost')::bigint, bal));
     UPDATE accounts SET balance = balance - charge WHERE id = e->>'account_id';
-    INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at)
+    INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at,
+                        tokens_cache_write, tokens_cache_read)
       VALUES (e->>'account_id', e->>'agent_id', e->>'kind', e->>'item', (e->>'tokens_in')::bigint,
-              (e->>'tokens_out')::bigint, 0 - charge, e->>'created_at');
+              (e->>'tokens_out')::bigint, 0 - charge, e->>'created_at',
+              coalesce((e->>'tokens_cache_write')::bigint, 0), coalesce((e->>'tokens_cache_read')::bigint, 0));
     -- A hold carved from a float (credit-float.ts) shrinks the float by what it cost, at most the hold.
     IF s ? 'float_id' THEN
       SELECT amount INTO float_left FROM reservations WHERE id = s->>'float_id' FOR UPDATE;
@@ -194,6 +196,7 @@ export const FUNCTIONS_SCHEMA: string[] = [
     charge bigint;
     l_acct text[] := '{}'; l_agent text[] := '{}'; l_kind text[] := '{}'; l_item text[] := '{}';
     l_tin bigint[] := '{}'; l_tout bigint[] := '{}'; l_amount bigint[] := '{}'; l_at text[] := '{}';
+    l_tcw bigint[] := '{}'; l_tcr bigint[] := '{}';
     l_root text[] := '{}'; l_float text[] := '{}'; l_shrink bigint[] := '{}';
     c_cn bigint[] := '{}'; c_sn bigint[] := '{}'; c_charge bigint[] := '{}';
     out jsonb;
@@ -238,6 +241,8 @@ export const FUNCTIONS_SCHEMA: string[] = [
           l_item := l_item || (st.s->'ledger'->>'item');
           l_tin := l_tin || (st.s->'ledger'->>'tokens_in')::bigint;
           l_tout := l_tout || (st.s->'ledger'->>'tokens_out')::bigint;
+          l_tcw := l_tcw || coalesce((st.s->'ledger'->>'tokens_cache_write')::bigint, 0);
+          l_tcr := l_tcr || coalesce((st.s->'ledger'->>'tokens_cache_read')::bigint, 0);
           l_amount := l_amount || (0 - charge);
           l_at := l_at || (st.s->'ledger'->>'created_at');
           l_root := l_root || (st.s->>'root_id');
@@ -250,8 +255,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
       END LOOP;
       IF cardinality(l_acct) > 0 THEN
         UPDATE accounts a SET balance = t.balance FROM unnest(acct_ids, bals) AS t(id, balance) WHERE a.id = t.id;
-        INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at)
-          SELECT * FROM unnest(l_acct, l_agent, l_kind, l_item, l_tin, l_tout, l_amount, l_at);
+        INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at,
+                            tokens_cache_write, tokens_cache_read)
+          SELECT * FROM unnest(l_acct, l_agent, l_kind, l_item, l_tin, l_tout, l_amount, l_at, l_tcw, l_tcr);
         -- Holds carved from a float (credit-float.ts): the float shrinks by what they cost, at most the hold.
         WITH t AS (
           SELECT f, sum(x) AS shrink FROM unnest(l_float, l_shrink) AS u(f, x) WHERE f IS NOT NULL GROUP BY f

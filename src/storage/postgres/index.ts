@@ -155,6 +155,17 @@ const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }>
       'CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at)',
     ],
   },
+  // Prompt caching (issue 35): a model call's ledger row says how many of its input tokens were written to and read
+  // from the cache; the step-commit functions write them. 7 and 8 are other changes' numbers.
+  {
+    version: 9,
+    name: 'ledger: prompt-cache tokens',
+    up: [
+      'ALTER TABLE ledger ADD COLUMN tokens_cache_write BIGINT NOT NULL DEFAULT 0',
+      'ALTER TABLE ledger ADD COLUMN tokens_cache_read BIGINT NOT NULL DEFAULT 0',
+      ...FUNCTIONS_SCHEMA,
+    ],
+  },
 ];
 
 /**

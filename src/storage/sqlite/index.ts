@@ -315,7 +315,7 @@ class SqliteStorage implements SqliteStorageAdapter {
   }
 
   async listLedger(accountId: string): Promise<LedgerRow[]> {
-    return this.s.listLedger.all(accountId);
+    return this.s.listLedger.all(accountId).map(ledgerRowOf);
   }
 
   /*
@@ -898,4 +898,10 @@ export function sqliteStorage(options: SqliteStorageOptions = {}): SqliteStorage
   }
   const { path = './agentry.db', busyTimeoutMs = 5000, readonly = false } = parsed.data;
   return new SqliteStorage(path, busyTimeoutMs, readonly);
+}
+
+/** A ledger row as the adapter contract has it: the prompt-cache token counts only where they are not 0. */
+export function ledgerRowOf(row: LedgerRow): LedgerRow {
+  const { tokens_cache_write: write, tokens_cache_read: read, ...rest } = row;
+  return { ...rest, ...(write ? { tokens_cache_write: write } : {}), ...(read ? { tokens_cache_read: read } : {}) };
 }

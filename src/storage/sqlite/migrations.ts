@@ -352,6 +352,16 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at);
     `,
   },
+  // --- migration 9: prompt caching (issue 35): a model call's ledger row says how many of its input tokens were
+  // written to and read from the cache (billed at their own prices). 
+  {
+    version: 9,
+    name: 'ledger: prompt-cache tokens',
+    up: `
+      ALTER TABLE ledger ADD COLUMN tokens_cache_write INTEGER NOT NULL DEFAULT 0;
+      ALTER TABLE ledger ADD COLUMN tokens_cache_read INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

@@ -239,12 +239,12 @@ export function prepareStatements(db: Database.Database) {
     debit: p('UPDATE accounts SET balance = balance - ? WHERE id = ?'),
     available: p<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = ?'),
     insertLedger: p(
-      'INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at) ' +
-        'VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, ' +
+        'tokens_cache_write, tokens_cache_read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     listLedger: p<LedgerRow>(
-      'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at FROM ledger ' +
-        'WHERE account_id = ? ORDER BY seq',
+      'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, ' +
+        'tokens_cache_read FROM ledger WHERE account_id = ? ORDER BY seq',
     ),
 
     treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(

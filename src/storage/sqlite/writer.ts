@@ -343,7 +343,7 @@ export class SqliteWriter {
   private createAccount(a: AccountRow): void {
     if (this.s.accountExists.get(a.id) !== undefined) throw new Error(`account ${a.id} exists`);
     this.s.insertAccount.run(a.id, a.name, flag(a.subscription_active), a.balance, a.created_at);
-    if (a.balance > 0) this.s.insertLedger.run(a.id, null, 'topup', null, 0, 0, a.balance, a.created_at);
+    if (a.balance > 0) this.s.insertLedger.run(a.id, null, 'topup', null, 0, 0, a.balance, a.created_at, 0, 0);
   }
 
   private addCredits(e: LedgerRow): AccountRow | null {
@@ -359,6 +359,8 @@ export class SqliteWriter {
       e.tokens_out,
       e.amount,
       e.created_at,
+      e.tokens_cache_write ?? 0,
+      e.tokens_cache_read ?? 0,
     );
     return toAccount(r);
   }
@@ -384,6 +386,8 @@ export class SqliteWriter {
       entry.tokens_out,
       0 - charge,
       entry.created_at,
+      entry.tokens_cache_write ?? 0,
+      entry.tokens_cache_read ?? 0,
     );
     this.deferred.treeSpent.set(s.root_id, (this.deferred.treeSpent.get(s.root_id) ?? 0) + charge);
     if (entry.agent_id && entry.agent_id !== ownAgentId) this.s.addCreditsSpent.run(charge, entry.agent_id);
