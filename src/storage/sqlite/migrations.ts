@@ -353,7 +353,7 @@ export const MIGRATIONS: readonly Migration[] = [
     `,
   },
   // --- migration 9: prompt caching (issue 35): a model call's ledger row says how many of its input tokens were
-  // written to and read from the cache (billed at their own prices). 
+  // written to and read from the cache (billed at their own prices).
   {
     version: 9,
     name: 'ledger: prompt-cache tokens',
