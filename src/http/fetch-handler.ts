@@ -307,8 +307,8 @@ const EmptyBodySchema = z.object({}).strict();
  * agents. Throws `invalid_request` at once for bad options.
  *
  * @example
- * import { AgentRuntime } from 'agentry';
- * import { createFetchHandler } from 'agentry/http';
+ * import { AgentRuntime } from 'agentry-runtime';
+ * import { createFetchHandler } from 'agentry-runtime/http';
  *
  * const runtime = await AgentRuntime.open();
  * const handle = createFetchHandler(runtime, { basePath: '/v1', cors: { origins: ['https://app.example.com'] } });

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool } from 'agentry';
+import { defineTool } from 'agentry-runtime';
 import { deferred, eventually, openTestRuntime } from '../support/runtime.js';
 
 describe('scheduler', () => {

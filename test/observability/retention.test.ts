@@ -5,8 +5,8 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, sqliteStorage, type ModelRequest } from 'agentry';
-import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { parseDuration } from '../../src/core/retention.js';
 import { cliEnv, runCli, tempDir } from '../http/helpers.js';
 import { eventually } from '../support/runtime.js';

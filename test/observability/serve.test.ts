@@ -16,7 +16,7 @@ import {
   type FakeMessagesRequest,
   type FakeReply,
   type FakeRequestInfo,
-} from 'agentry/testing';
+} from 'agentry-runtime/testing';
 import { cliEnv, startServe, tempDir, type ServeProcess } from '../http/helpers.js';
 
 const PROVIDER_KEY = 'sk-ant-provider-secret-0123456789';
