@@ -17,7 +17,13 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AgentRuntime, memoryStorage, type ContentBlock, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import {
+  AgentRuntime,
+  memoryStorage,
+  type ContentBlock,
+  type ModelRequest,
+  type ToolResultBlock,
+} from 'agentry-runtime';
 import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -21,7 +21,13 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentRuntime, sqliteStorage, type ContentBlock, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import {
+  AgentRuntime,
+  sqliteStorage,
+  type ContentBlock,
+  type ModelRequest,
+  type ToolResultBlock,
+} from 'agentry-runtime';
 import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 // ---------------------------------------------------------------------------------------------------------------

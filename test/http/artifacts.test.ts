@@ -6,7 +6,14 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type StorageAdapter, type Tool } from 'agentry-runtime';
+import {
+  AgentRuntime,
+  defineTool,
+  memoryStorage,
+  sqliteStorage,
+  type StorageAdapter,
+  type Tool,
+} from 'agentry-runtime';
 import { AgentryClient, AgentryClientError } from 'agentry-runtime/client';
 import {
   buildOpenApiDocument,

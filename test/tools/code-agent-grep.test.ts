@@ -12,7 +12,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type Tool, type ToolResultBlock } from 'agentry-runtime';
+import {
+  AgentRuntime,
+  defineTool,
+  sqliteStorage,
+  type ModelRequest,
+  type Tool,
+  type ToolResultBlock,
+} from 'agentry-runtime';
 import { startServer } from 'agentry-runtime/http';
 import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { bubblewrapSandbox } from '../../src/sandbox/bubblewrap.js';
