@@ -14,6 +14,7 @@ import { AgentRuntime } from '../index.js';
 import { startTraceExportFromEnv } from '../observability/otel-sdk.js';
 import {
   COMMON_OPTIONS,
+  displayDb,
   mcpServersOption,
   openStorage,
   parseCommandArgs,
@@ -76,7 +77,7 @@ export async function run(args: string[]): Promise<number> {
   }
   const workerId = runtime.storage.workers?.workerId;
   const mode = workerId !== undefined ? `worker ${workerId}` : 'the only process driving this database';
-  console.log(`agentry worker ready (database: ${db}, ${mode})`);
+  console.log(`agentry worker ready (database: ${displayDb(db)}, ${mode})`);
   logger.info({ worker_id: workerId ?? null, traces: traces?.protocol ?? null }, 'agentry worker started');
   return untilSignal(logger, async () => {
     await runtime.close();
