@@ -244,12 +244,15 @@ export function postgresConnectionFailure(error: unknown, target: string): Comma
   let where: string;
   try {
     const url = new URL(target);
-    const database = decodeURIComponent(url.pathname.replace(/^\//, '')) || decodeURIComponent(url.username) || 'postgres';
+    const database =
+      decodeURIComponent(url.pathname.replace(/^\//, '')) || decodeURIComponent(url.username) || 'postgres';
     where = `${url.hostname || 'localhost'}:${url.port || '5432'}, database "${database}"`;
   } catch {
     where = displayDb(target);
   }
-  const reason = String((error as Error).message).split('\n')[0]!.replaceAll(target, displayDb(target));
+  const reason = String((error as Error).message)
+    .split('\n')[0]!
+    .replaceAll(target, displayDb(target));
   return new CommandFailure(`cannot connect to PostgreSQL at ${where}: ${reason}`);
 }
 

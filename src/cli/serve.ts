@@ -149,6 +149,15 @@ export async function run(args: string[]): Promise<number> {
     await traces?.shutdown();
     throw error;
   }
+  // SIGINT and SIGTERM are handled before the lines that say all is up: a supervisor may stop it at once.
+  const running = server;
+  const stopped = untilSignal(logger, async () => {
+    metricsServer?.closeAllConnections();
+    metricsServer?.close();
+    await running.close();
+    await runtime.close();
+    await traces?.shutdown();
+  });
   // The metrics line comes first: "listening" is the line that tells a supervisor (or a test) that all is up.
   if (metricsServer) {
     const { port: boundPort } = metricsServer.address() as AddressInfo;
@@ -160,14 +169,7 @@ export async function run(args: string[]): Promise<number> {
     { url: server.url, metrics: metricsServer !== undefined, traces: traces?.protocol ?? null },
     'agentry serve started',
   );
-
-  return untilSignal(logger, async () => {
-    metricsServer?.closeAllConnections();
-    metricsServer?.close();
-    await server.close();
-    await runtime.close();
-    await traces?.shutdown();
-  });
+  return stopped;
 }
 
 /** One line naming the address a listener could not take, and why in words (`EADDRINUSE` is "already in use"). */
