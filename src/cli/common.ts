@@ -13,6 +13,7 @@ import { resolve as resolvePath } from 'node:path';
 import { parseArgs as parseNodeArgs, type ParseArgsConfig } from 'node:util';
 import { Accounts, AgentryError, AgentRuntime, readMcpConfigFile, sqliteStorage, systemClock } from '../index.js';
 import type { StorageAdapter } from '../index.js';
+import type PgModule from 'pg';
 
 /** The id of the account `agentry serve` creates and the admin commands act on by default. */
 export const SERVE_ACCOUNT_ID = 'serve';
@@ -274,15 +275,47 @@ export async function openStorage(target: string, settings: StorageSettings = {}
 
 /**
  * The admin commands work on a database that `agentry serve` (or an application) made; they never create one. A
- * SQLite file that is not there is refused, saying where it was looked for. (A PostgreSQL database exists or the
- * server says so.)
+ * SQLite file that is not there is refused, saying where it was looked for; so is a PostgreSQL database without
+ * agentry's schema (the URL's `?schema=`, else `agentry`), which opening the storage would otherwise create.
  */
-export function requireExistingDatabase(target: string): void {
-  if (isPostgres(target) || existsSync(target)) return;
-  throw new CommandFailure(
-    `no database at ${resolvePath(target)} (--db, else $AGENTRY_DB, else ./agentry.db): ` +
-      '`agentry serve` creates one on its first start, or pass --db <path>',
-  );
+export async function requireExistingDatabase(target: string): Promise<void> {
+  if (!isPostgres(target)) {
+    if (existsSync(target)) return;
+    throw new CommandFailure(
+      `no database at ${resolvePath(target)} (--db, else $AGENTRY_DB, else ./agentry.db): ` +
+        '`agentry serve` creates one on its first start, or pass --db <path>',
+    );
+  }
+  const url = new URL(target);
+  const schema = url.searchParams.get('schema') ?? 'agentry';
+  url.searchParams.delete('schema');
+  let pg: typeof PgModule;
+  try {
+    pg = (await import('pg')).default;
+  } catch {
+    throw new CommandFailure('a postgres:// database needs the pg package: npm install pg');
+  }
+  const client = new pg.Client({ connectionString: url.toString() });
+  client.on('error', () => undefined);
+  let found: boolean;
+  try {
+    await client.connect();
+    const { rows } = await client.query(
+      `SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'schema_migrations'`,
+      [schema],
+    );
+    found = rows.length > 0;
+  } catch (error) {
+    throw postgresConnectionFailure(error, target) ?? error;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  if (!found) {
+    throw new CommandFailure(
+      `no agentry schema "${schema}" in ${displayDb(target)}: \`agentry serve\` creates it on its first start, ` +
+        'or name another with ?schema=',
+    );
+  }
 }
 
 /**
@@ -290,7 +323,7 @@ export function requireExistingDatabase(target: string): void {
  * opening a runtime also recovers running agents, which is the serving process's business, not theirs.
  */
 export async function openAccounts(target: string): Promise<{ accounts: Accounts; close(): Promise<void> }> {
-  requireExistingDatabase(target);
+  await requireExistingDatabase(target);
   const storage = await openStorage(target);
   await storage.init();
   return { accounts: new Accounts(storage, systemClock), close: () => storage.close() };
@@ -298,7 +331,7 @@ export async function openAccounts(target: string): Promise<{ accounts: Accounts
 
 /** A runtime that never steps agents itself (`scheduler: 'manual'`), for commands that only read or change status. */
 export async function openAdminRuntime(target: string): Promise<AgentRuntime> {
-  requireExistingDatabase(target);
+  await requireExistingDatabase(target);
   return AgentRuntime.open({ storage: await openStorage(target), scheduler: 'manual' });
 }
 

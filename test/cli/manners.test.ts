@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqliteStorage } from 'agentry-runtime';
 import { cliEnv, runCli, startServe, tempDir } from '../http/helpers.js';
-import { postgresUnreachable, POSTGRES_TEST_URL } from '../support/postgres.js';
+import { newSchemaName, postgresUnreachable, POSTGRES_TEST_URL, urlWithSchema } from '../support/postgres.js';
+import pg from 'pg';
 import { skippable } from '../support/skip.js';
 import { exitWithin, spawnCli } from './process.js';
 
@@ -156,9 +157,26 @@ describe('database URLs', () => {
 const strict = process.env.AGENTRY_CI_STRICT === '1';
 const unreachable = await postgresUnreachable();
 describe.skipIf(unreachable !== null && !strict)(
-  skippable('a PostgreSQL database that does not exist', !strict && unreachable),
+  skippable('admin commands on a PostgreSQL server without the database', !strict && unreachable),
   () => {
-    it('is one line naming it', async () => {
+    it("admin commands do not create agentry's schema where there is none", async () => {
+      const schema = newSchemaName('agentry_absent');
+      const r = await runCli(['credits', 'show', '--db', urlWithSchema(schema)], env);
+      expect(r.code, r.stderr).toBe(1);
+      expect(r.stderr).toMatch(new RegExp(`^agentry credits: no agentry schema "${schema}" in postgres://`));
+      const client = new pg.Client({ connectionString: POSTGRES_TEST_URL });
+      await client.connect();
+      try {
+        const { rows } = await client.query('SELECT 1 FROM information_schema.schemata WHERE schema_name = $1', [
+          schema,
+        ]);
+        expect(rows).toEqual([]);
+      } finally {
+        await client.end();
+      }
+    });
+
+    it('a database that does not exist is one line naming it', async () => {
       const url = new URL(POSTGRES_TEST_URL);
       url.pathname = '/agentry_no_such_database';
       const r = await runCli(['credits', 'show', '--db', url.toString()], env);
