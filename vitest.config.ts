@@ -7,12 +7,12 @@ export default defineConfig({
   resolve: {
     // Tests and examples import the package by its public name; resolve it to the sources so no build is needed.
     alias: [
-      { find: /^agentry\/http$/, replacement: src('http/index.ts') },
-      { find: /^agentry\/client$/, replacement: src('client/index.ts') },
-      { find: /^agentry\/web$/, replacement: src('web/index.ts') },
-      { find: /^agentry\/testing$/, replacement: src('testing/index.ts') },
-      { find: /^agentry\/storage\/postgres$/, replacement: src('storage/postgres/index.ts') },
-      { find: /^agentry$/, replacement: src('index.ts') },
+      { find: /^agentry-runtime\/http$/, replacement: src('http/index.ts') },
+      { find: /^agentry-runtime\/client$/, replacement: src('client/index.ts') },
+      { find: /^agentry-runtime\/web$/, replacement: src('web/index.ts') },
+      { find: /^agentry-runtime\/testing$/, replacement: src('testing/index.ts') },
+      { find: /^agentry-runtime\/storage\/postgres$/, replacement: src('storage/postgres/index.ts') },
+      { find: /^agentry-runtime$/, replacement: src('index.ts') },
     ],
   },
   test: {

@@ -17,8 +17,14 @@
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { AgentRuntime, memoryStorage, type ContentBlock, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import {
+  AgentRuntime,
+  memoryStorage,
+  type ContentBlock,
+  type ModelRequest,
+  type ToolResultBlock,
+} from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 // ---------------------------------------------------------------------------------------------------------------
 // The shop, on loopback: a search form, a result list, and product pages whose code only a browser can see.

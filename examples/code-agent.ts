@@ -21,8 +21,8 @@
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentRuntime, memoryStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 const TASK = {
   task: 'Write fib.py that prints the first 10 Fibonacci numbers (0 to 34), one per line',

@@ -3,14 +3,14 @@
  *
  * Everything here is the real runtime — SQLite storage, the step loop, credits, tools, sub-agents, progress — except
  * the model: a scripted stand-in plays Claude's part so the demo runs without a key or a network. With a key, the
- * same job runs on Claude through `npx agentry run "<goal>"`.
+ * same job runs on Claude through `node bin/agentry.js run "<goal>"`.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { ProgressView, subAgentLabel } from '../src/cli/progress.js';
 
 const CITIES: Record<string, { country: string; population: number; area_km2: number }> = {
@@ -154,7 +154,7 @@ try {
       `ledger rows: ${(await runtime.accounts.ledger('local')).length}`,
   );
   console.log(
-    '\nWith a key, the same runtime works on Claude:  ANTHROPIC_API_KEY=sk-ant-... npx agentry run "<your goal>"',
+    '\nWith a key, the same runtime works on Claude:  ANTHROPIC_API_KEY=sk-ant-... node bin/agentry.js run "<your goal>"',
   );
   if (final.status !== 'COMPLETED') process.exitCode = 1;
 } finally {

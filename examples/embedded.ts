@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 const dir = mkdtempSync(join(tmpdir(), 'agentry-embedded-'));
 

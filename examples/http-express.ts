@@ -8,8 +8,8 @@
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import express from 'express';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createNodeHandler, type FetchHandlerOptions } from 'agentry/http';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createNodeHandler, type FetchHandlerOptions } from 'agentry-runtime/http';
 
 export interface StartOptions {
   port?: number;

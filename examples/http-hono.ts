@@ -8,8 +8,8 @@ import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createFetchHandler, type FetchHandlerOptions } from 'agentry/http';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createFetchHandler, type FetchHandlerOptions } from 'agentry-runtime/http';
 
 export interface StartOptions {
   port?: number;

@@ -6,8 +6,8 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createNodeHandler, type FetchHandlerOptions } from 'agentry/http';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createNodeHandler, type FetchHandlerOptions } from 'agentry-runtime/http';
 
 export interface StartOptions {
   port?: number;

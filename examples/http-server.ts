@@ -8,8 +8,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { startServer } from 'agentry/http';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { startServer } from 'agentry-runtime/http';
 
 const dir = mkdtempSync(join(tmpdir(), 'agentry-example-'));
 const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: join(dir, 'agentry.db') }) });

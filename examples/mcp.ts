@@ -6,8 +6,8 @@
  */
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 // The server's entry point, from this project's node_modules (in your own config: "npx", ["-y", "@modelcontextprotocol/server-everything"]).
 const everything = join(

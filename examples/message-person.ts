@@ -11,7 +11,7 @@
  *
  *   SMTP_URL=smtps://user:pass@smtp.example.com:465 AGENTRY_EMAIL_FROM='Alerts <alerts@example.com>' \
  *   AGENTRY_MESSAGE_ALLOW=me@example.com ANTHROPIC_API_KEY=sk-ant-… \
- *   npx agentry run "E-mail me (me@example.com) a haiku about durable agents"
+ *   node bin/agentry.js run "E-mail me (me@example.com) a haiku about durable agents"
  *
  * SMS works the same way through Twilio: TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM, and a `+` prefix in
  * AGENTRY_MESSAGE_ALLOW (`+4930`).
@@ -22,8 +22,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import PostalMime from 'postal-mime';
 import { SMTPServer } from 'smtp-server';
-import { AgentRuntime, sqliteStorage, type ContentBlock } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage, type ContentBlock } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 // The mail server, on loopback: accepts every message and keeps it (no TLS, no login: it is local).
 const inbox: string[] = [];

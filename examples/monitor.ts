@@ -6,8 +6,8 @@
  *
  *   npx tsx examples/monitor.ts
  */
-import { AgentRuntime, memoryStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { startPricePage } from '../test/fixtures/price-page.js';
 
 const page = await startPricePage({ product: 'Widget Pro', price: 59 });

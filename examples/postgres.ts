@@ -5,13 +5,13 @@
  * and drops it at the end. Run: npx tsx examples/postgres.ts   (needs `pg` installed and a PostgreSQL server)
  *
  * In production: postgresStorage({ connectionString: process.env.DATABASE_URL! }), or AGENTRY_DB=postgres://… for
- * the default storage and the CLI (`npx agentry serve --db 'postgres://…?schema=agentry'`).
+ * the default storage and the CLI (`node bin/agentry.js serve --db 'postgres://…?schema=agentry'`).
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { AgentRuntime, type ModelRequest } from 'agentry';
-import { postgresStorage } from 'agentry/storage/postgres';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, type ModelRequest } from 'agentry-runtime';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 const url = process.env.AGENTRY_EXAMPLE_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
 const schema = `agentry_example_${randomBytes(4).toString('hex')}`;

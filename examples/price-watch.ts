@@ -12,13 +12,13 @@
  *
  *   SMTP_URL=smtps://user:pass@smtp.example.com:465 AGENTRY_EMAIL_FROM='Price watch <alerts@example.com>' \
  *   AGENTRY_MESSAGE_ALLOW=me@example.com ANTHROPIC_API_KEY=sk-ant-… \
- *   npx agentry run "Watch https://shop.example/lamp and e-mail me (me@example.com) when the price drops below 50"
+ *   node bin/agentry.js run "Watch https://shop.example/lamp and e-mail me (me@example.com) when the price drops below 50"
  */
 import type { AddressInfo } from 'node:net';
 import PostalMime from 'postal-mime';
 import { SMTPServer } from 'smtp-server';
-import { AgentRuntime, memoryStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { startPricePage } from '../test/fixtures/price-page.js';
 
 // The shop's page and the mail server, on loopback.

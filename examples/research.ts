@@ -17,8 +17,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentRuntime, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { GENERATOR_INSTRUCTIONS, VERIFIER_INSTRUCTIONS } from '../src/tools/builtin/find-all/prompts.js';
 import { corpusSearch, serveCorpus } from '../test/fixtures/corpus/veloran.js';
 

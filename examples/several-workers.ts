@@ -11,9 +11,9 @@
  */
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { AgentRuntime, type ModelRequest } from 'agentry';
-import { postgresStorage } from 'agentry/storage/postgres';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, type ModelRequest } from 'agentry-runtime';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 const url = process.env.AGENTRY_EXAMPLE_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
 const schema = `agentry_example_${randomBytes(4).toString('hex')}`;

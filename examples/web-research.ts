@@ -14,15 +14,21 @@
  *
  *   const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: 'research.db' }) });
  *
- * or, from the command line: BRAVE_API_KEY=… ANTHROPIC_API_KEY=sk-ant-… npx agentry run "<your question>"
+ * or, from the command line: BRAVE_API_KEY=… ANTHROPIC_API_KEY=sk-ant-… node bin/agentry.js run "<your question>"
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentRuntime, sqliteStorage, type ContentBlock, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import {
+  AgentRuntime,
+  sqliteStorage,
+  type ContentBlock,
+  type ModelRequest,
+  type ToolResultBlock,
+} from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 // ---------------------------------------------------------------------------------------------------------------
 // The web, on loopback: two articles and a search engine that speaks SearXNG's JSON.

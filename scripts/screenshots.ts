@@ -1,5 +1,5 @@
 /**
- * Regenerates the README's console screenshots (docs/images/console-*.png): a runtime on memory storage with a
+ * Regenerates the console screenshots of docs/console.md (docs/images/console-*.png): a runtime on memory storage with a
  * scripted model, a few agents in different states (one with 10,000 sub-agents), the console served on a free port,
  * and the system's Chromium (playwright-core; never a downloaded browser) visiting each main page.
  *

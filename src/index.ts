@@ -1,10 +1,10 @@
 /**
- * @module agentry
+ * @module agentry-runtime
  * An embeddable, in-process agent runtime: give it a goal, an agent works on it with tools and sub-agents on a credit
  * budget; poll or subscribe to its status, progress and transcript; pause, resume or delete it.
  *
  * @example
- * import { AgentRuntime } from 'agentry';
+ * import { AgentRuntime } from 'agentry-runtime';
  * const runtime = await AgentRuntime.open(); // SQLite at ./agentry.db, Claude from ANTHROPIC_API_KEY
  * const { agent_id } = await runtime.create({ goal: 'Summarise the three latest Node.js releases' });
  * console.log(await runtime.waitFor(agent_id));
@@ -94,7 +94,7 @@ export type { TwilioTransportOptions } from './messaging/twilio.js';
 export type { MessagingOptions } from './messaging/config.js';
 export { DEFAULT_MESSAGING_LIMITS } from './messaging/outbox.js';
 export type { MessagingLimits } from './messaging/outbox.js';
-// The web layer (guarded fetch, page reading, search clients) is the subpath `agentry/web`: it loads on first use.
+// The web layer (guarded fetch, page reading, search clients) is the subpath `agentry-runtime/web`: it loads on first use.
 export type { SearchProvider, SearchQuery, SearchResult } from './web/search-provider.js';
 export { ModelError } from './models/provider.js';
 export type * from './models/provider.js';

@@ -15,8 +15,8 @@ import {
   type ModelProvider,
   type ModelRequest,
   type StorageAdapter,
-} from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+} from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
 export interface FanoutOptions {

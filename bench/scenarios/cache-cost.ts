@@ -21,8 +21,8 @@ import {
   memoryStorage,
   type ModelProvider,
   type ModelUsage,
-} from 'agentry';
-import { fakePromptCache, startFakeAnthropic, type FakeMessagesRequest, type FakeReply } from 'agentry/testing';
+} from 'agentry-runtime';
+import { fakePromptCache, startFakeAnthropic, type FakeMessagesRequest, type FakeReply } from 'agentry-runtime/testing';
 import { peakRssMb, report } from '../lib/measure.js';
 
 const { values } = parseArgs({

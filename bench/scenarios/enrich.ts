@@ -15,9 +15,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { AgentRuntime, sqliteStorage, type ModelRequest, type SearchProvider } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
-import { createGuardedFetch, readPage } from 'agentry/web';
+import { AgentRuntime, sqliteStorage, type ModelRequest, type SearchProvider } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
+import { createGuardedFetch, readPage } from 'agentry-runtime/web';
 import { peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
 const TOWNS = ['Brightwater', 'Cobble Reach', 'Hollin', 'Saltmere', 'Fennick', 'Gullsway'];

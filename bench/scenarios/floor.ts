@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
-import type { ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 
 const BATCH = 1_000;

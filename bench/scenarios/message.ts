@@ -15,8 +15,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import nodemailer from 'nodemailer';
 import { SMTPServer } from 'smtp-server';
-import { AgentRuntime, sqliteStorage, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { peakRssMb, report } from '../lib/measure.js';
 
 const { values } = parseArgs({

@@ -16,9 +16,9 @@ import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { serverCpuMs } from '../lib/postgres-cpu.js';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, type ModelRequest } from 'agentry';
-import { postgresStorage } from 'agentry/storage/postgres';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, defineTool, type ModelRequest } from 'agentry-runtime';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { childAnswer, childGoal, peakRssMb, report } from '../lib/measure.js';
 
 const { values } = parseArgs({

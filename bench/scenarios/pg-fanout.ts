@@ -13,7 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { serverCpuMs } from '../lib/postgres-cpu.js';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import { runFanout } from './agentry-fanout.js';
 import { peakRssMb, report } from '../lib/measure.js';
 

@@ -6,7 +6,7 @@
  */
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { startServer } from 'agentry/http';
+import { startServer } from 'agentry-runtime/http';
 import { startLoad, type LoadResult } from '../lib/load-client.js';
 import { peakRssMb, report, scenarioArgs } from '../lib/measure.js';
 import { runFanout } from './agentry-fanout.js';

@@ -12,8 +12,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import type Database from 'better-sqlite3';
 import { childAnswer, peakRssMb, report } from '../lib/measure.js';
 

@@ -53,9 +53,8 @@ export async function run(args: string[]): Promise<number> {
     out: { type: 'string' },
   });
   const [sub, ...params] = rest;
-  if (sub === undefined || !['list', 'show', 'artifacts', 'outbox', 'pause', 'resume', 'delete'].includes(sub)) {
-    throw subcommandError(sub, usage);
-  }
+  const subcommands = ['list', 'show', 'artifacts', 'outbox', 'pause', 'resume', 'delete'];
+  if (sub === undefined || !subcommands.includes(sub)) throw subcommandError(sub, usage, subcommands);
   if (values.out !== undefined && sub !== 'artifacts') throw new UsageError('--out goes with `agents artifacts`');
   if (values.out !== undefined && values.out.trim() === '') throw new UsageError('--out needs a directory');
   if (values.status !== undefined && !(AGENT_STATUSES as readonly string[]).includes(values.status)) {

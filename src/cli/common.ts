@@ -1,28 +1,79 @@
 /**
  * @module cli/common
- * What every command shares: argument parsing on `node:util`, where the database is (`--db`, else `AGENTRY_DB`,
- * else `./agentry.db`), which account the admin commands act on, and how failures are printed.
+ * What every command shares: argument parsing on `node:util` (with a "did you mean" for a mistyped flag), where the
+ * database is (`--db`, else `AGENTRY_DB`, else `./agentry.db`) and how it is shown (a URL's password masked), which
+ * account the admin commands act on, and how failures are printed.
  *
  * The account: `agentry serve` creates one account, with the fixed id `serve`, on its first start against a database.
  * `keys`, `credits`, `subscription` and `agents` act on that account unless `--account <id>` names another one (an
  * account created by an application through `runtime.accounts.create()`).
  */
+import { existsSync } from 'node:fs';
+import { resolve as resolvePath } from 'node:path';
 import { parseArgs as parseNodeArgs, type ParseArgsConfig } from 'node:util';
 import { Accounts, AgentryError, AgentRuntime, readMcpConfigFile, sqliteStorage, systemClock } from '../index.js';
 import type { StorageAdapter } from '../index.js';
+import type PgModule from 'pg';
 
 /** The id of the account `agentry serve` creates and the admin commands act on by default. */
 export const SERVE_ACCOUNT_ID = 'serve';
 
-/** A mistake in how the command was called: printed with a hint, exit code 2. */
+/**
+ * A mistake in how the command was called: printed with a hint, exit code 2. With `showUsage`, the command's usage
+ * follows the message's one line.
+ */
 export class UsageError extends Error {
   override name = 'UsageError';
+  readonly showUsage: boolean;
+  constructor(message: string, options: { showUsage?: boolean } = {}) {
+    super(message);
+    this.showUsage = options.showUsage ?? false;
+  }
 }
 
-/** The error for a missing or unknown subcommand, with the command's usage. */
-export function subcommandError(sub: string | undefined, usage: string): UsageError {
+/**
+ * A failure the person at the terminal can act on (a port in use, no database where one was looked for, a database
+ * server that does not answer): printed as its one line, without a stack, exit code 1.
+ */
+export class CommandFailure extends Error {
+  override name = 'CommandFailure';
+}
+
+/** Levenshtein distance: how many single-character edits turn `a` into `b`. */
+export function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) {
+      current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * The known name closest to a mistyped one, if one is close enough to be what was meant: a prefix of it, or within
+ * a third of its length in edits (at least 2, so a swapped pair of letters is found).
+ *
+ * @example didYouMean('--prot', ['--port', '--host']) // ' (did you mean --port?)'
+ */
+export function didYouMean(input: string, known: readonly string[]): string {
+  let best: { name: string; distance: number } | undefined;
+  for (const name of known) {
+    const distance = name.startsWith(input) && input.replace(/^-+/, '').length >= 2 ? 1 : editDistance(input, name);
+    if (!best || distance < best.distance) best = { name, distance };
+  }
+  const limit = Math.max(2, Math.ceil(input.replace(/^-+/, '').length / 3));
+  return best && best.distance <= limit ? ` (did you mean ${best.name}?)` : '';
+}
+
+/** The error for a missing or unknown subcommand, with the command's usage (and the closest of `known`). */
+export function subcommandError(sub: string | undefined, usage: string, known: readonly string[] = []): UsageError {
   return new UsageError(
-    sub === undefined ? `missing subcommand\n\n${usage}` : `unknown subcommand ${JSON.stringify(sub)}\n\n${usage}`,
+    sub === undefined
+      ? `missing subcommand\n\n${usage}`
+      : `unknown subcommand ${JSON.stringify(sub)}${didYouMean(sub, known)}\n\n${usage}`,
   );
 }
 
@@ -49,7 +100,23 @@ export const ACCOUNT_OPTIONS = {
   json: { type: 'boolean' },
 } as const satisfies Options;
 
-/** `node:util` parseArgs, strict, with its errors turned into {@link UsageError}s. */
+/**
+ * One line for a `node:util` parseArgs error, in the CLI's words: an unknown flag with the closest known one (Node's
+ * own text suggests `-- "--flag"`, with an unbalanced quote), a flag without its value, a value given to a switch.
+ */
+export function describeParseError(error: unknown, options: Options): string {
+  const { code, message } = error as { code?: string; message: string };
+  const flags = Object.entries(options).flatMap(([name, o]) => [`--${name}`, ...(o.short ? [`-${o.short}`] : [])]);
+  const option = /^Unknown option '([^']+)'/.exec(message)?.[1] ?? /^Option '([^' ]+)/.exec(message)?.[1];
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' && option) return `unknown option ${option}${didYouMean(option, flags)}`;
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE' && option) {
+    return /does not take an argument/.test(message) ? `${option} takes no value` : `${option} needs a value`;
+  }
+  if (code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') return message.replace(/\.$/, '');
+  return message;
+}
+
+/** `node:util` parseArgs, strict, with its errors turned into {@link UsageError}s that show the command's usage. */
 export function parseCommandArgs<O extends Options>(
   args: string[],
   options: O,
@@ -57,14 +124,43 @@ export function parseCommandArgs<O extends Options>(
   try {
     return parseNodeArgs({ args, options, allowPositionals: true, strict: true });
   } catch (error) {
-    throw new UsageError((error as Error).message);
+    throw new UsageError(describeParseError(error, options), { showUsage: true });
   }
 }
 
-/** The database: `--db`, else `AGENTRY_DB`, else `./agentry.db`. */
-export function resolveDb(db: string | undefined): string {
-  const target = db ?? process.env.AGENTRY_DB;
-  return target === undefined || target.trim() === '' ? './agentry.db' : target;
+const URL_SCHEME = /^([a-z][a-z0-9+.-]*):\/\//i;
+
+/**
+ * The database: `--db`, else `AGENTRY_DB`, else `./agentry.db`. A URL of any other scheme than `postgres://` or
+ * `postgresql://` is refused rather than taken for a SQLite file name (`mysql://…` would otherwise become a file).
+ */
+export function resolveDb(db: string | undefined, env: NodeJS.ProcessEnv = process.env): string {
+  const target = db ?? env.AGENTRY_DB;
+  if (target === undefined || target.trim() === '') return './agentry.db';
+  const scheme = URL_SCHEME.exec(target)?.[1];
+  if (scheme !== undefined && !isPostgres(target)) {
+    throw new UsageError(
+      `${db === undefined ? 'AGENTRY_DB' : '--db'} ${displayDb(target)}: unsupported database ${scheme}:// ` +
+        '(a SQLite file path, or a postgres:// URL)',
+    );
+  }
+  return target;
+}
+
+/**
+ * A database as it may be printed: a URL's password (in its user part, or a `password=` parameter) masked as `***`.
+ *
+ * @example displayDb('postgres://app:s3cret@db:5432/app') // 'postgres://app:***@db:5432/app'
+ */
+export function displayDb(target: string): string {
+  const match = /^([a-z][a-z0-9+.-]*:\/\/)([^/?#]*)(.*)$/is.exec(target);
+  if (!match) return target;
+  const [, scheme, authority = '', rest = ''] = match;
+  const at = authority.lastIndexOf('@');
+  const colon = authority.indexOf(':');
+  const userinfo = at >= 0 && colon >= 0 && colon < at ? `${authority.slice(0, colon)}:***` : authority.slice(0, at);
+  const host = at >= 0 ? `${userinfo}${authority.slice(at)}` : authority;
+  return `${scheme}${host}${rest.replace(/([?&]password=)[^&#]*/gi, '$1***')}`;
 }
 
 /**
@@ -96,7 +192,8 @@ export interface StorageSettings {
   maxConnections?: number;
 }
 
-const isPostgres = (target: string) => /^postgres(?:ql)?:\/\//i.test(target);
+/** Whether a `--db` value is a PostgreSQL URL (else it is a SQLite file). */
+export const isPostgres = (target: string) => /^postgres(?:ql)?:\/\//i.test(target);
 
 /**
  * {@link StorageSettings} from the parsed {@link WORKER_OPTIONS} and the environment. The flags are refused with a
@@ -135,13 +232,90 @@ export function storageSettings(
   return settings;
 }
 
+/** Error codes of a PostgreSQL server that cannot be reached or will not let us in: the socket's, and SQLSTATE. */
+const CONNECTION_FAILURE = /^(?:E[A-Z]+|08\w{3}|28\w{3}|3D000|53300|57P0[1-3])$/;
+
+/**
+ * One line for a failure to reach a PostgreSQL server, naming its host, port and database (never the password);
+ * undefined for any other error.
+ */
+export function postgresConnectionFailure(error: unknown, target: string): CommandFailure | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string' || !CONNECTION_FAILURE.test(code)) return undefined;
+  let where: string;
+  try {
+    const url = new URL(target);
+    const database =
+      decodeURIComponent(url.pathname.replace(/^\//, '')) || decodeURIComponent(url.username) || 'postgres';
+    where = `${url.hostname || 'localhost'}:${url.port || '5432'}, database "${database}"`;
+  } catch {
+    where = displayDb(target);
+  }
+  const reason = String((error as Error).message)
+    .split('\n')[0]!
+    .replaceAll(target, displayDb(target));
+  return new CommandFailure(`cannot connect to PostgreSQL at ${where}: ${reason}`);
+}
+
 /** Opens (and migrates) the storage behind a `--db` value. */
 export async function openStorage(target: string, settings: StorageSettings = {}): Promise<StorageAdapter> {
   if (isPostgres(target)) {
     const { postgresStorage } = await import('../storage/postgres/index.js');
-    return postgresStorage({ connectionString: target, ...settings });
+    const storage = postgresStorage({ connectionString: target, ...settings });
+    const init = storage.init.bind(storage);
+    // The first connection is made by init(): a server that does not answer is one line, not the driver's stack.
+    storage.init = () =>
+      init().catch((error: unknown) => {
+        throw postgresConnectionFailure(error, target) ?? error;
+      });
+    return storage;
   }
   return sqliteStorage({ path: target });
+}
+
+/**
+ * The admin commands work on a database that `agentry serve` (or an application) made; they never create one. A
+ * SQLite file that is not there is refused, saying where it was looked for; so is a PostgreSQL database without
+ * agentry's schema (the URL's `?schema=`, else `agentry`), which opening the storage would otherwise create.
+ */
+export async function requireExistingDatabase(target: string): Promise<void> {
+  if (!isPostgres(target)) {
+    if (existsSync(target)) return;
+    throw new CommandFailure(
+      `no database at ${resolvePath(target)} (--db, else $AGENTRY_DB, else ./agentry.db): ` +
+        '`agentry serve` creates one on its first start, or pass --db <path>',
+    );
+  }
+  const url = new URL(target);
+  const schema = url.searchParams.get('schema') ?? 'agentry';
+  url.searchParams.delete('schema');
+  let pg: typeof PgModule;
+  try {
+    pg = (await import('pg')).default;
+  } catch {
+    throw new CommandFailure('a postgres:// database needs the pg package: npm install pg');
+  }
+  const client = new pg.Client({ connectionString: url.toString() });
+  client.on('error', () => undefined);
+  let found: boolean;
+  try {
+    await client.connect();
+    const { rows } = await client.query(
+      `SELECT 1 FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'schema_migrations'`,
+      [schema],
+    );
+    found = rows.length > 0;
+  } catch (error) {
+    throw postgresConnectionFailure(error, target) ?? error;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  if (!found) {
+    throw new CommandFailure(
+      `no agentry schema "${schema}" in ${displayDb(target)}: \`agentry serve\` creates it on its first start, ` +
+        'or name another with ?schema=',
+    );
+  }
 }
 
 /**
@@ -149,6 +323,7 @@ export async function openStorage(target: string, settings: StorageSettings = {}
  * opening a runtime also recovers running agents, which is the serving process's business, not theirs.
  */
 export async function openAccounts(target: string): Promise<{ accounts: Accounts; close(): Promise<void> }> {
+  await requireExistingDatabase(target);
   const storage = await openStorage(target);
   await storage.init();
   return { accounts: new Accounts(storage, systemClock), close: () => storage.close() };
@@ -156,6 +331,7 @@ export async function openAccounts(target: string): Promise<{ accounts: Accounts
 
 /** A runtime that never steps agents itself (`scheduler: 'manual'`), for commands that only read or change status. */
 export async function openAdminRuntime(target: string): Promise<AgentRuntime> {
+  await requireExistingDatabase(target);
   return AgentRuntime.open({ storage: await openStorage(target), scheduler: 'manual' });
 }
 
@@ -169,8 +345,8 @@ export async function requireAccount(accounts: Accounts, accountId: string | und
       throw new AgentryError(
         'not_found',
         id === SERVE_ACCOUNT_ID
-          ? `No serve account in ${db}: run \`agentry serve --db ${db}\` once to create it, or pass --account <id>`
-          : `No account ${JSON.stringify(id)} in ${db}`,
+          ? `No serve account in ${displayDb(db)}: run \`agentry serve --db ${displayDb(db)}\` once to create it, or pass --account <id>`
+          : `No account ${JSON.stringify(id)} in ${displayDb(db)}`,
       );
     }
     throw error;

@@ -43,7 +43,7 @@ export async function run(args: string[]): Promise<number> {
         account = await accounts.get(accountId);
         break;
       default:
-        throw subcommandError(sub, usage);
+        throw subcommandError(sub, usage, ['add', 'show']);
     }
     if (values.json) console.log(JSON.stringify(account));
     else {

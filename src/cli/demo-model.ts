@@ -1,7 +1,7 @@
 /**
  * @module cli/demo-model
  * The model of `agentry serve --demo`: the scripted stand-in `npm run demo` uses (`scriptedModel` from
- * agentry/testing), here answering any goal, so the HTTP API can be tried offline without a key. Every agent plans,
+ * agentry-runtime/testing), here answering any goal, so the HTTP API can be tried offline without a key. Every agent plans,
  * "thinks" for a few seconds (long enough to poll, pause and resume it by hand), and completes with an answer that
  * says plainly it came from a stand-in, not from research.
  */

@@ -12,7 +12,7 @@ export const usage = `Usage: agentry gc --older-than <duration> [--delete-trees]
                  [--db ./agentry.db] [--json]
 
 Forgets the work of finished agents (COMPLETED or FAILED roots, with their sub-agents) last updated longer ago than
-<duration> (e.g. 0s, 90m, 36h, 30d): their turns, messages, tool calls and artifacts. The agents stay, with their
+<duration> (e.g. 0s, 90m, 36h, 30d, 2w): their turns, messages, tool calls and artifacts. The agents stay, with their
 status, counts and credits; the ledger always stays.
 
 Options:

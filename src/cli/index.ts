@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { AgentryError } from '../index.js';
-import { UsageError, type CommandModule } from './common.js';
+import { CommandFailure, didYouMean, UsageError, type CommandModule } from './common.js';
 
 /** Command name -> one-line summary and its module. */
 export const COMMANDS: Record<string, { summary: string; load: () => Promise<CommandModule> }> = {
@@ -74,7 +74,10 @@ export async function main(argv: string[]): Promise<number> {
   }
   const command = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!command) {
-    console.error(`agentry: unknown command ${JSON.stringify(name)}\n\n${usage()}`);
+    const known = [...Object.keys(COMMANDS), 'help', 'version'];
+    const what = name.startsWith('-') ? 'option' : 'command';
+    const hint = didYouMean(name, name.startsWith('-') ? ['--help', '--version'] : known);
+    console.error(`agentry: unknown ${what} ${JSON.stringify(name)}${hint}\n\n${usage()}`);
     return 2;
   }
   const module = await command.load();
@@ -86,8 +89,12 @@ export async function main(argv: string[]): Promise<number> {
     return await module.run(rest);
   } catch (error) {
     if (error instanceof UsageError) {
-      console.error(`agentry ${name}: ${error.message}`);
+      console.error(`agentry ${name}: ${error.message}${error.showUsage ? `\n\n${module.usage}` : ''}`);
       return 2;
+    }
+    if (error instanceof CommandFailure) {
+      console.error(`agentry ${name}: ${error.message}`);
+      return 1;
     }
     if (AgentryError.isInstance(error)) {
       console.error(`agentry ${name}: ${error.message}`);

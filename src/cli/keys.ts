@@ -57,7 +57,7 @@ export async function run(args: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw subcommandError(sub, usage);
+        throw subcommandError(sub, usage, ['create', 'list', 'delete']);
     }
   } finally {
     await close();

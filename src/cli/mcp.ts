@@ -25,7 +25,7 @@ Options:
   --mcp-config <file>   MCP servers whose tools the agents may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
 
 In Claude Desktop's claude_desktop_config.json:
-  {"mcpServers": {"agentry": {"command": "npx", "args": ["agentry", "mcp", "--db", "/path/to/agentry.db"],
+  {"mcpServers": {"agentry": {"command": "npx", "args": ["-y", "agentry-runtime", "mcp", "--db", "/path/to/agentry.db"],
                               "env": {"ANTHROPIC_API_KEY": "sk-ant-..."}}}}
 
 The agents' model reads ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server that speaks the Messages API).`;

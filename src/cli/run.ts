@@ -10,7 +10,8 @@ import { anthropicProvider, hasAnthropicCredentials } from '../models/anthropic.
 import type { ModelProvider } from '../models/provider.js';
 import type { Tool } from '../tools/define-tool.js';
 import type { Agent } from '../core/schemas.js';
-import { mcpServersOption, openStorage } from './common.js';
+import { demoModel } from './demo-model.js';
+import { describeParseError, mcpServersOption, openStorage, resolveDb, UsageError } from './common.js';
 import { NAMED_SUB_AGENTS, ProgressView, subAgentLabel, type ProgressOutput } from './progress.js';
 
 /** How a direct sub-agent's end is told on the run's output. */
@@ -41,16 +42,18 @@ Options:
   --credits <n>       budget for this run, in credits; the local account is topped up to cover it
   --resume <id>       continue a paused, stopped or interrupted agent
   --mcp-config <file> MCP servers whose tools the agent may use ({"mcpServers": {...}}; else $AGENTRY_MCP_CONFIG)
+  --demo              a scripted stand-in plays the model (as in \`agentry serve --demo\`): offline, no key; the agent
+                      plans, takes a few seconds, and completes with an answer that says it is a stand-in's
   -h, --help          show this help
 
-Needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server that speaks the Messages API).`;
+Needs ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL for a server that speaks the Messages API), except with --demo.`;
 
 export const MISSING_KEY_MESSAGE = `agentry run needs a model to talk to. Set your Anthropic API key:
 
   export ANTHROPIC_API_KEY=sk-ant-...
 
 or point ANTHROPIC_BASE_URL at a server that speaks the Anthropic Messages API.
-To see agentry work without a key, run: npm run demo`;
+To see agentry work without a key, run: agentry run --demo "<goal>"`;
 
 export interface RunIO {
   stdout: ProgressOutput;
@@ -67,22 +70,20 @@ export interface RunIO {
 
 /** Runs `agentry run` with `args` (after the word `run`); resolves with the exit code. */
 export async function runCommand(args: string[], io: RunIO): Promise<number> {
+  const options = {
+    model: { type: 'string' },
+    db: { type: 'string' },
+    credits: { type: 'string' },
+    resume: { type: 'string' },
+    'mcp-config': { type: 'string' },
+    demo: { type: 'boolean' },
+    help: { type: 'boolean', short: 'h' },
+  } as const;
   let parsed;
   try {
-    parsed = parseArgs({
-      args,
-      allowPositionals: true,
-      options: {
-        model: { type: 'string' },
-        db: { type: 'string' },
-        credits: { type: 'string' },
-        resume: { type: 'string' },
-        'mcp-config': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
+    parsed = parseArgs({ args, allowPositionals: true, options });
   } catch (err) {
-    io.stderr.write(`${(err as Error).message}\n\n${RUN_USAGE}\n`);
+    io.stderr.write(`agentry run: ${describeParseError(err, options)}\n\n${RUN_USAGE}\n`);
     return RUN_EXIT_CODES.usage;
   }
   const { values, positionals } = parsed;
@@ -103,12 +104,25 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
       return RUN_EXIT_CODES.usage;
     }
   }
-  if (!io.model && !hasAnthropicCredentials(io.env)) {
+  if (!io.model && !values.demo && !hasAnthropicCredentials(io.env)) {
     io.stderr.write(`${MISSING_KEY_MESSAGE}\n`);
     return RUN_EXIT_CODES.usage;
   }
 
-  const path = values.db ?? io.env.AGENTRY_DB ?? './agentry.db';
+  let path: string;
+  try {
+    path = resolveDb(values.db, io.env);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    io.stderr.write(`agentry run: ${err.message}\n`);
+    return RUN_EXIT_CODES.usage;
+  }
+  if (values.demo) {
+    io.stdout.write(
+      'Demo mode: a scripted stand-in plays the model (no key, no network); run without --demo, with ' +
+        'ANTHROPIC_API_KEY set, for real work.\n',
+    );
+  }
   let mcp: { mcpServers?: Record<string, unknown> };
   try {
     mcp = mcpServersOption(values['mcp-config']);
@@ -118,7 +132,7 @@ export async function runCommand(args: string[], io: RunIO): Promise<number> {
   }
   const runtime = await AgentRuntime.open({
     storage: await openStorage(path),
-    model: io.model ?? anthropicProvider(),
+    model: io.model ?? (values.demo ? demoModel() : anthropicProvider()),
     tools: io.tools ?? [],
     ...mcp,
   });

@@ -19,7 +19,9 @@ import { createServeLogger, flushLogAtExit, LOG_LEVELS } from './logging.js';
 import { startServer, type FetchHandlerOptions, type RunningServer } from '../http/index.js';
 import { commandModel, untilSignal } from './lifecycle.js';
 import {
+  CommandFailure,
   COMMON_OPTIONS,
+  displayDb,
   formatCredits,
   mcpServersOption,
   openStorage,
@@ -47,7 +49,7 @@ On PostgreSQL, start it as many times as you like (any ports, any machines): eac
 agents and an HTTP front end that answers for any agent of the database. \`agentry worker\` steps agents without HTTP.
 
 Options:
-  --port <n>            port to listen on; 0 picks a free one (default 8787)
+  --port <n>            port to listen on; 0 picks a free one (default $PORT, else 8787)
   --host <address>      address to bind (default 127.0.0.1)
   --db <path>           SQLite file or postgres:// URL (default $AGENTRY_DB, else ./agentry.db)
   --rate-limit <c:r>    token bucket per API key: burst c, r per second; "off" disables (default 120:20)
@@ -75,7 +77,7 @@ export async function run(args: string[]): Promise<number> {
   const { values, positionals: rest } = parseCommandArgs(args, {
     ...COMMON_OPTIONS,
     ...WORKER_OPTIONS,
-    port: { type: 'string', default: '8787' },
+    port: { type: 'string' },
     host: { type: 'string', default: '127.0.0.1' },
     'rate-limit': { type: 'string' },
     cors: { type: 'string' },
@@ -95,9 +97,12 @@ export async function run(args: string[]): Promise<number> {
   if (metricsPort !== undefined && (!/^\d{1,5}$/.test(values['metrics-port']!) || metricsPort > 65535)) {
     throw new UsageError(`--metrics-port must be 0..65535, got ${values['metrics-port']}`);
   }
-  const port = Number(values.port);
-  if (!/^\d{1,5}$/.test(values.port) || port > 65535)
-    throw new UsageError(`--port must be 0..65535, got ${values.port}`);
+  // The flag, else PORT (as platforms that start the process set it), else 8787.
+  const portText = values.port ?? (process.env.PORT?.trim() || '8787');
+  const port = Number(portText);
+  if (!/^\d{1,5}$/.test(portText) || port > 65535) {
+    throw new UsageError(`${values.port === undefined ? 'PORT' : '--port'} must be 0..65535, got ${portText}`);
+  }
   const traces = await startTraceExportFromEnv();
   const logger = createServeLogger(logLevel, process.env, traces ? { activeSpan: traces.activeSpan } : {});
   flushLogAtExit(logger);
@@ -130,45 +135,72 @@ export async function run(args: string[]): Promise<number> {
     ...mcpServersOption(values['mcp-config']),
     logger,
   });
-  let server: RunningServer;
+  let server: RunningServer | undefined;
   let metricsServer: Server | undefined;
   try {
     await ensureServeAccount(runtime);
     // HTTP on a thread of its own: polls are answered there while this thread steps the agents.
-    server = await startServer(runtime, { ...handlerOptions, port, host: values.host });
+    server = await startServer(runtime, { ...handlerOptions, port, host: values.host }).catch((error: unknown) => {
+      throw listenFailure(error, values.host, port, 'the API');
+    });
     if (metricsPort !== undefined) {
-      metricsServer = await startMetricsListener(runtime, metricsPort, values['metrics-host'], logger);
+      metricsServer = await startMetricsListener(runtime, metricsPort, values['metrics-host'], logger).catch(
+        (error: unknown) => {
+          throw listenFailure(error, values['metrics-host'], metricsPort, 'metrics');
+        },
+      );
     }
   } catch (error) {
+    // Everything that started stops, so the process ends: a supervisor must see it exit, not a half-started server.
+    await server?.close();
     await runtime.close();
     await traces?.shutdown();
     throw error;
   }
+  // SIGINT and SIGTERM are handled before the lines that say all is up: a supervisor may stop it at once.
+  const running = server;
+  const stopped = untilSignal(logger, async () => {
+    metricsServer?.closeAllConnections();
+    metricsServer?.close();
+    await running.close();
+    await runtime.close();
+    await traces?.shutdown();
+  });
   // The metrics line comes first: "listening" is the line that tells a supervisor (or a test) that all is up.
   if (metricsServer) {
     const { port: boundPort } = metricsServer.address() as AddressInfo;
     console.error(`agentry metrics on http://${hostForUrl(values['metrics-host'])}:${boundPort}/metrics`);
   }
-  console.error(`agentry listening on ${server.url} (database: ${db})`);
+  console.error(`agentry listening on ${server.url} (database: ${displayDb(db)})`);
   if (handlerOptions.console) console.error(`Console: ${server.url}/console (sign in with one of the account’s keys)`);
   logger.info(
     { url: server.url, metrics: metricsServer !== undefined, traces: traces?.protocol ?? null },
     'agentry serve started',
   );
-
   // Checked once at start, in the background: an upstream id the server does not list would fail every agent of
   // that model at its first call.
   void resolvedModelIds(model).then((ids) => {
     for (const line of unlistedModelWarnings(ids)) console.warn(line);
   });
+  return stopped;
+}
 
-  return untilSignal(logger, async () => {
-    metricsServer?.closeAllConnections();
-    metricsServer?.close();
-    await server.close();
-    await runtime.close();
-    await traces?.shutdown();
-  });
+/** One line naming the address a listener could not take, and why in words (`EADDRINUSE` is "already in use"). */
+function listenFailure(error: unknown, host: string, port: number, what: string): CommandFailure {
+  const text = String((error as Error)?.message ?? error);
+  // startServer's error carries the socket's code in its text (the listener is on the HTTP thread).
+  const code = [(error as { code?: unknown })?.code, /\b(EADDRINUSE|EACCES|EADDRNOTAVAIL)\b/.exec(text)?.[1]].find(
+    (c) => typeof c === 'string' && /^E[A-Z]+$/.test(c),
+  );
+  const reason =
+    code === 'EADDRINUSE'
+      ? 'the port is already in use'
+      : code === 'EACCES'
+        ? 'permission denied'
+        : code === 'EADDRNOTAVAIL'
+          ? 'no such address on this machine'
+          : text.split('\n')[0]!;
+  return new CommandFailure(`cannot listen on ${hostForUrl(host)}:${port} (${what}): ${reason}`);
 }
 
 /** The metrics listener: only `GET /metrics`, never behind an API key; anything else is 404. */

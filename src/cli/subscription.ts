@@ -51,7 +51,7 @@ export async function run(args: string[]): Promise<number> {
         return 0;
       }
       default:
-        throw subcommandError(sub, usage);
+        throw subcommandError(sub, usage, ['activate', 'deactivate', 'show']);
     }
   } finally {
     await close();

@@ -15,6 +15,7 @@ import { AgentRuntime } from '../index.js';
 import { startTraceExportFromEnv } from '../observability/otel-sdk.js';
 import {
   COMMON_OPTIONS,
+  displayDb,
   mcpServersOption,
   openStorage,
   parseCommandArgs,
@@ -79,10 +80,12 @@ export async function run(args: string[]): Promise<number> {
   }
   const workerId = runtime.storage.workers?.workerId;
   const mode = workerId !== undefined ? `worker ${workerId}` : 'the only process driving this database';
-  console.error(`agentry worker ready (database: ${db}, ${mode})`);
-  logger.info({ worker_id: workerId ?? null, traces: traces?.protocol ?? null }, 'agentry worker started');
-  return untilSignal(logger, async () => {
+  // SIGINT and SIGTERM are handled before the line that says it is up: a supervisor may stop it at once.
+  const stopped = untilSignal(logger, async () => {
     await runtime.close();
     await traces?.shutdown();
   });
+  console.error(`agentry worker ready (database: ${displayDb(db)}, ${mode})`);
+  logger.info({ worker_id: workerId ?? null, traces: traces?.protocol ?? null }, 'agentry worker started');
+  return stopped;
 }

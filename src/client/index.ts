@@ -1,11 +1,11 @@
 /**
- * @module agentry/client
+ * @module agentry-runtime/client
  * A typed client for agentry's HTTP service (DESIGN §10), on `fetch`. It has no dependency on the runtime: it can
  * run in a browser, a worker or another Node process. Failures are {@link AgentryClientError}s carrying the server's
  * error `code`, the HTTP `status` and the `request_id` to quote in a bug report.
  *
  * @example
- * import { AgentryClient } from 'agentry/client';
+ * import { AgentryClient } from 'agentry-runtime/client';
  *
  * const client = new AgentryClient({ baseUrl: 'http://127.0.0.1:8787', apiKey: process.env.AGENTRY_API_KEY! });
  * const { agent_id } = await client.create({ goal: 'Find three facts about Lyon' });

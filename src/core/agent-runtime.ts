@@ -234,8 +234,8 @@ const AgentIdSchema = z.string().min(1).max(200);
  * An in-process agent runtime. Open one per process (or per database), create agents, poll or subscribe.
  *
  * @example
- * import { AgentRuntime, defineTool, memoryStorage } from 'agentry';
- * import { scriptedModel } from 'agentry/testing';
+ * import { AgentRuntime, defineTool, memoryStorage } from 'agentry-runtime';
+ * import { scriptedModel } from 'agentry-runtime/testing';
  *
  * const runtime = await AgentRuntime.open({ storage: memoryStorage(), model: scriptedModel({ turns: [{ text: 'Done.' }] }) });
  * const { agent_id } = await runtime.create({ goal: 'Say done' });
@@ -496,7 +496,7 @@ export class AgentRuntime {
 
   /**
    * Adds an observer of every agent's work (see `Telemetry` in core/telemetry.ts): tracing is one, the Prometheus
-   * metrics of `agentry/http` another. Returns a function that removes it.
+   * metrics of `agentry-runtime/http` another. Returns a function that removes it.
    */
   instrument(observer: Telemetry): () => void {
     return this.telemetry.add(observer);
@@ -1140,7 +1140,7 @@ async function defaultModel(warnWithoutKey: boolean): Promise<ModelProvider> {
     process.emitWarning(
       'agentry: no model is configured. ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) is not set and AgentRuntime.open() ' +
         'got no `model`, so every agent will fail at its first step. Set the key, or pass `model` ' +
-        '(`scriptedModel` from agentry/testing runs offline).',
+        '(`scriptedModel` from agentry-runtime/testing runs offline).',
       { code: 'AGENTRY_NO_MODEL' },
     );
   }

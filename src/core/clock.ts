@@ -1,7 +1,7 @@
 /**
  * @module core/clock
  * Time as the runtime sees it. Everything that reads the time or waits goes through a {@link Clock}, so tests can
- * swap in `fakeClock()` from `agentry/testing` and never sleep.
+ * swap in `fakeClock()` from `agentry-runtime/testing` and never sleep.
  */
 
 export interface Clock {

@@ -16,11 +16,11 @@ import type { StorageAdapter } from '../storage/adapter.js';
 import { isoTime, type Clock } from './clock.js';
 import { RUNNABLE_STATUSES, type AgentStatus } from './status.js';
 
-const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/;
-const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/;
+const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;
 
 /**
- * A duration as milliseconds: a number of milliseconds, or text such as `0s`, `90m`, `36h`, `30d`.
+ * A duration as milliseconds: a number of milliseconds, or text such as `0s`, `90m`, `36h`, `30d`, `2w`.
  * @example parseDuration('36h') // 129_600_000
  */
 export function parseDuration(value: number | string): number {
@@ -29,7 +29,7 @@ export function parseDuration(value: number | string): number {
     return value;
   }
   const m = DURATION.exec(value.trim());
-  if (!m) throw new Error(`Expected a duration like 0s, 90m, 36h or 30d, got ${JSON.stringify(value)}`);
+  if (!m) throw new Error(`Expected a duration like 0s, 90m, 36h, 30d or 2w, got ${JSON.stringify(value)}`);
   return Number(m[1]) * UNIT_MS[m[2] as keyof typeof UNIT_MS];
 }
 

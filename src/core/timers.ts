@@ -4,7 +4,7 @@
  * a monitored page. A timer is a storage row `{timer_id, agent_id, due_at, kind, payload}`, so it survives restarts,
  * and only due rows are read (an index on `due_at`): 10,000 idle monitors cost rows, not memory.
  *
- * One loop sleeps on the clock until the soonest timer is due (the fake clock of `agentry/testing` drives it in tests),
+ * One loop sleeps on the clock until the soonest timer is due (the fake clock of `agentry-runtime/testing` drives it in tests),
  * reads the due timers in batches and fires each through a lane of bounded concurrency, calling the handler
  * registered for its `kind`. A handler that wants to run again reschedules its own timer (same id, new time); one that
  * does not is deleted after it returned — only if it was not rescheduled meanwhile. A timer whose handler was cut short

@@ -16,7 +16,7 @@ import { toStatusForm } from './records.js';
 
 const NO_PLATFORM =
   'this runtime has no network access for tools: it was opened from the core module, not the package entry point ' +
-  '(import { AgentRuntime } from "agentry")';
+  '(import { AgentRuntime } from "agentry-runtime")';
 
 export function createToolContext(
   deps: StepDeps,

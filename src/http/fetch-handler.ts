@@ -206,7 +206,8 @@ export interface FetchHandlerOptions {
   mcp?: boolean;
   /**
    * Serves the console (a settings area and a live dashboard in the browser) at `{basePath}/console`: sign in with an
-   * API key, or pass `authenticate` to sign in through your own app. See {@link ConsoleOptions}.
+   * API key, or pass `authenticate` to sign in through your own app. See {@link ConsoleOptions}. With it, `GET
+   * {basePath}/` redirects there (a person opening the server's address expects a page, not a JSON 404).
    * @default false
    * @example createFetchHandler(runtime, { console: true }) // open http://host:8787/console
    */
@@ -258,6 +259,7 @@ type RouteName =
   | 'artifact'
   | 'openapi'
   | 'mcp'
+  | 'root'
   | OperationsRoute;
 
 interface RouteMatch {
@@ -337,8 +339,8 @@ const EmptyBodySchema = z.object({}).strict();
  * agents. Throws `invalid_request` at once for bad options.
  *
  * @example
- * import { AgentRuntime } from 'agentry';
- * import { createFetchHandler } from 'agentry/http';
+ * import { AgentRuntime } from 'agentry-runtime';
+ * import { createFetchHandler } from 'agentry-runtime/http';
  *
  * const runtime = await AgentRuntime.open();
  * const handle = createFetchHandler(runtime, { basePath: '/v1', cors: { origins: ['https://app.example.com'] } });
@@ -388,6 +390,9 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (pathname === `${o.basePath}/healthz`) return { methods: { GET: 'healthz', HEAD: 'healthz' } };
     if (pathname === `${o.basePath}/readyz`) return { methods: { GET: 'readyz', HEAD: 'readyz' } };
     if (o.metrics && pathname === `${o.basePath}/metrics`) return { methods: { GET: 'metrics' } };
+    if (consoleRoutes && (pathname === `${o.basePath}/` || pathname === o.basePath)) {
+      return { methods: { GET: 'root', HEAD: 'root' } };
+    }
     if (!pathname.startsWith(prefix)) return null;
     const rest = pathname.slice(prefix.length);
     if (rest === 'openapi.json') return { methods: { GET: 'openapi' } };
@@ -474,6 +479,7 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
     if (name === 'healthz' || name === 'readyz' || name === 'metrics') {
       return operationsResponse(name, runtime, request.method);
     }
+    if (name === 'root') return new Response(null, { status: 302, headers: { location: `${o.basePath}/console` } });
 
     const auth = await authenticate(
       source,

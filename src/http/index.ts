@@ -1,12 +1,12 @@
 /**
- * @module agentry/http
+ * @module agentry-runtime/http
  * The HTTP service of DESIGN §10 on any server: {@link createFetchHandler} is the router (`Request -> Response`, for
  * Hono, Bun, Deno, workers) and {@link createNodeHandler} mounts it on node:http, Express, Fastify or Connect.
  *
  * @example
  * import { createServer } from 'node:http';
- * import { AgentRuntime } from 'agentry';
- * import { createNodeHandler } from 'agentry/http';
+ * import { AgentRuntime } from 'agentry-runtime';
+ * import { createNodeHandler } from 'agentry-runtime/http';
  *
  * const runtime = await AgentRuntime.open();
  * const { apiKey } = await runtime.accounts.create({ name: 'me', credits: 100 });

@@ -34,7 +34,7 @@ const FORBIDDEN_METHODS = new Set(['CONNECT', 'TRACE', 'TRACK']);
  * @example
  * import { createServer } from 'node:http';
  * import express from 'express';
- * import { createNodeHandler } from 'agentry/http';
+ * import { createNodeHandler } from 'agentry-runtime/http';
  *
  * createServer(createNodeHandler(runtime)).listen(8787); // node:http: other paths get 404
  * express().use(createNodeHandler(runtime)).listen(8787); // Express: other paths go to next()

@@ -89,7 +89,7 @@ const COMMON_ERRORS: ErrorCode[] = ['unauthorized', 'subscription_inactive', 'ra
  * Builds the OpenAPI 3.1 document.
  *
  * @example
- * import { buildOpenApiDocument } from 'agentry/http';
+ * import { buildOpenApiDocument } from 'agentry-runtime/http';
  * const doc = buildOpenApiDocument({ basePath: '/v1' });
  * console.log(Object.keys(doc.paths)); // ['/v1/api/agents', ...]
  */

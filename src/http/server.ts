@@ -79,8 +79,8 @@ const ServerOnlySchema = z
  * Starts the HTTP service of DESIGN §10 on a port.
  *
  * @example
- * import { AgentRuntime, sqliteStorage } from 'agentry';
- * import { startServer } from 'agentry/http';
+ * import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+ * import { startServer } from 'agentry-runtime/http';
  *
  * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }) });
  * const server = await startServer(runtime, { port: 8787 });

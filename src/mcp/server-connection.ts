@@ -41,7 +41,7 @@ const REQUEST_TIMEOUT = -32001;
 /** How long the ping that checks a server after its response stream broke may take. */
 const PROBE_TIMEOUT_MS = 5_000;
 
-/** The SDK's client side, loaded when a server first starts: it takes ~0.3 s to load, which `import 'agentry'` need not pay. */
+/** The SDK's client side, loaded when a server first starts: it takes ~0.3 s to load, which `import 'agentry-runtime'` need not pay. */
 async function loadSdk() {
   const [client, stdio, http, types] = await Promise.all([
     import('@modelcontextprotocol/sdk/client/index.js'),

@@ -481,7 +481,7 @@ export interface IdempotencyRecord {
 }
 
 /**
- * Where agentry keeps its state. Implementations: `memoryStorage()`, `sqliteStorage()` and `postgresStorage()` (`agentry/storage/postgres`).
+ * Where agentry keeps its state. Implementations: `memoryStorage()`, `sqliteStorage()` and `postgresStorage()` (`agentry-runtime/storage/postgres`).
  *
  * @example
  * const runtime = await AgentRuntime.open({ storage: sqliteStorage({ path: './agentry.db' }), model });

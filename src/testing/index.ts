@@ -1,5 +1,5 @@
 /**
- * @module agentry/testing
+ * @module agentry-runtime/testing
  * Test doubles shipped with agentry: a scripted model, a fake clock, and a local server that speaks the Anthropic
  * Messages API.
  */

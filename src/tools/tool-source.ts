@@ -91,6 +91,6 @@ export function createMcpToolSource(mcpServers: unknown, context: McpToolSourceC
   if (mcpServers === undefined) return null;
   throw new AgentryError(
     'not_configured',
-    'mcpServers needs the MCP client of the package entry point (import { AgentRuntime } from "agentry")',
+    'mcpServers needs the MCP client of the package entry point (import { AgentRuntime } from "agentry-runtime")',
   );
 }

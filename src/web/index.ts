@@ -1,12 +1,12 @@
 /**
- * @module agentry/web
+ * @module agentry-runtime/web
  * The web layer of the built-in tools, for use on its own: the guarded fetch (SSRF-safe fetch with pinned
  * connections, redirect checks and size and time caps), page reading (HTML to Markdown, charsets, PDF) and the search
  * clients (Brave, Tavily, Exa, SearXNG). A subpath of its own, so that importing `agentry` does not load a DOM, an
  * HTTP client and a Markdown converter before a tool needs them.
  *
  * @example
- * import { createGuardedFetch, readPage } from 'agentry/web';
+ * import { createGuardedFetch, readPage } from 'agentry-runtime/web';
  * const fetch = createGuardedFetch();
  * const page = await readPage(fetch, 'https://example.com/');
  */

@@ -3,7 +3,7 @@
  * domains, the replay script's shape; and the tool without Chromium (not ready, its calls fail naming what to install).
  */
 import { describe, expect, it } from 'vitest';
-import type { ModelRequest, ToolResultBlock } from 'agentry';
+import type { ModelRequest, ToolResultBlock } from 'agentry-runtime';
 import { replayCode, replayScript } from '../../src/browser/replay.js';
 import { changedLines, describeRef, mainRegion, pageDigest } from '../../src/browser/snapshot.js';
 import { domainAllowed } from '../../src/tools/builtin/browser-agent/child-tools.js';

@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FakeAnthropic } from 'agentry/testing';
+import type { FakeAnthropic } from 'agentry-runtime/testing';
 import { cliEnv, eventually, HOLD, runCli, startGoalDrivenAnthropic, startServe, tempDir } from '../http/helpers.js';
 
 let fake: FakeAnthropic;
@@ -202,7 +202,8 @@ describe('database and account selection', () => {
     const other = join(tmp.dir, 'other.db');
     const wins = await runCli(['credits', 'show', '--db', other], { ...env, AGENTRY_DB: db });
     expect(wins.code).toBe(1);
-    expect(wins.stderr).toMatch(/No serve account in .*other\.db: run `agentry serve --db/);
+    // --db won: the admin command looked there (and, finding no database, made none)
+    expect(wins.stderr).toMatch(/no database at .*other\.db \(--db, else \$AGENTRY_DB/);
     const local = await runCli(['credits', 'show', '--json', '--account', 'local', '--db', db], env);
     expect(local.code, local.stderr).toBe(0);
     expect(JSON.parse(local.stdout).account_id).toBe('local');

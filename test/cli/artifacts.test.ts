@@ -7,8 +7,8 @@ import { existsSync, lstatSync, readdirSync, readFileSync, rmSync, symlinkSync, 
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type Tool } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage, type Tool } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { safeFileName } from '../../src/cli/agents.js';
 import { cliEnv, runCli, tempDir } from '../http/helpers.js';
 

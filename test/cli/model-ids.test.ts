@@ -4,7 +4,7 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { startFakeAnthropic, type FakeAnthropic } from 'agentry-runtime/testing';
 import { cliEnv, eventually, runCli, startServe, tempDir } from '../http/helpers.js';
 
 let fake: FakeAnthropic;

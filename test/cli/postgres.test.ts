@@ -5,7 +5,7 @@
  * AGENTRY_CI_STRICT=1).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { FakeAnthropic } from 'agentry/testing';
+import type { FakeAnthropic } from 'agentry-runtime/testing';
 import { cliEnv, eventually, runCli, startGoalDrivenAnthropic, startServe } from '../http/helpers.js';
 import { dropSchemas, newSchemaName, postgresUnreachable, urlWithSchema } from '../support/postgres.js';
 import { skippable } from '../support/skip.js';

@@ -6,8 +6,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { sqliteStorage } from 'agentry';
-import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicHandler } from 'agentry/testing';
+import { sqliteStorage } from 'agentry-runtime';
+import { startFakeAnthropic, type FakeAnthropic, type FakeAnthropicHandler } from 'agentry-runtime/testing';
 import { eventually } from '../support/runtime.js';
 
 const CLI = join(import.meta.dirname, '../../src/cli/index.ts');

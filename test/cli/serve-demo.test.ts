@@ -15,15 +15,17 @@ let serve: ServeProcess;
 let tmp: ReturnType<typeof tempDir>;
 let db: string;
 
-/** The README's curl session, with `npx agentry` running from source and the test server's port. */
+/** The README's curl session, with `npx agentry-runtime` running from source and the test server's port. */
 function curlSession(): string {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const start = readme.indexOf('## HTTP service');
   const section = readme.slice(start, readme.indexOf('\n## ', start + 3));
   const session = [...section.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes('curl'));
   expect(session).toBeDefined();
-  expect(section).toContain('npx agentry serve --demo');
-  return session!.replaceAll('npx agentry', `node --import tsx ${CLI}`).replaceAll('http://127.0.0.1:8787', serve.url);
+  expect(section).toContain('npx agentry-runtime serve --demo');
+  return session!
+    .replaceAll('npx agentry-runtime', `node --import tsx ${CLI}`)
+    .replaceAll('http://127.0.0.1:8787', serve.url);
 }
 
 beforeAll(async () => {

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ToolStatus } from 'agentry';
+import type { ToolStatus } from 'agentry-runtime';
 import { ripgrepReadiness } from '../../src/tools/builtin/code-agent/ripgrep.js';
 
 const exec = promisify(execFile);

@@ -8,9 +8,9 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Accounts, AgentRuntime, sqliteStorage, systemClock, type StorageAdapter } from 'agentry';
-import { postgresStorage } from 'agentry/storage/postgres';
-import { startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { Accounts, AgentRuntime, sqliteStorage, systemClock, type StorageAdapter } from 'agentry-runtime';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
+import { startFakeAnthropic, type FakeAnthropic } from 'agentry-runtime/testing';
 import {
   CLI,
   cliEnv,

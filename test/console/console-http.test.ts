@@ -5,9 +5,9 @@
  * allows no inline script or style; an embedding app can sign users in itself.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { eventually, insertTree, openConsoleBed, signIn, type ConsoleBed } from './support.js';
 
 let bed: ConsoleBed;

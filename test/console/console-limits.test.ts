@@ -10,9 +10,9 @@
  * The router is called directly with `Request`s (no socket): every request has the same unknown address.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import type { AuditEntry } from '../../src/http/audit.js';
 import { MAX_CONSOLE_KEYS } from '../../src/http/console/api.js';
 import { MAX_SESSIONS_PER_ACCOUNT } from '../../src/http/console/sessions.js';

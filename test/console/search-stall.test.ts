@@ -11,9 +11,9 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { startServer, type RunningServer } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { startServer, type RunningServer } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import type { AgentRow } from '../../src/storage/adapter.js';
 import { tempDir } from '../http/helpers.js';
 import { finishedAgent, insertRows } from '../http/seed-agents.js';

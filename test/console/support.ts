@@ -10,9 +10,9 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type ModelProvider, type Tool } from 'agentry';
-import { startServer, type RunningServer } from 'agentry/http';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type ModelProvider, type Tool } from 'agentry-runtime';
+import { startServer, type RunningServer } from 'agentry-runtime/http';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import type { AgentRow } from '../../src/storage/adapter.js';
 
 /** Everything the console must show as text and never run or load. */

@@ -11,8 +11,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, type ChildTask, type ModelRequest, type ToolContext } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import { defineTool, type ChildTask, type ModelRequest, type ToolContext } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 
 const INSTRUCTIONS = 'You research one topic. Look it up, then submit your answer with submit_result.';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { fitContext } from '../../src/core/context.js';
-import type { ModelMessage } from 'agentry';
+import type { ModelMessage } from 'agentry-runtime';
 
 const big = 'x'.repeat(20_000);
 function conversation(rounds: number): ModelMessage[] {

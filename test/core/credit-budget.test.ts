@@ -16,8 +16,8 @@ import {
   type ModelRequest,
   type StorageAdapter,
   type TurnRow,
-} from 'agentry';
-import { fakeClock, scriptedModel, scriptedTokenizer, type ScriptedTurn } from 'agentry/testing';
+} from 'agentry-runtime';
+import { fakeClock, scriptedModel, scriptedTokenizer, type ScriptedTurn } from 'agentry-runtime/testing';
 import { DEFAULT_PRICES, modelCost, modelReservation } from '../../src/core/credits.js';
 
 const ULTRA = DEFAULT_PRICES.models['svc-1-ultra']!;

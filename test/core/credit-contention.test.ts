@@ -15,8 +15,8 @@ import {
   sqliteStorage,
   type ModelRequest,
   type StorageAdapter,
-} from 'agentry';
-import { fakeClock, scriptedModel, scriptedTokenizer, type ScriptedTurn } from 'agentry/testing';
+} from 'agentry-runtime';
+import { fakeClock, scriptedModel, scriptedTokenizer, type ScriptedTurn } from 'agentry-runtime/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;

@@ -3,7 +3,7 @@
  * not make another request "out of credits", and a storage error must end the wait it happens in, not the process.
  */
 import { describe, expect, it } from 'vitest';
-import type { StorageAdapter } from 'agentry';
+import type { StorageAdapter } from 'agentry-runtime';
 import { CreditGate } from '../../src/core/credit-gate.js';
 import { accountWith, agentRow, tick } from './gate-fixtures.js';
 

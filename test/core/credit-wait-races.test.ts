@@ -3,7 +3,7 @@
  * tool calls): a paused agent keeps saying it is paused.
  */
 import { describe, expect, it } from 'vitest';
-import { defineTool, memoryStorage, type ModelRequest, type StorageAdapter } from 'agentry';
+import { defineTool, memoryStorage, type ModelRequest, type StorageAdapter } from 'agentry-runtime';
 import { z } from 'zod';
 import { deferred, eventually, openTestRuntime } from '../support/runtime.js';
 

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, memoryStorage, sqliteStorage, type AgentryError, type StorageAdapter } from 'agentry';
+import { defineTool, memoryStorage, sqliteStorage, type AgentryError, type StorageAdapter } from 'agentry-runtime';
 import { openTestRuntime } from '../support/runtime.js';
 
 const lookup = defineTool({

@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, memoryStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 
 function lookupTool() {

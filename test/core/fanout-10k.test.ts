@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 const N = 10_000;
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;

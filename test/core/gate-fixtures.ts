@@ -2,7 +2,7 @@
  * What the credit-gate and tool-context tests build storage from: an account `acc` with a balance, and agent rows
  * with only what those tests vary.
  */
-import { memoryStorage, type AgentRow, type StorageAdapter } from 'agentry';
+import { memoryStorage, type AgentRow, type StorageAdapter } from 'agentry-runtime';
 
 const T0 = new Date(0).toISOString();
 

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, type AgentryError } from 'agentry';
+import { defineTool, type AgentryError } from 'agentry-runtime';
 import { openTestRuntime } from '../support/runtime.js';
 
 /** Reports `used` units of a job that may use up to `max`. */

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, memoryStorage, sqliteStorage, type StorageAdapter } from 'agentry';
+import { defineTool, memoryStorage, sqliteStorage, type StorageAdapter } from 'agentry-runtime';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

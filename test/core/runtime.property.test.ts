@@ -14,8 +14,8 @@ import {
   nextStatus,
   type AgentStatus,
   type StatusTrigger,
-} from 'agentry';
-import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry/testing';
+} from 'agentry-runtime';
+import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 
 const probe = defineTool({
   name: 'probe',

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool } from 'agentry';
+import { defineTool } from 'agentry-runtime';
 import { deferred, eventually, openTestRuntime } from '../support/runtime.js';
 
 describe('scheduler', () => {
@@ -23,7 +23,10 @@ describe('scheduler', () => {
     expect(model.callCount).toBe(callsWhileBackingOff);
     // Calls that were on their way when the first 429 came may have been answered; the rest wait, none failed.
     const statuses = await Promise.all(ids.map(async (id) => (await runtime.get(id)).agent.status));
-    expect(statuses.every((s) => s === 'ACTIVE' || s === 'COMPLETED'), statuses.join()).toBe(true);
+    expect(
+      statuses.every((s) => s === 'ACTIVE' || s === 'COMPLETED'),
+      statuses.join(),
+    ).toBe(true);
     expect(statuses).toContain('ACTIVE');
     // each back-off ends when the clock passes it; every agent completes
     const finals = Promise.all(ids.map((id) => runtime.waitFor(id)));

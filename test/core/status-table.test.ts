@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, AgentryError, defineTool, memoryStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, AgentryError, defineTool, memoryStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { deferred, eventually, openTestRuntime } from '../support/runtime.js';
 
 async function expectCode(p: Promise<unknown>, code: string): Promise<void> {

@@ -2,9 +2,9 @@
  * Sub-agents: spawning, durable waiting, STARTING_UP rows of the status table, and tree semantics.
  */
 import { describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, type ModelRequest, type StorageAdapter } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
-import type { ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type ModelRequest, type StorageAdapter } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;

@@ -5,7 +5,7 @@
  * due times, and an in-process bus stands for LISTEN/NOTIFY.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { fakeClock, type FakeClock } from 'agentry/testing';
+import { fakeClock, type FakeClock } from 'agentry-runtime/testing';
 import { memoryStorage } from '../../src/storage/memory.js';
 import type { StorageAdapter } from '../../src/storage/adapter.js';
 import type { WorkerBus, WorkerTopic } from '../../src/storage/workers.js';

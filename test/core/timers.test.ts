@@ -3,7 +3,7 @@
  * timed assertions.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { fakeClock, type FakeClock } from 'agentry/testing';
+import { fakeClock, type FakeClock } from 'agentry-runtime/testing';
 import { memoryStorage } from '../../src/storage/memory.js';
 import type { StorageAdapter, TimerRow } from '../../src/storage/adapter.js';
 import { TimerService } from '../../src/core/timers.js';

@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { memoryStorage, type AgentRow } from 'agentry';
+import { memoryStorage, type AgentRow } from 'agentry-runtime';
 
 const T0 = new Date(0).toISOString();
 import type { StepDeps } from '../../src/core/loop.js';

@@ -8,8 +8,8 @@
  */
 import { appendFileSync } from 'node:fs';
 import { z } from 'zod';
-import { defineTool, type ChildTask, type ModelRequest, type Tool } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import { defineTool, type ChildTask, type ModelRequest, type Tool } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 
 export const CHILD_INSTRUCTIONS = 'You research one topic with your tool, then submit your answer with submit_result.';
 export const PARENT_GOAL = 'Research alpha and beta';

@@ -10,8 +10,8 @@
  *
  * Events (model calls, tool runs, spawns) go to <eventFile>, see `child-crash-script.ts`.
  */
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { CHILDREN, CHILD_INSTRUCTIONS, PARENT_GOAL, logEvent, playTurn, researchTool } from './child-crash-script.js';
 import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 

@@ -9,8 +9,8 @@
  *     interrupted, prints `resumed <whether it saw the interruption and the earlier command>`, writes done.txt and
  *     submits. Prints `saw <the call's result>` and `done <status> <message>`, closes and exits 0.
  */
-import { AgentRuntime, sqliteStorage, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { CLAUDE_CODE_INSTRUCTIONS } from '../../src/tools/builtin/code-agent/prompts.js';
 import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 

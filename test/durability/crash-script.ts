@@ -7,7 +7,7 @@
  */
 import { appendFileSync } from 'node:fs';
 import { z } from 'zod';
-import { defineTool, type Tool } from 'agentry';
+import { defineTool, type Tool } from 'agentry-runtime';
 
 /** Agents of the 50-agent fleet. */
 export const FLEET_SIZE = 50;

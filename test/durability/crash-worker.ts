@@ -3,7 +3,7 @@
  *
  *   node --import tsx test/durability/crash-worker.ts <dbPath> <appendFile> <mode> <seed> <run>
  *
- * from the repository root (tsx maps `agentry` and `agentry/testing` to src/ through tsconfig `paths`).
+ * from the repository root (tsx maps `agentry` and `agentry-runtime/testing` to src/ through tsconfig `paths`).
  *
  * Modes:
  * - `fleet`: opens the runtime on the database (a SQLite file, or a postgres:// URL) (which recovers whatever the last, killed, process left), creates
@@ -20,9 +20,9 @@
  *                                                     a tool call starts / has appended its line / returns
  */
 import { writeSync } from 'node:fs';
-import { AgentRuntime, type ModelProvider, type ModelRequest } from 'agentry';
+import { AgentRuntime, type ModelProvider, type ModelRequest } from 'agentry-runtime';
 import { storageAt } from './worker-main.js';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import {
   FLEET_SCRIPT,
   FLEET_SIZE,

@@ -24,8 +24,8 @@ import {
   type StorageAdapter,
   type Tool,
   type ToolCallRow,
-} from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+} from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import {
   APPEND_TOOL,
   FLEET_SCRIPT,

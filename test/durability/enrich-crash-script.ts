@@ -9,8 +9,8 @@
  * `M <run> <agent_id> <turn> <entity>`.
  */
 import { appendFileSync } from 'node:fs';
-import type { ModelRequest } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { ENRICH_INSTRUCTIONS_START } from '../../src/tools/builtin/enrich/prompts.js';
 
 export const PARENT_GOAL = 'Enrich the Veloran companies';

@@ -10,8 +10,8 @@
  *
  * The corpus is served by the test process at <corpusBase>, so both runs read the same URLs.
  */
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { corpusSearch, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import { COMPANIES, FINISH_FIRST, PARENT_GOAL, entityOf, isChild, logEvent, playTurn } from './enrich-crash-script.js';
 import { out, runOrResumeRoot, runWorker } from './worker-main.js';

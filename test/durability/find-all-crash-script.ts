@@ -9,8 +9,8 @@
  * verifiers completed.
  */
 import { appendFileSync } from 'node:fs';
-import type { ModelRequest, ToolResultBlock } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest, ToolResultBlock } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { GENERATOR_INSTRUCTIONS, VERIFIER_INSTRUCTIONS } from '../../src/tools/builtin/find-all/prompts.js';
 
 export const LEAD_GOAL = 'List the cooperatives of Veloran';

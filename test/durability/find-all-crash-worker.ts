@@ -12,8 +12,8 @@
  *
  * Events (model calls by role, searches) go to <eventFile>, see `find-all-crash-script.ts`.
  */
-import { AgentRuntime, sqliteStorage, type SearchProvider } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage, type SearchProvider } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { corpusSearch } from '../fixtures/corpus/veloran.js';
 import { FINISHING, HANGING, LEAD_GOAL, candidateOf, logEvent, playTurn, roleOf } from './find-all-crash-script.js';
 import { out, runOrResumeRoot, runWorker } from './worker-main.js';

@@ -14,7 +14,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentRow, StorageAdapter } from 'agentry';
+import type { AgentRow, StorageAdapter } from 'agentry-runtime';
 import { serveCorpus, type CorpusServer } from '../fixtures/corpus/veloran.js';
 import {
   EXPECTED_ENTITIES,

@@ -12,8 +12,8 @@
  */
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 
 const [dbPath, dir, tool, run, agentArg] = process.argv.slice(2);

@@ -9,8 +9,8 @@
  *     is unknown); the model tries the same message once more, then answers with every tool result it saw. Prints
  *     `done <status> <status_message>`, closes and exits 0.
  */
-import { AgentRuntime, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage, type ModelRequest, type ToolResultBlock } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { out, runOrResumeRoot, runWorker } from './worker-main.js';
 
 export const ALERT = {

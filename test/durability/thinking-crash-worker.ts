@@ -8,7 +8,7 @@
  *     reopens the database; recovery redoes the interrupted model call from the turn log, thinking blocks and all.
  *     Prints `done <status> <status_message>`, closes and exits 0.
  */
-import { AgentRuntime, anthropicProvider } from 'agentry';
+import { AgentRuntime, anthropicProvider } from 'agentry-runtime';
 import { lookupTool } from '../models/thinking-fixtures.js';
 import { out, runOrResumeRoot, runWorker, storageAt } from './worker-main.js';
 

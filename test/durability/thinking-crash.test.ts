@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { startFakeAnthropic, type FakeAnthropic } from 'agentry-runtime/testing';
 import { FINAL_TEXT, THOUGHT, TOOL_TURNS, thinkingHandler, turnOf } from '../models/thinking-fixtures.js';
 import { dropSchemas, newSchemaName, postgresUnreachable, urlWithSchema } from '../support/postgres.js';
 import { eventually } from '../support/runtime.js';

@@ -9,7 +9,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
-import type { AgentRow, LedgerRow, StorageAdapter } from 'agentry';
+import type { AgentRow, LedgerRow, StorageAdapter } from 'agentry-runtime';
 import { storageAt } from './worker-main.js';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));

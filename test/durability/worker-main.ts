@@ -5,8 +5,8 @@
  * before a SIGKILL is not lost in a buffer.
  */
 import { writeSync } from 'node:fs';
-import { sqliteStorage, type AgentRuntime, type StorageAdapter } from 'agentry';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { sqliteStorage, type AgentRuntime, type StorageAdapter } from 'agentry-runtime';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 
 /** Prints one protocol line to the test process. */
 export function out(line: string): void {

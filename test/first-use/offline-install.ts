@@ -6,8 +6,8 @@
  * own `npm ci` put in place (same version, same Node) is copied instead.
  */
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { copyFileSync, cpSync, mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, relative, sep } from 'node:path';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
@@ -66,6 +66,31 @@ export async function exec(
   }
 }
 
+/** What a fresh clone does not have: installed and built files, databases, git's own. */
+const NOT_IN_A_CLONE =
+  /^(?:\.git|node_modules|dist|coverage|bench[/\\](?:node_modules|tmp|\.build))$|\.db(?:-wal|-shm)?$/;
+
+/**
+ * `npm pack` as in a fresh clone, without touching the checkout: the repository's files are copied into
+ * `${dir}/clone` (no dist/, no node_modules), the checkout's node_modules is linked in for the build tools, and
+ * `npm pack` runs there — its `prepack` builds that copy's dist/. The checkout's own dist/, which other test files
+ * run `bin/agentry.js` from, is never rebuilt. Resolves with the tarball's file name (in `dir`) and the packed files.
+ */
+export async function packFromCopy(repo: string, dir: string): Promise<{ filename: string; files: string[] }> {
+  const clone = join(dir, 'clone');
+  cpSync(repo, clone, {
+    recursive: true,
+    filter: (source) => {
+      const path = relative(repo, source);
+      return path === '' || !NOT_IN_A_CLONE.test(path.split(sep).join('/'));
+    },
+  });
+  symlinkSync(realpathSync(join(repo, 'node_modules')), join(clone, 'node_modules'), 'dir');
+  const { stdout } = await sh('npm', ['pack', '--json', '--pack-destination', dir], { cwd: clone });
+  const [packed] = JSON.parse(stdout.slice(stdout.indexOf('['))) as [{ filename: string; files: { path: string }[] }];
+  return { filename: packed.filename, files: packed.files.map((f) => f.path) };
+}
+
 /** The registry URL of a package's tarball: what `npm ci` fetched, and what the cache has under that key. */
 function tarballUrl(path: string, version: string): string {
   const name = path.slice(path.lastIndexOf('node_modules/') + 'node_modules/'.length);
@@ -85,7 +110,7 @@ export async function installOffline(repo: string, project: string, tarball: str
   const version = (path: string) => repoLock.packages[path]!.version!;
   const spec = `file:${tarball}`;
   const app = JSON.parse(readFileSync(join(project, 'package.json'), 'utf8')) as Record<string, unknown>;
-  app.dependencies = { agentry: spec, zod: `^${version('node_modules/zod')}` };
+  app.dependencies = { 'agentry-runtime': spec, zod: `^${version('node_modules/zod')}` };
   app.devDependencies = {
     '@types/node': `^${version('node_modules/@types/node')}`,
     typescript: `~${version('node_modules/typescript')}`,
@@ -100,7 +125,7 @@ export async function installOffline(repo: string, project: string, tarball: str
       dependencies: app.dependencies,
       devDependencies: app.devDependencies,
     },
-    'node_modules/agentry': {
+    'node_modules/agentry-runtime': {
       version: manifest.version as string,
       resolved: spec,
       license: manifest.license,

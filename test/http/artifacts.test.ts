@@ -6,16 +6,23 @@
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type StorageAdapter, type Tool } from 'agentry';
-import { AgentryClient, AgentryClientError } from 'agentry/client';
+import {
+  AgentRuntime,
+  defineTool,
+  memoryStorage,
+  sqliteStorage,
+  type StorageAdapter,
+  type Tool,
+} from 'agentry-runtime';
+import { AgentryClient, AgentryClientError } from 'agentry-runtime/client';
 import {
   buildOpenApiDocument,
   createFetchHandler,
   startServer,
   type FetchHandler,
   type RunningServer,
-} from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+} from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { expectError, type Reply } from './conformance.js';
 import { tempDir } from './helpers.js';
 

@@ -5,10 +5,10 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, anthropicProvider, memoryStorage } from 'agentry';
-import { AgentryClient, AgentryClientError, type AgentEvent } from 'agentry/client';
-import { createNodeHandler } from 'agentry/http';
-import type { FakeAnthropic } from 'agentry/testing';
+import { AgentRuntime, anthropicProvider, memoryStorage } from 'agentry-runtime';
+import { AgentryClient, AgentryClientError, type AgentEvent } from 'agentry-runtime/client';
+import { createNodeHandler } from 'agentry-runtime/http';
+import type { FakeAnthropic } from 'agentry-runtime/testing';
 import { HOLD, startGoalDrivenAnthropic } from './helpers.js';
 
 let fake: FakeAnthropic;

@@ -9,10 +9,10 @@
  * answers (fails under AGENTRY_CI_STRICT=1).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, type StorageAdapter } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { AgentRuntime, memoryStorage, type StorageAdapter } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import type { WorkerBus, WorkerCoordination, WorkerTopic } from '../../src/storage/workers.js';
 import { RemoteAgents } from '../../src/core/remote-agents.js';
 import { RuntimeEvents } from '../../src/core/events.js';

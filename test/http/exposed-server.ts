@@ -9,9 +9,9 @@
  * argv[2]: the database path; argv[3]: JSON of extra startServer options.
  */
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type Tool } from 'agentry';
-import { startServer } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage, type Tool } from 'agentry-runtime';
+import { startServer } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 const [dbPath, extra = '{}'] = process.argv.slice(2);
 const BIG = 'x'.repeat(200_000);

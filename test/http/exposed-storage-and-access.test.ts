@@ -14,9 +14,9 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type Tool } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type Tool } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { contentDisposition } from '../../src/http/artifacts.js';
 import { CLI, cliEnv, ROOT, tempDir } from './helpers.js';
 

@@ -7,10 +7,10 @@ import { Agent, get as httpGet } from 'node:http';
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type Tool } from 'agentry';
-import { AgentryClient } from 'agentry/client';
-import { createFetchHandler, startServer, withClientAddress, type RunningServer } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, memoryStorage, sqliteStorage, type Tool } from 'agentry-runtime';
+import { AgentryClient } from 'agentry-runtime/client';
+import { createFetchHandler, startServer, withClientAddress, type RunningServer } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { tempDir } from './helpers.js';
 
 /** Reads a Server-Sent Events body into events until it ends; `onEvent` sees each as it comes. */

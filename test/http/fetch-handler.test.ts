@@ -3,9 +3,9 @@
  * time source), the unmatched marker, and `allowedMethods`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, AgentryError, memoryStorage } from 'agentry';
-import { createFetchHandler, isUnmatchedResponse, buildOpenApiDocument } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, AgentryError, memoryStorage } from 'agentry-runtime';
+import { createFetchHandler, isUnmatchedResponse, buildOpenApiDocument } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 let runtime: AgentRuntime;
 let key: string;

@@ -9,9 +9,9 @@ import { connect } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createNodeHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createNodeHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { ERROR_CODES_BY_STATUS } from './conformance.js';
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20_251_122);

@@ -7,7 +7,12 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest, type FakeReply } from 'agentry/testing';
+import {
+  startFakeAnthropic,
+  type FakeAnthropic,
+  type FakeMessagesRequest,
+  type FakeReply,
+} from 'agentry-runtime/testing';
 
 export const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const CLI = join(ROOT, 'src/cli/index.ts');

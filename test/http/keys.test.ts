@@ -7,9 +7,9 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, hashApiKey, sqliteStorage, API_KEY_PREFIX } from 'agentry';
-import { createNodeHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, hashApiKey, sqliteStorage, API_KEY_PREFIX } from 'agentry-runtime';
+import { createNodeHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { call, expectError } from './conformance.js';
 import { runCli, cliEnv, tempDir } from './helpers.js';
 

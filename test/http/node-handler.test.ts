@@ -7,9 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { connect } from 'node:net';
 import express from 'express';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createNodeHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createNodeHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 let runtime: AgentRuntime;
 let key: string;

@@ -7,9 +7,9 @@ import { execFile } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { ROOT, tempDir } from './helpers.js';
 
 interface LintProblem {

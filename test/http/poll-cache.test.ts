@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { AgentryError } from 'agentry';
+import { AgentryError } from 'agentry-runtime';
 import type { KeyAuthentication, PollSource } from '../../src/http/poll.js';
 import { keptUntilChange } from '../../src/http/poll-cache.js';
 

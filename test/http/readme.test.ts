@@ -1,5 +1,5 @@
 /**
- * The README's curl session, run as printed (with `npx agentry` running from source and the port of the test's
+ * The README's curl session, run as printed (with `npx agentry-runtime` running from source and the port of the test's
  * server) against `agentry serve` in a child process. The fake model answers nothing until the agent has been paused
  * and resumed (a watcher polls for the "Resuming" status), so the agent stays ACTIVE long enough to be paused, like a
  * real agent in the middle of its work; then it answers, and the session's wait loop sees the agent COMPLETED.
@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeAnthropic, type FakeAnthropic, type FakeReply } from 'agentry/testing';
+import { startFakeAnthropic, type FakeAnthropic, type FakeReply } from 'agentry-runtime/testing';
 import { CLI, cliEnv, ROOT, startServe, tempDir, type ServeProcess } from './helpers.js';
 
 const run = promisify(execFile);
@@ -78,7 +78,7 @@ afterAll(async () => {
 describe('README: HTTP service', () => {
   it('serve prints what the README shows', () => {
     const section = httpSection();
-    expect(section).toContain('npx agentry serve');
+    expect(section).toContain('npx agentry-runtime serve');
     expect(serve.stderr()).toMatch(/^Created account "serve" with 100 credits and an active subscription\.$/m);
     expect(serve.stderr()).toMatch(/^API key: agk_\S+$/m);
     expect(serve.stderr()).toMatch(/^agentry listening on http:\/\/127\.0\.0\.1:\d+ \(database: .*\)$/m);
@@ -90,7 +90,7 @@ describe('README: HTTP service', () => {
       .find((b) => b.includes('curl'));
     expect(session).toBeDefined();
     const script = session!
-      .replaceAll('npx agentry', `node --import tsx ${CLI}`)
+      .replaceAll('npx agentry-runtime', `node --import tsx ${CLI}`)
       .replaceAll('http://127.0.0.1:8787', serve.url);
     const watcher = releaseAfterResume(serve.url, serve.apiKey!);
     const { stdout } = await run('bash', ['-euo', 'pipefail', '-c', script], {

@@ -6,7 +6,7 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, expect } from 'vitest';
-import type { FakeAnthropic } from 'agentry/testing';
+import type { FakeAnthropic } from 'agentry-runtime/testing';
 import { describeConformance } from './conformance.js';
 import { cliEnv, runCli, startGoalDrivenAnthropic, startServe, tempDir, type ServeProcess } from './helpers.js';
 

@@ -6,9 +6,9 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, sqliteStorage, type StorageAdapter } from 'agentry';
-import { startServer, type RunningServer } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, sqliteStorage, type StorageAdapter } from 'agentry-runtime';
+import { startServer, type RunningServer } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { eventually, tempDir } from './helpers.js';
 
 /**

@@ -5,9 +5,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage } from 'agentry';
-import { createNodeHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, memoryStorage } from 'agentry-runtime';
+import { createNodeHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { call, expectError } from './conformance.js';
 import { eventually, HOLD } from './helpers.js';
 

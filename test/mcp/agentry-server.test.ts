@@ -14,9 +14,9 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { startServer, type RunningServer } from 'agentry/http';
-import { scriptedModel, startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { startServer, type RunningServer } from 'agentry-runtime/http';
+import { scriptedModel, startFakeAnthropic, type FakeAnthropic } from 'agentry-runtime/testing';
 import { ROOT } from './support.js';
 
 const run = promisify(execFile);

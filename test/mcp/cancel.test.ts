@@ -7,8 +7,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, type StorageAdapter } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type StorageAdapter } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { eventually } from '../support/runtime.js';
 import { fixtureServer, mcpServerProcesses, processesWith, readEvents, toolResults } from './support.js';
 

@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ToolStatus } from 'agentry';
-import { startFakeAnthropic } from 'agentry/testing';
+import type { ToolStatus } from 'agentry-runtime';
+import { startFakeAnthropic } from 'agentry-runtime/testing';
 import { FIXTURE, mcpServerProcesses, ROOT } from './support.js';
 
 const exec = promisify(execFile);

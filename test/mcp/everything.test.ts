@@ -15,8 +15,8 @@ import { randomUUID } from 'node:crypto';
 import { createServer } from 'node:net';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, type RuntimeOptions } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type RuntimeOptions } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import type { ModelRequest } from '../../src/models/provider.js';
 import { EVERYTHING, mcpServerProcesses, processesWith, ROOT, stopChild, toolResults } from './support.js';
 

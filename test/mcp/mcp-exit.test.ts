@@ -9,8 +9,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, sqliteStorage } from 'agentry';
-import { scriptedModel, startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel, startFakeAnthropic, type FakeAnthropic } from 'agentry-runtime/testing';
 import { handleAgentryMcpRequest } from '../../src/mcp/agentry-server.js';
 import { ROOT } from './support.js';
 

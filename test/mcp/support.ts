@@ -6,8 +6,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import type { ScriptedTurn } from 'agentry/testing';
-import type { StorageAdapter } from 'agentry';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
+import type { StorageAdapter } from 'agentry-runtime';
 
 export const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 export const FIXTURE = fileURLToPath(new URL('./fixtures/counting-server.mjs', import.meta.url));

@@ -14,8 +14,8 @@ import {
   smtpTransport,
   twilioTransport,
   type MessageTransport,
-} from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+} from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { RecipientAllowList, normaliseRecipient } from '../../src/messaging/recipients.js';
 import { goalOf, playGoal, resultSeenAt } from '../tools/web-fixtures.js';
 

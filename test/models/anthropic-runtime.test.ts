@@ -3,8 +3,8 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, anthropicProvider, defineTool, memoryStorage } from 'agentry';
-import { fakeReplies, startFakeAnthropic, type FakeAnthropic } from 'agentry/testing';
+import { AgentRuntime, anthropicProvider, defineTool, memoryStorage } from 'agentry-runtime';
+import { fakeReplies, startFakeAnthropic, type FakeAnthropic } from 'agentry-runtime/testing';
 import { eventually } from '../support/runtime.js';
 
 const weather = defineTool({

@@ -12,9 +12,9 @@
  *   instead of sending it back to be refused.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, anthropicProvider, memoryStorage, type ModelProvider } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest } from 'agentry/testing';
+import { AgentRuntime, anthropicProvider, memoryStorage, type ModelProvider } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest } from 'agentry-runtime/testing';
 import {
   FINAL_TEXT,
   THOUGHT,

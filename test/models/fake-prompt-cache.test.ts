@@ -4,7 +4,7 @@
  * started, and a 5-minute TTL refreshed by reads, on a clock the test moves.
  */
 import { describe, expect, it } from 'vitest';
-import { fakePromptCache } from 'agentry/testing';
+import { fakePromptCache } from 'agentry-runtime/testing';
 import { formatModelIds, unlistedModelWarnings } from '../../src/cli/model-ids.js';
 import { PrefixWriteGate } from '../../src/models/prompt-cache.js';
 

@@ -13,7 +13,7 @@ import {
   type ModelProvider,
   type ModelRequest,
   type ModelUsage,
-} from 'agentry';
+} from 'agentry-runtime';
 import {
   FAKE_ANTHROPIC_MODEL_IDS,
   defaultFakeTokenCount,
@@ -23,7 +23,7 @@ import {
   type FakeMessagesRequest,
   type FakePromptCache,
   type FakeReply,
-} from 'agentry/testing';
+} from 'agentry-runtime/testing';
 import { DEFAULT_PRICES, modelCost, modelHold } from '../../src/core/credits.js';
 import { minCacheableTokens } from '../../src/models/prompt-cache.js';
 

@@ -4,8 +4,8 @@
  * answers. The stand-in signs every thinking block and refuses a request whose thinking was dropped or altered.
  */
 import { z } from 'zod';
-import { defineTool } from 'agentry';
-import type { FakeAnthropicHandler, FakeMessagesRequest, FakeReply } from 'agentry/testing';
+import { defineTool } from 'agentry-runtime';
+import type { FakeAnthropicHandler, FakeMessagesRequest, FakeReply } from 'agentry-runtime/testing';
 
 /** Every thinking text starts with this: none of it may ever reach a transcript, a route or the console. */
 export const THOUGHT = 'SECRET-THOUGHT';

@@ -4,8 +4,8 @@
  */
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
-import { anthropicProvider, type ModelMessage } from 'agentry';
-import { prefixDigest, startFakeAnthropic, type FakeAnthropic, type ThinkingCheckedRequest } from 'agentry/testing';
+import { anthropicProvider, type ModelMessage } from 'agentry-runtime';
+import { prefixDigest, startFakeAnthropic, type FakeAnthropic, type ThinkingCheckedRequest } from 'agentry-runtime/testing';
 import {
   bindsThinkingToPrefix,
   firstEditedMessage,

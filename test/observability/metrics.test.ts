@@ -6,9 +6,9 @@ import { readFileSync } from 'node:fs';
 import parsePrometheusTextFormat from 'parse-prometheus-text-format';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, type ModelRequest } from 'agentry';
-import { createFetchHandler } from 'agentry/http';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, defineTool, memoryStorage, type ModelRequest } from 'agentry-runtime';
+import { createFetchHandler } from 'agentry-runtime/http';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { deferred, eventually } from '../support/runtime.js';
 
 async function scrape(handle: (r: Request) => Promise<Response>) {

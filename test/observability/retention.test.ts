@@ -5,8 +5,8 @@
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import { AgentRuntime, memoryStorage, sqliteStorage, type ModelRequest } from 'agentry';
-import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { fakeClock, scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { parseDuration } from '../../src/core/retention.js';
 import { cliEnv, runCli, tempDir } from '../http/helpers.js';
 import { eventually } from '../support/runtime.js';
@@ -29,7 +29,7 @@ describe('retention', () => {
     expect(parseDuration('36h')).toBe(36 * 3_600_000);
     expect(parseDuration('30d')).toBe(30 * 86_400_000);
     expect(parseDuration(1500)).toBe(1500);
-    expect(() => parseDuration('soon')).toThrow(/0s, 90m, 36h or 30d/);
+    expect(() => parseDuration('soon')).toThrow(/0s, 90m, 36h, 30d or 2w/);
     expect(() => parseDuration(-1)).toThrow();
   });
 

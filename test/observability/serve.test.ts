@@ -13,7 +13,7 @@ import {
   type FakeMessagesRequest,
   type FakeReply,
   type FakeRequestInfo,
-} from 'agentry/testing';
+} from 'agentry-runtime/testing';
 import { cliEnv, startServe, tempDir, type ServeProcess } from '../http/helpers.js';
 import { startReceiver } from './otlp-receiver.js';
 

@@ -9,8 +9,8 @@ import { join } from 'node:path';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { deferred, eventually } from '../support/runtime.js';
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
@@ -191,7 +191,7 @@ describe('tracing (OpenTelemetry GenAI conventions)', () => {
 
   it('records message contents only when opted in, and a pause as a span event', async () => {
     const { exporter, provider } = tracer();
-    const { memoryStorage } = await import('agentry');
+    const { memoryStorage } = await import('agentry-runtime');
     const gate = deferred();
     const runtime = await AgentRuntime.open({
       storage: memoryStorage(),

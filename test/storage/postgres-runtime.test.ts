@@ -6,9 +6,9 @@
  * Needs PostgreSQL like postgres.test.ts (AGENTRY_TEST_POSTGRES_URL; fails instead of skipping under AGENTRY_CI_STRICT=1).
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { AgentRuntime, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import { dropSchemas, newSchemaName, POSTGRES_TEST_URL, postgresUnreachable } from '../support/postgres.js';
 import { deferred } from '../support/runtime.js';
 import { skippable } from '../support/skip.js';

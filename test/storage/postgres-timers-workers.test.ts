@@ -9,7 +9,7 @@
  */
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import { fakeClock } from 'agentry/testing';
+import { fakeClock } from 'agentry-runtime/testing';
 import { TimerService, monitorTimerId } from '../../src/core/timers.js';
 import type { AgentRow, MonitorRow, OutboxRow, StorageAdapter, TimerRow } from '../../src/storage/adapter.js';
 import type { Query } from '../../src/storage/postgres/db.js';

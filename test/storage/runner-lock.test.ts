@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, AgentryError, sqliteStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, AgentryError, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 
 let dir: string;
 beforeEach(() => {

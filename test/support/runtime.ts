@@ -1,5 +1,5 @@
-import { AgentRuntime, memoryStorage, type RuntimeOptions, type StorageAdapter } from 'agentry';
-import { fakeClock, scriptedModel, type FakeClock, type ScriptedModelOptions } from 'agentry/testing';
+import { AgentRuntime, memoryStorage, type RuntimeOptions, type StorageAdapter } from 'agentry-runtime';
+import { fakeClock, scriptedModel, type FakeClock, type ScriptedModelOptions } from 'agentry-runtime/testing';
 
 export interface TestRuntime {
   runtime: AgentRuntime;

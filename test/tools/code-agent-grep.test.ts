@@ -12,9 +12,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest, type Tool, type ToolResultBlock } from 'agentry';
-import { startServer } from 'agentry/http';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
+import {
+  AgentRuntime,
+  defineTool,
+  sqliteStorage,
+  type ModelRequest,
+  type Tool,
+  type ToolResultBlock,
+} from 'agentry-runtime';
+import { startServer } from 'agentry-runtime/http';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import { bubblewrapSandbox } from '../../src/sandbox/bubblewrap.js';
 import { CODE_AGENT_TOOL_NAME, codeAgentTool } from '../../src/tools/builtin/code-agent/index.js';
 import { CODER_INSTRUCTIONS } from '../../src/tools/builtin/code-agent/prompts.js';

@@ -4,8 +4,8 @@
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelRequest, Tool, ToolResultBlock } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest, Tool, ToolResultBlock } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { recheckCitation } from '../../src/tools/citations.js';
 import { DEPTHS, deepResearchTool, removeMarkers } from '../../src/tools/builtin/deep-research/index.js';
 import {

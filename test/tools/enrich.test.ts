@@ -5,8 +5,8 @@
  */
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelRequest, Tool, ToolResultBlock } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest, Tool, ToolResultBlock } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { CitationChecker, recheckCitation, type PageRead } from '../../src/tools/citations.js';
 import { childBudget, coerceValue, enrichTool, sameValueKey } from '../../src/tools/builtin/enrich/index.js';
 import { ENRICH_INSTRUCTIONS_START, enrichGoal, enrichInstructions } from '../../src/tools/builtin/enrich/prompts.js';

@@ -6,8 +6,8 @@
  * condition is backed by a checked quote come back.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ModelRequest, Tool, ToolResultBlock } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest, Tool, ToolResultBlock } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { recheckCitation } from '../../src/tools/citations.js';
 import {
   estimateTotal,

@@ -5,8 +5,8 @@
  */
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { AgentRuntime, sqliteStorage } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { cliEnv, runCli, tempDir } from '../http/helpers.js';
 import { goalOf, playGoal } from './web-fixtures.js';
 import {

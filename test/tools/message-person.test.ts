@@ -12,7 +12,7 @@ import {
   type AgentRuntime,
   type BuiltinToolsOptions,
   type MessagingOptions,
-} from 'agentry';
+} from 'agentry-runtime';
 import { openTestRuntime, type TestRuntime } from '../support/runtime.js';
 import { goalOf, playGoal, refuseNonLoopbackConnections, resultSeenAt, type PlannedCall } from './web-fixtures.js';
 import {

@@ -3,8 +3,8 @@
  * goal, waits, waits again after each change, and answers once a wait times out; and which answers the monitor's
  * condition calls by reading the price in the added lines ("price below N").
  */
-import type { ModelRequest, ToolResultBlock } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest, ToolResultBlock } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 
 export const MONITOR_ENV = { AGENTRY_MONITOR_MIN_INTERVAL_S: '1' };
 

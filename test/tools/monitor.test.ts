@@ -7,8 +7,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool, type AgentEvents, type ModelRequest } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import { defineTool, type AgentEvents, type ModelRequest } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { eventually, openTestRuntime, type TestRuntime } from '../support/runtime.js';
 import { startPricePage, type PricePage } from '../fixtures/price-page.js';
 import { isConditionCall, monitorTools, watcherScript } from './monitor-support.js';

@@ -8,8 +8,8 @@ import net from 'node:net';
 import type { AddressInfo } from 'node:net';
 import ipaddr from 'ipaddr.js';
 import { vi } from 'vitest';
-import type { ModelRequest, ToolResultBlock } from 'agentry';
-import type { ScriptedModel, ScriptedTurn } from 'agentry/testing';
+import type { ModelRequest, ToolResultBlock } from 'agentry-runtime';
+import type { ScriptedModel, ScriptedTurn } from 'agentry-runtime/testing';
 
 /** A request a loopback server received. */
 export interface SeenRequest {

@@ -8,8 +8,14 @@ import { createHash } from 'node:crypto';
 import type http from 'node:http';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { AgentRuntime, defineTool, memoryStorage, type BuiltinToolsOptions, type RuntimeOptions } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
+import {
+  AgentRuntime,
+  defineTool,
+  memoryStorage,
+  type BuiltinToolsOptions,
+  type RuntimeOptions,
+} from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
 import { openTestRuntime, type TestRuntime } from '../support/runtime.js';
 import {
   fakeLookup,

@@ -11,7 +11,7 @@
  * `AGENTRY_FAILOVER_AGENTS=<n>` runs fewer (or more) agents.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { StorageAdapter, ToolCallRow } from 'agentry';
+import type { StorageAdapter, ToolCallRow } from 'agentry-runtime';
 import { dropSchemas, newSchemaName, urlWithSchema } from '../support/postgres.js';
 import { agentGoal, readLog, type LogLine } from './script.js';
 import {

@@ -7,7 +7,7 @@
  * running log their abort, and the taker reports them as unknown outcomes instead of running them again).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { AgentRow } from 'agentry';
+import type { AgentRow } from 'agentry-runtime';
 import { dropSchemas, newSchemaName, urlWithSchema } from '../support/postgres.js';
 import { HOLD_TOOL, UNKNOWN_OUTCOME_RE, agentGoal, readLog } from './script.js';
 import {

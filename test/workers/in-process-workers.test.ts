@@ -6,9 +6,9 @@
  * The multi-process suites (SIGKILL, SIGSTOP) are failover, fencing and control tests beside this one.
  */
 import { afterEach, describe, expect, it } from 'vitest';
-import { AgentRuntime, type ModelRequest } from 'agentry';
-import { scriptedModel, type ScriptedTurn } from 'agentry/testing';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { AgentRuntime, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import { dropSchemas, newSchemaName, POSTGRES_TEST_URL, postgresUnreachable } from '../support/postgres.js';
 import { skippable } from '../support/skip.js';
 

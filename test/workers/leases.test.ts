@@ -6,9 +6,9 @@
  */
 import { afterEach, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { AgentRuntime, LeaseLostError, type StorageAdapter, type WorkerHooks } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { AgentRuntime, LeaseLostError, type StorageAdapter, type WorkerHooks } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import { dropSchemas, newSchemaName, POSTGRES_TEST_URL, postgresUnreachable } from '../support/postgres.js';
 import { skippable } from '../support/skip.js';
 

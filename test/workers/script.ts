@@ -10,8 +10,8 @@
  */
 import { closeSync, existsSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { z } from 'zod';
-import { defineTool, type Tool } from 'agentry';
-import type { ScriptedTurn } from 'agentry/testing';
+import { defineTool, type Tool } from 'agentry-runtime';
+import type { ScriptedTurn } from 'agentry-runtime/testing';
 
 /** The non-idempotent tool every scripted step calls: its effect is one `N` line in the shared log. */
 export const NOTE_TOOL = 'note';

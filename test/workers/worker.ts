@@ -17,9 +17,9 @@
 import { writeSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { z } from 'zod';
-import { AgentRuntime, type ModelProvider, type ModelRequest } from 'agentry';
-import { scriptedModel } from 'agentry/testing';
-import { postgresStorage } from 'agentry/storage/postgres';
+import { AgentRuntime, type ModelProvider, type ModelRequest } from 'agentry-runtime';
+import { scriptedModel } from 'agentry-runtime/testing';
+import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import { SharedLog, scriptedTurn, workerTools } from './script.js';
 
 export const WorkerConfigSchema = z

@@ -1,6 +1,6 @@
 /**
  * @module storage/postgres
- * A {@link StorageAdapter} on PostgreSQL (`agentry/storage/postgres`), through `pg` (an optional peer dependency,
+ * A {@link StorageAdapter} on PostgreSQL (`agentry-runtime/storage/postgres`), through `pg` (an optional peer dependency,
  * loaded by `init()`). It keeps its tables in one schema (the `schema` option, else the URL's `?schema=`, else
  * `agentry`; created if missing), and follows
  * `memoryStorage()`, the reference, as the contract suite in `test/storage/contract.ts` checks. Every write that must
@@ -285,7 +285,7 @@ const loadPg = async () => (await import('pg')).default;
  * PostgreSQL storage.
  *
  * @example
- * import { postgresStorage } from 'agentry/storage/postgres';
+ * import { postgresStorage } from 'agentry-runtime/storage/postgres';
  * const runtime = await AgentRuntime.open({ storage: postgresStorage({ connectionString: process.env.DATABASE_URL! }) });
  */
 export function postgresStorage(options: PostgresStorageOptions): StorageAdapter {
