@@ -48,6 +48,7 @@ const OptionsSchema = z
     exclusive: z.boolean().optional(),
     leaseMs: z.number().int().min(1_000).max(600_000).optional(),
     heartbeatMs: z.number().int().min(100).max(60_000).optional(),
+    goneAfterMs: z.number().int().min(500).max(600_000).optional(),
   })
   .strict();
 
@@ -65,7 +66,14 @@ const OptionsSchema = z
  * - `leaseMs`: how long a worker's claim on an agent or a due timer lasts unless renewed (default 15,000): what a
  *   worker's death costs its agents before another worker continues them.
  * - `heartbeatMs`: how often a worker renews its leases and heartbeat and checks for pause and delete requests
- *   (default 2,000; at most a third of `leaseMs`).
+ *   (default 1,000; at most a third of `leaseMs` and of `goneAfterMs`).
+ * - `goneAfterMs`: a worker whose heartbeat is older than this is *gone* (default 5,000, at most `leaseMs`): the
+ *   sweeper ends its leases and drops its credit holds at once, so its agents move to other workers after this grace,
+ *   not after a whole lease. Safe whatever the lease's length: a worker that was only paused (a long GC pause, a
+ *   stopped VM) finds its leases taken, and its late writes are fenced out by the lease's epoch.
+ *
+ * @example
+ * postgresStorage({ connectionString: 'postgres://app@db/app', leaseMs: 30_000, goneAfterMs: 3_000 });
  */
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
@@ -243,7 +251,9 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
     });
   }
   const { maxConnections = 10, synchronousCommit = true, exclusive = false, leaseMs = 15_000 } = parsed.data;
-  const heartbeatMs = Math.min(parsed.data.heartbeatMs ?? 2_000, Math.floor(leaseMs / 3));
+  // A worker is gone after a few missed heartbeats, never later than its leases run out by themselves.
+  const goneAfterMs = Math.min(parsed.data.goneAfterMs ?? 5_000, leaseMs);
+  const heartbeatMs = Math.min(parsed.data.heartbeatMs ?? 1_000, Math.floor(leaseMs / 3), Math.floor(goneAfterMs / 3));
   // A `schema` parameter of the URL (for the CLI's --db and AGENTRY_DB) is the adapter's, not the driver's.
   const url = new URL(parsed.data.connectionString);
   const schema = parsed.data.schema ?? url.searchParams.get('schema') ?? 'agentry';
@@ -300,6 +310,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           mode: exclusive ? 'exclusive' : 'workers',
           leaseMs,
           heartbeatMs,
+          goneAfterMs,
         });
         floats = new CreditFloats(db);
         Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
@@ -332,7 +343,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       if (db!.mode === 'workers') {
         // Several workers share the agents through leases (leases.ts); only an exclusive runtime locks the database.
         // Holds left by workers that are gone (or by processes before workers) go; a live worker's stay.
-        await db!.tx((q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.leaseMs));
+        await db!.tx((q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.goneAfterMs));
         return;
       }
       const client = await pool.connect();

@@ -30,6 +30,12 @@ const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
 /** A worker that has not renewed for this share of a lease stops stepping: its leases may be another's soon. */
 const RENEW_DEADLINE_SHARE = 0.7;
 const MAX_BATCH = 1_000;
+/**
+ * Claimable agents one claim of this worker's own takes at most (issue 37). Workers that look at the same moment (a
+ * `work` notification wakes them all) take turns in small bites with `SKIP LOCKED`, so each gets its share instead of
+ * the first one taking everything it has room for.
+ */
+export const CLAIM_BATCH = 16;
 
 /**
  * Claims agents for worker $1, $3 at most, and answers them with their new epoch and the owner whose lease had run out
@@ -246,8 +252,8 @@ export class PgWorkers implements WorkerCoordination {
     try {
       while (this.workSeen < this.workSignals && !this.stopped) {
         const signals = this.workSignals;
-        const room = this.capacity();
-        if (room <= 0) break; // asked again when the queue runs low
+        const room = Math.min(this.capacity(), CLAIM_BATCH);
+        if (room <= 0) break; // asked again when a run slot frees up
         const ids = await this.claimWith(null, room);
         // Less than it had room for: nothing more was claimable, as of the signals seen when it asked.
         if (ids.length < room) this.workSeen = signals;
@@ -315,9 +321,12 @@ export class PgWorkers implements WorkerCoordination {
     if (ids.length > 0) this.hooks?.onLost(ids);
   }
 
-  /** Whether the last successful renewal is so old that the leases may be someone else's soon. */
+  /**
+   * Whether the last successful renewal is so old that the leases may be someone else's soon: the sweepers of the
+   * others take this worker for gone after `goneAfterMs` (or its leases run out, whichever comes first).
+   */
   private overdue(): boolean {
-    return performance.now() - this.renewedAt > this.db.leaseMs * RENEW_DEADLINE_SHARE;
+    return performance.now() - this.renewedAt > Math.min(this.db.leaseMs, this.db.goneAfterMs) * RENEW_DEADLINE_SHARE;
   }
 
   /**

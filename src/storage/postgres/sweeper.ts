@@ -1,7 +1,7 @@
 /**
  * @module storage/postgres/sweeper
- * Cleans up after workers that are gone (issue 27): a worker whose row says `stopped`, or whose heartbeat is older
- * than a lease. One sweeper at a time (a transaction-scoped advisory lock; the others skip the round), every
+ * Cleans up after workers that are gone (issues 27, 37): a worker whose row says `stopped`, or whose heartbeat is older
+ * than the gone-worker grace (`goneAfterMs`, a few heartbeats; not the lease, which may be much longer). One sweeper at a time (a transaction-scoped advisory lock; the others skip the round), every
  * heartbeat of every worker, so the sweep goes on while any worker lives.
  *
  * What a gone worker leaves, and what happens to it:
@@ -42,7 +42,7 @@ export async function sweep(db: Db, hooks: readonly GoneWorkersHook[], everythin
     const rows = await q<{ worker_id: string; gone: boolean }>(
       `SELECT worker_id, (stopped OR heartbeat_at < now() - $2::bigint * interval '1 millisecond') AS gone
        FROM workers WHERE worker_id <> $1 FOR UPDATE`,
-      [db.workerId, db.leaseMs],
+      [db.workerId, db.goneAfterMs],
     );
     const gone = rows.filter((r) => r.gone).map((r) => r.worker_id);
     const othersLive = rows.some((r) => !r.gone);
