@@ -89,7 +89,7 @@ export const WORKER_OPTIONS_USAGE = `  --exclusive           PostgreSQL: this pr
   --heartbeat-ms <ms>   PostgreSQL: how often a worker renews its leases and looks for pause and delete requests
                         ($AGENTRY_HEARTBEAT_MS, default 1000, at most a third of the lease and of the grace below)
   --gone-after-ms <ms>  PostgreSQL: a worker silent this long is gone: its agents move to other workers and its
-                        credit holds return then, whatever the lease ($AGENTRY_GONE_AFTER_MS, default 5000, at most
+                        credit holds return then, whatever the lease ($AGENTRY_GONE_AFTER_MS, default 3000, at most
                         the lease; a worker that was only paused finds its leases taken, its late writes fenced out)
   --run-slots <n>       agents this process steps at once ($AGENTRY_RUN_SLOTS, default 128)
   --claim-ahead <n>     PostgreSQL: the most agents a worker claims beyond what its free run slots can start now; it

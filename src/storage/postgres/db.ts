@@ -79,7 +79,7 @@ export function createDb(
     mode: 'exclusive',
     leaseMs: 15_000,
     heartbeatMs: 1_000,
-    goneAfterMs: 5_000,
+    goneAfterMs: 3_000,
   },
 ): Db {
   const names = new Map<string, string | undefined>();

@@ -67,13 +67,13 @@ const OptionsSchema = z
  *   worker's death costs its agents before another worker continues them.
  * - `heartbeatMs`: how often a worker renews its leases and heartbeat and checks for pause and delete requests
  *   (default 1,000; at most a third of `leaseMs` and of `goneAfterMs`).
- * - `goneAfterMs`: a worker whose heartbeat is older than this is *gone* (default 5,000, at most `leaseMs`): the
+ * - `goneAfterMs`: a worker whose heartbeat is older than this is *gone* (default 3,000, at most `leaseMs`): the
  *   sweeper ends its leases and drops its credit holds at once, so its agents move to other workers after this grace,
  *   not after a whole lease. Safe whatever the lease's length: a worker that was only paused (a long GC pause, a
  *   stopped VM) finds its leases taken, and its late writes are fenced out by the lease's epoch.
  *
  * @example
- * postgresStorage({ connectionString: 'postgres://app@db/app', leaseMs: 30_000, goneAfterMs: 3_000 });
+ * postgresStorage({ connectionString: 'postgres://app@db/app', leaseMs: 30_000, goneAfterMs: 5_000 });
  */
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
@@ -252,7 +252,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
   }
   const { maxConnections = 10, synchronousCommit = true, exclusive = false, leaseMs = 15_000 } = parsed.data;
   // A worker is gone after a few missed heartbeats, never later than its leases run out by themselves.
-  const goneAfterMs = Math.min(parsed.data.goneAfterMs ?? 5_000, leaseMs);
+  const goneAfterMs = Math.min(parsed.data.goneAfterMs ?? 3_000, leaseMs);
   const heartbeatMs = Math.min(parsed.data.heartbeatMs ?? 1_000, Math.floor(leaseMs / 3), Math.floor(goneAfterMs / 3));
   // A `schema` parameter of the URL (for the CLI's --db and AGENTRY_DB) is the adapter's, not the driver's.
   const url = new URL(parsed.data.connectionString);
@@ -290,8 +290,8 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         }
         // A worker frozen (SIGSTOP, a VM paused) inside a transaction would hold its row locks (an agent, the
         // account) for as long as it stays frozen, and the others could not take its agents over: the server ends
-        // such a session once it has been idle in a transaction for a lease.
-        const idleTimeout = exclusive ? '' : ` -c idle_in_transaction_session_timeout=${leaseMs}`;
+        // such a session once it has been idle in a transaction for the gone-worker grace (when the others take over).
+        const idleTimeout = exclusive ? '' : ` -c idle_in_transaction_session_timeout=${goneAfterMs}`;
         const sessionOptions = `${userOptions ? `${userOptions} ` : ''}-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}${idleTimeout}`;
         pool = new pg.Pool({
           connectionString,
@@ -321,6 +321,11 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
             connect: () => new pg.Client({ connectionString, options: sessionOptions }),
             schema,
             heartbeatMs,
+            // The worker's heartbeat on a connection of its own: step commits filling the pool never delay it.
+            keepAlive: {
+              sql: 'UPDATE workers SET heartbeat_at = now() WHERE worker_id = $1 AND NOT stopped',
+              params: [db.workerId],
+            },
             onError: () => undefined, // best effort: every listener has a polling backstop
           });
           workers = new PgWorkers(db, {
@@ -330,8 +335,13 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               (q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE),
               (q, ids) => releaseHoldsOfWorkers(q, ids),
             ],
+            dropOrphanHolds: (q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.goneAfterMs),
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
-            onRevived: () => floats?.reset(),
+            // Taken for gone: the sweeper dropped its holds, but a float grown after that sweep may still be there.
+            onRevived: async () => {
+              floats?.reset();
+              await db!.tx((q) => releaseHoldsOfWorkers(q, [db!.workerId]));
+            },
           });
           Object.assign(adapter, { workers });
         }

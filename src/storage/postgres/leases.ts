@@ -21,7 +21,7 @@
 import { hostname } from 'node:os';
 import type { WorkerCoordination, WorkerHooks } from '../workers.js';
 import { groupCommit } from './batcher.js';
-import { LEASE_GONE as LOST, type Db } from './db.js';
+import { LEASE_GONE as LOST, type Db, type Query } from './db.js';
 import type { NotifyBus } from './notify.js';
 import { sweep, type GoneWorkersHook } from './sweeper.js';
 
@@ -72,13 +72,15 @@ export interface PgWorkersOptions {
   bus: NotifyBus;
   /** Cleanup of what gone workers leave (holds, queued messages), run by the sweeper. */
   onGone: readonly GoneWorkersHook[];
+  /** Every sweep, in its transaction: drops holds of workers that have no row (swept already, or never registered). */
+  dropOrphanHolds(q: Query): Promise<unknown>;
   /** Drops the stale holds of agents taken over from a gone worker. */
   dropHoldsOf(agentIds: string[]): Promise<unknown>;
   /**
-   * This worker was taken for gone (it could not renew for a whole lease: frozen, partitioned) and its holds and
-   * float were dropped by the sweeper: forget what this process thought it held.
+   * This worker was taken for gone (it could not renew within the gone-worker grace: frozen, partitioned) and its holds and
+   * float were dropped by the sweeper: forget what this process thought it held, and drop what it took since.
    */
-  onRevived(): void;
+  onRevived(): Promise<void>;
 }
 
 export class PgWorkers implements WorkerCoordination {
@@ -355,7 +357,7 @@ export class PgWorkers implements WorkerCoordination {
     if (!alive) {
       // Taken for dead and cleaned up after: nothing it holds is its own any more. It starts a new life.
       this.loseAll(this.live());
-      this.options.onRevived();
+      await this.options.onRevived();
       await this.db.q(
         `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
          ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
@@ -375,6 +377,7 @@ export class PgWorkers implements WorkerCoordination {
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
+    const began = performance.now();
     try {
       await this.renew();
     } catch (error) {
@@ -385,7 +388,7 @@ export class PgWorkers implements WorkerCoordination {
       }
     }
     try {
-      const swept = await sweep(this.db, this.options.onGone, this.firstSweep);
+      const swept = await sweep(this.db, this.options.onGone, this.firstSweep, this.options.dropOrphanHolds);
       this.firstSweep = false;
       if (swept.freed) this.bus.publish('work', '');
     } catch (error) {
@@ -393,9 +396,10 @@ export class PgWorkers implements WorkerCoordination {
     }
     this.mayHaveWork();
     if (this.stopped) return;
-    // Jittered, so that workers started together do not renew and sweep in step.
-    const next = this.db.heartbeatMs * (0.75 + Math.random() * 0.5);
-    this.timer = setTimeout(() => void this.tick(), next);
+    // Jittered, so that workers started together do not renew and sweep in step; counted from when this tick began, so
+    // that a slow renewal or sweep does not stretch the time between heartbeats towards the gone-worker grace.
+    const next = this.db.heartbeatMs * (0.75 + Math.random() * 0.5) - (performance.now() - began);
+    this.timer = setTimeout(() => void this.tick(), Math.max(0, next));
     this.timer.unref();
   }
 }

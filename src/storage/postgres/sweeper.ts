@@ -9,7 +9,8 @@
  * - wakes it may have been about to deliver (a child finished, the parent not yet woken): every runnable agent nobody
  *   holds is marked claimable once, and steps once — the same rule as a restart of a single process, where every
  *   runnable agent steps once and an agent that waits finds it still waits;
- * - its holds and float, its queued messages: the cleanup hooks (credits, outbox) run in the same transaction;
+ * - its holds and float, its queued messages: the cleanup hooks (credits, outbox) run in the same transaction; a hold
+ *   its last statements took after that (they were on their way when it died) is dropped by the next sweep (`orphans`);
  * - its row: deleted.
  * The first sweep of a worker that finds no other live worker does the same for every runnable agent: the database
  * was left by processes that are all gone (or by an exclusive runtime).
@@ -32,7 +33,12 @@ export interface SweepResult {
 /**
  * One sweep. `everything`: also when no worker is gone, if this worker is the only live one (its first sweep).
  */
-export async function sweep(db: Db, hooks: readonly GoneWorkersHook[], everything: boolean): Promise<SweepResult> {
+export async function sweep(
+  db: Db,
+  hooks: readonly GoneWorkersHook[],
+  everything: boolean,
+  orphans?: (q: Query) => Promise<unknown>,
+): Promise<SweepResult> {
   return db.tx(async (q) => {
     const [lock] = await q<{ ok: boolean }>('SELECT pg_try_advisory_xact_lock($1::int, hashtext($2)) AS ok', [
       SWEEPER_LOCK,
@@ -46,6 +52,10 @@ export async function sweep(db: Db, hooks: readonly GoneWorkersHook[], everythin
     );
     const gone = rows.filter((r) => r.gone).map((r) => r.worker_id);
     const othersLive = rows.some((r) => !r.gone);
+    // Holds whose worker has no row any more: taken by a statement of a worker that was already swept (it was in
+    // flight when the worker died, or blocked behind the sweep's own locks, and committed after it). Every sweep drops
+    // them, or they would hold the account's credits for good (issue 37).
+    await orphans?.(q);
     if (gone.length === 0 && !(everything && !othersLive)) return { gone, freed: false };
     if (gone.length > 0) {
       // Their leases of runnable agents end now rather than when they run out (others run out: nobody claims them).
