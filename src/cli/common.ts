@@ -119,7 +119,12 @@ type WorkerValues = {
 };
 
 /** A whole-number flag, else its environment variable, else undefined. */
-function wholeNumber(flag: string, value: string | undefined, variable: string, env: NodeJS.ProcessEnv): number | undefined {
+function wholeNumber(
+  flag: string,
+  value: string | undefined,
+  variable: string,
+  env: NodeJS.ProcessEnv,
+): number | undefined {
   const text = value ?? env[variable];
   if (text === undefined || text.trim() === '') return undefined;
   if (!/^\d{1,9}$/.test(text.trim())) {

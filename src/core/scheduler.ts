@@ -281,8 +281,8 @@ export class Scheduler {
   }
 
   /** Several workers: gives the lease of an agent that stopped stepping back, unless a wake came meanwhile. */
-  private letGo(agentId: string, leases: WorkerCoordination, unfinished: boolean): void {
-    leases.release([agentId], { unfinished }).then(
+  private letGo(agentId: string, leases: WorkerCoordination, unfinished: boolean, lost: boolean): void {
+    leases.release([agentId], { unfinished, lost }).then(
       (again) => {
         for (const id of again) this.kick(id);
       },
@@ -296,6 +296,7 @@ export class Scheduler {
     const done = new Promise<void>((r) => (release = r));
     this.running.set(agentId, { control, done });
     let failed = false;
+    let lost = false;
     void (async () => {
       try {
         await this.options.beforeSteps?.(agentId);
@@ -314,7 +315,8 @@ export class Scheduler {
         }
       } catch (err) {
         // Another worker took the agent over (this one was too slow to renew): not the agent's failure.
-        if (!(err instanceof LeaseLostError)) {
+        if (err instanceof LeaseLostError) lost = true;
+        else {
           failed = true;
           this.options.onError(err, agentId);
         }
@@ -324,7 +326,7 @@ export class Scheduler {
         this.drain.note(performance.now());
         release();
         if (this.again.delete(agentId)) this.kick(agentId);
-        else if (this.options.leases) this.letGo(agentId, this.options.leases, failed);
+        else if (this.options.leases) this.letGo(agentId, this.options.leases, failed, lost);
         this.pump();
       }
     })();

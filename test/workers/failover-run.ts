@@ -237,6 +237,8 @@ export async function runFailover({ agents: AGENTS, dir, schemas, label }: Failo
     });
     expect(takenOver).toBeGreaterThan(0);
     const notes = expectNotesAtMostOnce(log, callsByAgent);
+    const end = await holdsSnapshot(db, schema, victimId!);
+    expect(end.reserved, `holds left after the survivors closed: ${end.rows}`).toBe(0);
     const { account, ledger } = await expectLedgerSettled(observer);
     expect(lowest).toBeGreaterThanOrEqual(0);
     expect(agents.reduce((s, a) => s + a.credits_spent, 0)).toBe(

@@ -183,6 +183,20 @@ export async function releaseHoldsOfWorkers(q: Query, workerIds: string[]): Prom
 }
 
 /**
+ * For every sweep, in its transaction: drops the holds whose worker has no `workers` row (not this worker's own). A
+ * worker registers its row before it takes holds and the sweeper deletes the row with the holds, so these were taken
+ * by a statement that committed after the sweep of its (dead) worker. Returns how many rows went.
+ */
+export async function releaseOrphanHoldsIn(q: Query, workerId: string): Promise<number> {
+  return dropHoldsWhere(
+    q,
+    `r.worker_id IS NOT NULL AND r.worker_id <> $1
+       AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = r.worker_id)`,
+    [workerId],
+  );
+}
+
+/**
  * What a worker does at startup in workers mode, instead of {@link releaseAllHoldsIn}: drops the holds that belong to
  * no live worker (see notOfAnotherLiveWorker: untagged ones, and those of gone workers that no sweeper has
  * cleaned up yet). Nothing of a live worker is touched. Returns how many rows went.

@@ -26,6 +26,7 @@ import {
   releaseAllHoldsIn,
   releaseHoldsOfGoneWorkersIn,
   releaseHoldsOfWorkers,
+  releaseOrphanHoldsIn,
 } from './accounts.js';
 import { agentsStore, AGENTS_SCHEMA } from './agents.js';
 import { CreditFloats } from './credit-float.js';
@@ -335,7 +336,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               (q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE),
               (q, ids) => releaseHoldsOfWorkers(q, ids),
             ],
-            dropOrphanHolds: (q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.goneAfterMs),
+            dropOrphanHolds: (q) => releaseOrphanHoldsIn(q, db!.workerId),
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
             // Taken for gone: the sweeper dropped its holds, but a float grown after that sweep may still be there.
             onRevived: async () => {

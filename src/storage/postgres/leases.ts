@@ -214,7 +214,13 @@ export class PgWorkers implements WorkerCoordination {
     return wanted.filter((_, i) => results[i]);
   }
 
-  async release(agentIds: readonly string[], options: { unfinished?: boolean } = {}): Promise<string[]> {
+  async release(
+    agentIds: readonly string[],
+    options: { unfinished?: boolean; lost?: boolean } = {},
+  ): Promise<string[]> {
+    // A fenced-out step left its holds (the commit that would have settled them failed): they go first, before any new
+    // driver of these agents in this process could take a hold of its own (issue 37: a hold must not outlive its use).
+    const dropping = options.lost ? this.options.dropHoldsOf([...agentIds]) : undefined;
     const items = agentIds.flatMap((id) => {
       const epoch = this.db.held.get(id);
       this.db.held.delete(id); // a lost lease's tombstone goes with its driver
@@ -222,6 +228,7 @@ export class PgWorkers implements WorkerCoordination {
       return epoch === undefined || epoch === LOST ? [] : [{ id, epoch, unfinished }];
     });
     const again = await Promise.all(items.map((i) => this.releaseOne(i)));
+    await dropping;
     const kept = items.filter((_, k) => again[k]);
     // Still held (a wake arrived while it was): the caller drives it again under the same lease.
     for (const i of kept) this.db.held.set(i.id, i.epoch);

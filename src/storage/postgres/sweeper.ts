@@ -54,9 +54,12 @@ export async function sweep(
     const othersLive = rows.some((r) => !r.gone);
     // Holds whose worker has no row any more: taken by a statement of a worker that was already swept (it was in
     // flight when the worker died, or blocked behind the sweep's own locks, and committed after it). Every sweep drops
-    // them, or they would hold the account's credits for good (issue 37).
-    await orphans?.(q);
-    if (gone.length === 0 && !(everything && !othersLive)) return { gone, freed: false };
+    // them, or they would hold the account's credits for good (issue 37). Last, as the holds of gone workers below:
+    // holds and the account are locked after the agents, never before.
+    if (gone.length === 0 && !(everything && !othersLive)) {
+      await orphans?.(q);
+      return { gone, freed: false };
+    }
     if (gone.length > 0) {
       // Their leases of runnable agents end now rather than when they run out (others run out: nobody claims them).
       await q(
@@ -75,6 +78,7 @@ export async function sweep(
       for (const hook of hooks) await hook(q, gone);
       await q('DELETE FROM workers WHERE worker_id = ANY($1::text[])', [gone]);
     }
+    await orphans?.(q);
     return { gone, freed: true };
   });
 }
