@@ -14,10 +14,12 @@
  * Needs a PostgreSQL server (AGENTRY_TEST_POSTGRES_URL; fails instead of skipping under AGENTRY_CI_STRICT=1).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import type { StorageAdapter } from 'agentry';
 import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest } from 'agentry/testing';
-import { CLI, cliEnv, eventually, ROOT, runCli, startServe, type ServeProcess } from '../http/helpers.js';
+import { CLI, cliEnv, eventually, ROOT, runCli, startServe, tempDir, type ServeProcess } from '../http/helpers.js';
 import { dropSchemas, newSchemaName, postgresUnreachable, urlWithSchema } from '../support/postgres.js';
 import { skippable } from '../support/skip.js';
 import { allAgents, openObserver } from '../workers/harness.js';
@@ -269,6 +271,41 @@ async function stopAll(): Promise<void> {
   running.clear();
   for (const f of fakes.splice(0)) await f.close();
 }
+
+describe('run slots, claim-ahead and the gone-worker grace as settings', () => {
+  it('`serve --help`, `worker --help` and the README document them', async () => {
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    for (const command of ['serve', 'worker']) {
+      const usage = await runCli([command, '--help']);
+      expect(usage.code).toBe(0);
+      for (const flag of ['--run-slots <n>', '--claim-ahead <n>', '--gone-after-ms <ms>']) {
+        expect(usage.stdout, `${command} --help`).toContain(flag);
+      }
+      for (const variable of ['$AGENTRY_RUN_SLOTS', '$AGENTRY_CLAIM_AHEAD', '$AGENTRY_GONE_AFTER_MS']) {
+        expect(usage.stdout, `${command} --help`).toContain(variable);
+      }
+    }
+    for (const flag of ['--run-slots', '--claim-ahead', '--gone-after-ms']) expect(readme).toContain(`| \`${flag}\``);
+  });
+
+  it('refuses the PostgreSQL-only ones with a SQLite file, and a bad number', async () => {
+    const dir = tempDir('agentry-spread-');
+    try {
+      const db = join(dir.dir, 'a.db');
+      const grace = await runCli(['worker', '--db', db, '--gone-after-ms', '1000']);
+      expect(grace.code).toBe(2);
+      expect(grace.stderr).toContain('--gone-after-ms: only for a postgres:// database');
+      const ahead = await runCli(['worker', '--db', db, '--claim-ahead', '4']);
+      expect(ahead.code).toBe(2);
+      expect(ahead.stderr).toContain('--claim-ahead: only for a postgres:// database');
+      const bad = await runCli(['worker', '--db', db, '--run-slots', 'many']);
+      expect(bad.code).toBe(2);
+      expect(bad.stderr).toContain('--run-slots must be a whole number, got many');
+    } finally {
+      dir.remove();
+    }
+  });
+});
 
 describe.skipIf(unreachable !== null && !strict)(
   skippable('a tree spreads over every process on one PostgreSQL schema', !strict && unreachable),

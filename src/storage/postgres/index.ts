@@ -381,6 +381,12 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
     async close() {
       await workers?.stop();
       await floats?.close();
+      if (db?.mode === 'workers' && pool) {
+        // Every call of this worker has ended (the runtime closed before its storage): whatever hold or float of it is
+        // still in the table is stale (a float whose row and memory parted) and goes now, not at the next sweep of
+        // another worker, which may never come when the last worker stops.
+        await db.tx((q) => releaseHoldsOfWorkers(q, [db!.workerId])).catch(() => undefined);
+      }
       runnerClient?.release();
       runnerClient = undefined;
       await pool?.end();
