@@ -356,9 +356,9 @@ export class DrainRate {
     this.at = now;
   }
 
-  /** How many slots are expected to free up within the next `horizonMs` (rounded up). */
+  /** How many slots are expected to free up within the next `horizonMs` (rounded up; a faded trace reads 0). */
   expectedWithin(horizonMs: number, now = performance.now()): number {
-    return Math.ceil((this.decayed(now) / this.tauMs) * horizonMs);
+    return Math.max(0, Math.ceil((this.decayed(now) / this.tauMs) * horizonMs - 0.05));
   }
 
   private decayed(now: number): number {
