@@ -108,6 +108,8 @@ const SCENARIOS: Scenario[] = [
   { id: 'pg-fanout-10k', file: 'scenarios/pg-fanout.js', args: ['--n', '10000'] },
   // Several workers (issue 27): the 10k fan-out on one schema driven by 3 processes, against 1 in the same run.
   { id: 'pg-fanout-10k-3w', file: 'scenarios/pg-fanout-workers.js', args: ['--n', '10000', '--workers', '3'] },
+  // Issue 37: a 200-child tree with 300 ms per model call on 3 processes (50 run slots each) against 1: does it spread?
+  { id: 'pg-tree-3w', file: 'scenarios/pg-tree-3w.js', args: ['--n', '200', '--workers', '3'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
   { id: 'peer:langgraph', file: 'peers/langgraph.js', args: ['--n', '10000'] },
@@ -251,6 +253,13 @@ const targets = [
     target: 'fanout-1k-cost writes of the shared prefix',
     value: num('fanout-1k-cost', 'prefix_writes_cached'),
     limit: '<= 5',
+  },
+  // Issue 37: a tree created through one process spreads over all three (latency-bound, so the ratio nears 0.5).
+  { target: 'pg-tree-3w wall / 1 process wall', value: num('pg-tree-3w', 'wall_over_one_process'), limit: '<= 0.6' },
+  {
+    target: "pg-tree-3w least share of the children's model calls",
+    value: num('pg-tree-3w', 'min_child_call_share'),
+    limit: '>= 0.15',
   },
   ...['peer:ai-sdk', 'peer:openai-agents', 'peer:langgraph'].map((p) => ({
     target: `${p} wall / fanout-10k wall`,

@@ -172,6 +172,9 @@ export const WORKER_OPTIONS = {
   'lease-ms': { type: 'string' },
   'heartbeat-ms': { type: 'string' },
   'max-connections': { type: 'string' },
+  'gone-after-ms': { type: 'string' },
+  'run-slots': { type: 'string' },
+  'claim-ahead': { type: 'string' },
 } as const satisfies Options;
 
 /** The part of `agentry <command> --help` that explains {@link WORKER_OPTIONS}. */
@@ -180,7 +183,14 @@ export const WORKER_OPTIONS_USAGE = `  --exclusive           PostgreSQL: this pr
   --lease-ms <ms>       PostgreSQL: how long a worker's claim on an agent lasts unless renewed, i.e. how long a dead
                         worker's agents wait before another worker continues them ($AGENTRY_LEASE_MS, default 15000)
   --heartbeat-ms <ms>   PostgreSQL: how often a worker renews its leases and looks for pause and delete requests
-                        ($AGENTRY_HEARTBEAT_MS, default 2000, at most a third of the lease)
+                        ($AGENTRY_HEARTBEAT_MS, default 1000, at most a third of the lease and of the grace below)
+  --gone-after-ms <ms>  PostgreSQL: a worker silent this long is gone: its agents move to other workers and its
+                        credit holds return then, whatever the lease ($AGENTRY_GONE_AFTER_MS, default 3000, at most
+                        the lease; a worker that was only paused finds its leases taken, its late writes fenced out)
+  --run-slots <n>       agents this process steps at once ($AGENTRY_RUN_SLOTS, default 128)
+  --claim-ahead <n>     PostgreSQL: the most agents a worker claims beyond what its free run slots can start now; it
+                        claims ahead only as fast as its slots free up, so a busy worker leaves new work to idle ones
+                        ($AGENTRY_CLAIM_AHEAD, default 32)
   --max-connections <n> PostgreSQL: the size of this process's connection pool ($AGENTRY_PG_MAX_CONNECTIONS,
                         default 10)`;
 
@@ -189,11 +199,63 @@ export interface StorageSettings {
   exclusive?: boolean;
   leaseMs?: number;
   heartbeatMs?: number;
+  goneAfterMs?: number;
   maxConnections?: number;
 }
 
 /** Whether a `--db` value is a PostgreSQL URL (else it is a SQLite file). */
 export const isPostgres = (target: string) => /^postgres(?:ql)?:\/\//i.test(target);
+/** The flags and variables of {@link WORKER_OPTIONS} read as whole numbers. */
+type WorkerValues = {
+  exclusive?: boolean;
+  'lease-ms'?: string;
+  'heartbeat-ms'?: string;
+  'max-connections'?: string;
+  'gone-after-ms'?: string;
+  'run-slots'?: string;
+  'claim-ahead'?: string;
+};
+
+/** A whole-number flag, else its environment variable, else undefined. */
+function wholeNumber(
+  flag: string,
+  value: string | undefined,
+  variable: string,
+  env: NodeJS.ProcessEnv,
+): number | undefined {
+  const text = value ?? env[variable];
+  if (text === undefined || text.trim() === '') return undefined;
+  if (!/^\d{1,9}$/.test(text.trim())) {
+    throw new UsageError(`${value === undefined ? variable : `--${flag}`} must be a whole number, got ${text}`);
+  }
+  return Number(text);
+}
+
+/**
+ * The runtime's `concurrency` settings from {@link WORKER_OPTIONS} (`--run-slots`, `--claim-ahead`) and their
+ * variables; `AgentRuntime.open()` checks their ranges. `--claim-ahead` is refused with a SQLite database (one process
+ * claims nothing there).
+ */
+export function concurrencySettings(
+  target: string,
+  values: WorkerValues,
+  env: NodeJS.ProcessEnv = process.env,
+): { concurrency?: { runSlots?: number; claimAhead?: number } } {
+  if (!isPostgres(target) && values['claim-ahead'] !== undefined) {
+    throw new UsageError('--claim-ahead: only for a postgres:// database (a SQLite file has one process)');
+  }
+  const runSlots = wholeNumber('run-slots', values['run-slots'], 'AGENTRY_RUN_SLOTS', env);
+  const claimAhead = isPostgres(target)
+    ? wholeNumber('claim-ahead', values['claim-ahead'], 'AGENTRY_CLAIM_AHEAD', env)
+    : undefined;
+  if (runSlots === undefined && claimAhead === undefined) return {};
+  return {
+    concurrency: {
+      ...(runSlots !== undefined ? { runSlots } : {}),
+      ...(claimAhead !== undefined ? { claimAhead } : {}),
+    },
+  };
+}
 
 /**
  * {@link StorageSettings} from the parsed {@link WORKER_OPTIONS} and the environment. The flags are refused with a
@@ -201,10 +263,10 @@ export const isPostgres = (target: string) => /^postgres(?:ql)?:\/\//i.test(targ
  */
 export function storageSettings(
   target: string,
-  values: { exclusive?: boolean; 'lease-ms'?: string; 'heartbeat-ms'?: string; 'max-connections'?: string },
+  values: WorkerValues,
   env: NodeJS.ProcessEnv = process.env,
 ): StorageSettings {
-  const flags = ['exclusive', 'lease-ms', 'heartbeat-ms', 'max-connections'].filter(
+  const flags = ['exclusive', 'lease-ms', 'heartbeat-ms', 'max-connections', 'gone-after-ms'].filter(
     (f) => values[f as keyof typeof values] !== undefined && values[f as keyof typeof values] !== false,
   );
   if (!isPostgres(target)) {
@@ -213,14 +275,7 @@ export function storageSettings(
     }
     return {};
   }
-  const number = (flag: string, value: string | undefined, variable: string): number | undefined => {
-    const text = value ?? env[variable];
-    if (text === undefined || text.trim() === '') return undefined;
-    if (!/^\d{1,9}$/.test(text.trim())) {
-      throw new UsageError(`${value === undefined ? variable : `--${flag}`} must be a whole number, got ${text}`);
-    }
-    return Number(text);
-  };
+  const number = (flag: string, value: string | undefined, variable: string) => wholeNumber(flag, value, variable, env);
   const settings: StorageSettings = {};
   if (values.exclusive) settings.exclusive = true;
   const leaseMs = number('lease-ms', values['lease-ms'], 'AGENTRY_LEASE_MS');
@@ -229,6 +284,8 @@ export function storageSettings(
   if (leaseMs !== undefined) settings.leaseMs = leaseMs;
   if (heartbeatMs !== undefined) settings.heartbeatMs = heartbeatMs;
   if (maxConnections !== undefined) settings.maxConnections = maxConnections;
+  const goneAfterMs = number('gone-after-ms', values['gone-after-ms'], 'AGENTRY_GONE_AFTER_MS');
+  if (goneAfterMs !== undefined) settings.goneAfterMs = goneAfterMs;
   return settings;
 }
 

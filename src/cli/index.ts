@@ -55,8 +55,9 @@ function usage(): string {
     '',
     'Every command takes --db <path or postgres:// URL> (default: $AGENTRY_DB, else ./agentry.db).',
     'On PostgreSQL, `serve` and `worker` may run many times at once: each process is a worker that steps agents under a',
-    'lease; --exclusive, --lease-ms ($AGENTRY_LEASE_MS), --heartbeat-ms ($AGENTRY_HEARTBEAT_MS) and --max-connections',
-    '($AGENTRY_PG_MAX_CONNECTIONS) set how (`agentry worker --help`).',
+    'lease; --exclusive, --lease-ms ($AGENTRY_LEASE_MS), --heartbeat-ms ($AGENTRY_HEARTBEAT_MS), --gone-after-ms',
+    '($AGENTRY_GONE_AFTER_MS), --run-slots ($AGENTRY_RUN_SLOTS), --claim-ahead ($AGENTRY_CLAIM_AHEAD) and',
+    '--max-connections ($AGENTRY_PG_MAX_CONNECTIONS) set how (`agentry worker --help`).',
     'Run `agentry <command> --help` for its options, `agentry --version` for the version.',
   ].join('\n');
 }

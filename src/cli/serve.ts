@@ -22,6 +22,7 @@ import {
   CommandFailure,
   COMMON_OPTIONS,
   displayDb,
+  concurrencySettings,
   formatCredits,
   mcpServersOption,
   openStorage,
@@ -38,7 +39,7 @@ import {
 /** Credits the serve account starts with. */
 export const INITIAL_CREDITS = 100;
 
-export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo] [--metrics-port <n>] [--metrics-host 127.0.0.1] [--log-level info] [--exclusive] [--lease-ms <ms>] [--heartbeat-ms <ms>] [--max-connections <n>]
+export const usage = `Usage: agentry serve [--port 8787] [--host 127.0.0.1] [--db ./agentry.db] [--rate-limit 120:20|off] [--cors <origins>] [--mcp-config <file>] [--no-console] [--demo] [--metrics-port <n>] [--metrics-host 127.0.0.1] [--log-level info] [--exclusive] [--lease-ms <ms>] [--heartbeat-ms <ms>] [--gone-after-ms <ms>] [--max-connections <n>] [--run-slots <n>] [--claim-ahead <n>]
 
 Serves the agent API (POST/GET /api/agents, GET /api/agents/{id}, pause, resume, DELETE) with x-api-key auth,
 and the same tools as \`agentry mcp\` to MCP clients at /mcp (Streamable HTTP, same x-api-key), and the console (settings
@@ -133,6 +134,7 @@ export async function run(args: string[]): Promise<number> {
     storage: await openStorage(db, settings),
     model,
     ...mcpServersOption(values['mcp-config']),
+    ...concurrencySettings(db, values),
     logger,
   });
   let server: RunningServer | undefined;

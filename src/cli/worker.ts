@@ -16,6 +16,7 @@ import { startTraceExportFromEnv } from '../observability/otel-sdk.js';
 import {
   COMMON_OPTIONS,
   displayDb,
+  concurrencySettings,
   mcpServersOption,
   openStorage,
   parseCommandArgs,
@@ -29,7 +30,7 @@ import {
 import { commandModel, untilSignal } from './lifecycle.js';
 import { createServeLogger, flushLogAtExit, LOG_LEVELS } from './logging.js';
 
-export const usage = `Usage: agentry worker [--db ./agentry.db] [--mcp-config <file>] [--demo] [--log-level info] [--exclusive] [--lease-ms <ms>] [--heartbeat-ms <ms>] [--max-connections <n>]
+export const usage = `Usage: agentry worker [--db ./agentry.db] [--mcp-config <file>] [--demo] [--log-level info] [--exclusive] [--lease-ms <ms>] [--heartbeat-ms <ms>] [--gone-after-ms <ms>] [--max-connections <n>] [--run-slots <n>] [--claim-ahead <n>]
 
 Steps agents without serving HTTP. On a postgres:// database, start as many as you like beside \`agentry serve\`
 processes: each is a worker that claims runnable agents with a lease (see README, "Several processes"). On a SQLite
@@ -72,6 +73,7 @@ export async function run(args: string[]): Promise<number> {
       storage: await openStorage(db, settings),
       model,
       ...mcpServersOption(values['mcp-config']),
+      ...concurrencySettings(db, values),
       logger,
     });
   } catch (error) {

@@ -131,6 +131,13 @@ const RuntimeOptionsSchema = z
          * serve would only wait in one with its step's state in memory, where a waiting agent costs a row.
          */
         runSlots: z.number().int().positive().optional(),
+        /**
+         * Several workers on one database (PostgreSQL): the most agents a worker claims beyond what its free run slots
+         * can start now. What it claims ahead follows how fast its slots free up (none while they stay busy), so the
+         * work it cannot start soon stays claimable by idle workers. @default 32
+         * @example { runSlots: 50, claimAhead: 8 }
+         */
+        claimAhead: z.number().int().min(0).max(10_000).optional(),
         models: z.number().int().positive().default(64),
         modelRequestsPerInterval: z.number().int().min(0).default(0),
         modelIntervalMs: z.number().int().positive().default(1000),
@@ -415,6 +422,7 @@ export class AgentRuntime {
     };
     this.scheduler = new Scheduler(deps, {
       runSlots: options.concurrency.runSlots ?? options.concurrency.models + options.concurrency.tools,
+      ...(options.concurrency.claimAhead !== undefined ? { claimAhead: options.concurrency.claimAhead } : {}),
       auto: options.scheduler === 'auto',
       onError: (error, agentId) => this.reportError(error, agentId),
       beforeSteps: (agentId) => this.remote?.catchUp(agentId),

@@ -13,6 +13,12 @@ export interface SchedulerOptions {
   /** Agents stepping at once. */
   runSlots: number;
   /**
+   * Several workers: the most agents this worker claims beyond what its free run slots can start now (a look-ahead
+   * that hides the claim's round trip). What it actually claims ahead follows how fast its slots free up (see
+   * {@link DrainRate}), so a worker whose slots are busy for a while leaves new work to the others. Default 32.
+   */
+  claimAhead?: number;
+  /**
    * Several workers on one database (storage/workers.ts): an agent is driven only under this worker's lease. Absent:
    * this process drives every agent of its storage.
    */
@@ -106,6 +112,8 @@ export class Scheduler {
   private idleWaiters: Array<() => void> = [];
   /** Agents whose lease is being claimed (several workers): they join the queue once claimed. */
   private readonly claiming = new Set<string>();
+  /** How fast run slots free up here: sizes the claim-ahead (several workers). */
+  private readonly drain = new DrainRate(DRAIN_TAU_MS);
 
   constructor(
     private readonly deps: StepDeps,
@@ -150,13 +158,15 @@ export class Scheduler {
     );
   }
 
-  /** How many more agents this worker may claim: enough to keep its run slots busy, not the whole database. */
+  /**
+   * How many more agents this worker may claim: what its free run slots can start now, plus what they will free within
+   * a short horizon at the rate they have been freeing up (capped by `claimAhead`), less what it has claimed and not
+   * started. The rest stays claimable, so idle workers take it (issue 37: a tree spreads over every worker).
+   */
   private roomForClaims(): number {
-    return Math.max(0, this.claimAhead - this.running.size - this.queued.size - this.claiming.size);
-  }
-
-  private get claimAhead(): number {
-    return 2 * this.options.runSlots;
+    const free = this.options.runSlots - this.running.size;
+    const ahead = Math.min(this.options.claimAhead ?? DEFAULT_CLAIM_AHEAD, this.drain.expectedWithin(CLAIM_HORIZON_MS));
+    return Math.max(0, free + ahead - this.queued.size - this.claiming.size);
   }
 
   private claim(agentId: string, leases: WorkerCoordination): void {
@@ -259,8 +269,8 @@ export class Scheduler {
       this.queue = this.queue.slice(this.head);
       this.head = 0;
     }
-    // Several workers: a queue running low takes more claimable work, if there may be some.
-    if (this.options.leases && !this.closing && this.queued.size < this.options.runSlots) {
+    // Several workers: room for more takes claimable work, if there may be some.
+    if (this.options.leases && !this.closing && this.roomForClaims() > 0) {
       this.options.leases.wantWork();
     }
     if (this.running.size === 0 && this.queued.size === 0 && this.claiming.size === 0 && this.idleWaiters.length > 0) {
@@ -271,8 +281,8 @@ export class Scheduler {
   }
 
   /** Several workers: gives the lease of an agent that stopped stepping back, unless a wake came meanwhile. */
-  private letGo(agentId: string, leases: WorkerCoordination, unfinished: boolean): void {
-    leases.release([agentId], { unfinished }).then(
+  private letGo(agentId: string, leases: WorkerCoordination, unfinished: boolean, lost: boolean): void {
+    leases.release([agentId], { unfinished, lost }).then(
       (again) => {
         for (const id of again) this.kick(id);
       },
@@ -286,6 +296,7 @@ export class Scheduler {
     const done = new Promise<void>((r) => (release = r));
     this.running.set(agentId, { control, done });
     let failed = false;
+    let lost = false;
     void (async () => {
       try {
         await this.options.beforeSteps?.(agentId);
@@ -304,19 +315,54 @@ export class Scheduler {
         }
       } catch (err) {
         // Another worker took the agent over (this one was too slow to renew): not the agent's failure.
-        if (!(err instanceof LeaseLostError)) {
+        if (err instanceof LeaseLostError) lost = true;
+        else {
           failed = true;
           this.options.onError(err, agentId);
         }
       } finally {
         control.trace?.end();
         this.running.delete(agentId);
+        this.drain.note(performance.now());
         release();
         if (this.again.delete(agentId)) this.kick(agentId);
-        else if (this.options.leases) this.letGo(agentId, this.options.leases, failed);
+        else if (this.options.leases) this.letGo(agentId, this.options.leases, failed, lost);
         this.pump();
       }
     })();
+  }
+}
+
+/** The cap on claims ahead of free run slots, by default (SchedulerOptions.claimAhead). */
+export const DEFAULT_CLAIM_AHEAD = 32;
+/** The horizon a worker claims ahead for: long enough to hide a claim's round trip, short against a model call. */
+const CLAIM_HORIZON_MS = 250;
+/** How long the drain rate remembers: a burst of ends (a round of children finishing together) counts spread out. */
+const DRAIN_TAU_MS = 2_000;
+
+/**
+ * The rate at which run slots free up, as an exponentially decaying count of drivers that ended (time constant `tau`):
+ * a steady flow of r ends per second reads r; a burst of n ends at once reads n / tau at most, and fades.
+ */
+export class DrainRate {
+  private count = 0;
+  private at = 0;
+
+  constructor(private readonly tauMs: number) {}
+
+  /** A run slot freed up at `now` (ms, monotonic). */
+  note(now: number): void {
+    this.count = this.decayed(now) + 1;
+    this.at = now;
+  }
+
+  /** How many slots are expected to free up within the next `horizonMs` (rounded up; a faded trace reads 0). */
+  expectedWithin(horizonMs: number, now = performance.now()): number {
+    return Math.max(0, Math.ceil((this.decayed(now) / this.tauMs) * horizonMs - 0.05));
+  }
+
+  private decayed(now: number): number {
+    return this.count * Math.exp(-Math.max(0, now - this.at) / this.tauMs);
   }
 }
 

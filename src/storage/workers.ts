@@ -70,9 +70,11 @@ export interface WorkerCoordination {
    * Gives up the leases of agents this worker stopped driving. Returns the ids for which a wake was requested while
    * they were held: those stay held, and the caller drives them again. `unfinished`: the driver stopped with work
    * left (its step failed), so the agents stay claimable by any worker; otherwise an agent that is still runnable
-   * waits for a wake (its children, a timer).
+   * waits for a wake (its children, a timer). `lost`: the driver stopped on a {@link LeaseLostError} (a write was fenced
+   * out), so the credits this worker still holds for the agents' step (a hold the failed commit would have settled)
+   * are released too.
    */
-  release(agentIds: readonly string[], options?: { unfinished?: boolean }): Promise<string[]>;
+  release(agentIds: readonly string[], options?: { unfinished?: boolean; lost?: boolean }): Promise<string[]>;
   /**
    * Checked right before a model call or a call that must never run twice starts: true when the agent is still runnable
    * and this worker still holds an unexpired lease of it. A pause answered before it was asked is seen.

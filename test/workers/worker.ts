@@ -32,6 +32,9 @@ export const WorkerConfigSchema = z
     log: z.string().min(1),
     leaseMs: z.number().int().min(1_000).default(2_000),
     heartbeatMs: z.number().int().min(100).default(300),
+    /** The gone-worker grace (postgresStorage's default when absent: 3 s, at most the lease). */
+    goneAfterMs: z.number().int().min(500).optional(),
+    claimAhead: z.number().int().min(0).optional(),
     /** Opens the storage `exclusive` (one process per database): the harness's own check without worker mode. */
     exclusive: z.boolean().default(false),
     runSlots: z.number().int().positive().optional(),
@@ -96,6 +99,7 @@ async function main(): Promise<void> {
     leaseMs: config.leaseMs,
     heartbeatMs: config.heartbeatMs,
     maxConnections: config.maxConnections,
+    ...(config.goneAfterMs !== undefined ? { goneAfterMs: config.goneAfterMs } : {}),
     ...(config.exclusive ? { exclusive: true } : {}),
   });
   const runtime = await AgentRuntime.open({
@@ -105,7 +109,10 @@ async function main(): Promise<void> {
     builtinTools: false,
     defaultAccount: { id: 'local', credits: config.credits },
     limits: { maxOutputTokens: 256, maxSteps: 1_000 },
-    ...(config.runSlots ? { concurrency: { runSlots: config.runSlots } } : {}),
+    concurrency: {
+      ...(config.runSlots ? { runSlots: config.runSlots } : {}),
+      ...(config.claimAhead !== undefined ? { claimAhead: config.claimAhead } : {}),
+    },
   });
   runtime.on('error', ({ error, agent_id }) => {
     const message = String(error).replace(/\s+/g, ' ');

@@ -149,13 +149,13 @@ async function dropHoldsWhere(q: Query, where: string, params: unknown[]): Promi
 
 /**
  * SQL: the hold `r` belongs to no live worker other than this one (`me`, a parameter like `$2`). A worker is live while
- * its `workers` row is not `stopped` and its heartbeat is younger than the lease (`leaseMs`, database time). A hold
+ * its `workers` row is not `stopped` and its heartbeat is younger than the gone-worker grace (`goneAfterMs`, database time). A hold
  * without a worker (taken by an exclusive-mode runner, or before migration 5) and one whose worker has no row (the
  * sweeper deleted it) belong to nobody live: a worker registers its row before it takes holds (DESIGN §9).
  */
-const notOfAnotherLiveWorker = (me: string, leaseMs: string) => `(r.worker_id IS NULL OR r.worker_id = ${me} OR
+const notOfAnotherLiveWorker = (me: string, goneAfterMs: string) => `(r.worker_id IS NULL OR r.worker_id = ${me} OR
   NOT EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = r.worker_id AND NOT w.stopped
-    AND w.heartbeat_at >= now() - ${leaseMs}::bigint * interval '1 millisecond'))`;
+    AND w.heartbeat_at >= now() - ${goneAfterMs}::bigint * interval '1 millisecond'))`;
 
 /**
  * Drops holds of these agents inside the caller's transaction; returns how many. Without `scope` every hold of them
@@ -165,14 +165,14 @@ const notOfAnotherLiveWorker = (me: string, leaseMs: string) => `(r.worker_id IS
 export async function releaseAgentReservationsIn(
   q: Query,
   agentIds: readonly string[],
-  scope?: { workerId: string; leaseMs: number },
+  scope?: { workerId: string; goneAfterMs: number },
 ): Promise<number> {
   if (agentIds.length === 0) return 0;
   if (!scope) return dropHoldsWhere(q, 'r.agent_id = ANY($1::text[])', [[...agentIds]]);
   return dropHoldsWhere(q, `r.agent_id = ANY($1::text[]) AND ${notOfAnotherLiveWorker('$2', '$3')}`, [
     [...agentIds],
     scope.workerId,
-    scope.leaseMs,
+    scope.goneAfterMs,
   ]);
 }
 
@@ -186,15 +186,29 @@ export async function releaseHoldsOfWorkers(q: Query, workerIds: string[]): Prom
 }
 
 /**
+ * For every sweep, in its transaction: drops the holds whose worker has no `workers` row (not this worker's own). A
+ * worker registers its row before it takes holds and the sweeper deletes the row with the holds, so these were taken
+ * by a statement that committed after the sweep of its (dead) worker. Returns how many rows went.
+ */
+export async function releaseOrphanHoldsIn(q: Query, workerId: string): Promise<number> {
+  return dropHoldsWhere(
+    q,
+    `r.worker_id IS NOT NULL AND r.worker_id <> $1
+       AND NOT EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = r.worker_id)`,
+    [workerId],
+  );
+}
+
+/**
  * What a worker does at startup in workers mode, instead of {@link releaseAllHoldsIn}: drops the holds that belong to
  * no live worker (see notOfAnotherLiveWorker: untagged ones, and those of gone workers that no sweeper has
  * cleaned up yet). Nothing of a live worker is touched. Returns how many rows went.
  */
-export async function releaseHoldsOfGoneWorkersIn(q: Query, workerId: string, leaseMs: number): Promise<number> {
+export async function releaseHoldsOfGoneWorkersIn(q: Query, workerId: string, goneAfterMs: number): Promise<number> {
   // This worker's own holds are left too: it has just started and has none, unless it is running already.
   return dropHoldsWhere(q, `r.worker_id IS DISTINCT FROM $1 AND ${notOfAnotherLiveWorker('$1', '$2')}`, [
     workerId,
-    leaseMs,
+    goneAfterMs,
   ]);
 }
 
@@ -294,7 +308,7 @@ export function accountsStore(db: Db): AccountsStore {
         releaseAgentReservationsIn(
           q,
           agentIds,
-          db.mode === 'workers' ? { workerId: db.workerId, leaseMs: db.leaseMs } : undefined,
+          db.mode === 'workers' ? { workerId: db.workerId, goneAfterMs: db.goneAfterMs } : undefined,
         ),
       ),
 

@@ -67,6 +67,8 @@ export class CreditFloats {
   private readonly pending = new Set<Promise<unknown>>();
   private readonly share: number;
   private closed = false;
+  /** Counts resets: a float grown across a reset belongs to no one (see reserve). */
+  private generation = 0;
 
   constructor(private readonly db: Db) {
     this.share = db.mode === 'workers' ? FLOAT_SHARE : 1;
@@ -121,10 +123,21 @@ export class CreditFloats {
     }
     const need = r.amount - (float.size - float.held);
     if (need > 0) {
+      const generation = this.generation;
       const [row] = await this.db.q<{ granted: number }>(
         'SELECT agentry_float_grow($1, $2, $3, $4, $5, $6) AS granted',
         [float.id, r.account_id, need, Math.max(need, r.amount * FLOAT_REQUESTS), this.db.workerId, this.share],
       );
+      if (generation !== this.generation) {
+        // Reset while it grew (this worker was taken for gone, its holds dropped): the grant is nobody's, give it back.
+        const granted = row?.granted ?? 0;
+        if (granted > 0) {
+          await this.db
+            .q('SELECT agentry_float_shrink($1, $2, $3)', [float.id, r.account_id, granted])
+            .catch(() => undefined);
+        }
+        return 'account';
+      }
       float.size += row?.granted ?? 0;
       if ((row?.granted ?? 0) < need) return 'account';
     }
@@ -224,6 +237,7 @@ export class CreditFloats {
 
   /** Forgets every float and carved hold without a word to the database (a runner took over and dropped all holds). */
   reset(): void {
+    this.generation++;
     for (const float of this.floats.values()) clearTimeout(float.idleTimer);
     this.floats.clear();
     this.holds.clear();

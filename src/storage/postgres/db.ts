@@ -40,6 +40,11 @@ export interface Db {
   /** How often a worker renews its leases and heartbeat and looks for pause and delete requests, in ms. */
   heartbeatMs: number;
   /**
+   * A worker whose heartbeat is older than this (database time) is gone: the sweeper ends its leases and drops its
+   * holds then, whatever the lease's length (fencing keeps a worker that was only slow from writing). A few heartbeats.
+   */
+  goneAfterMs: number;
+  /**
    * The agents whose lease this worker holds, with the lease's epoch (leases.ts keeps it). Writes of these agents are
    * fenced by it: a worker that lost a lease writes nothing more for that agent.
    */
@@ -69,11 +74,12 @@ function preparedName(sql: string): string | undefined {
 export function createDb(
   pool: Pool,
   schema: string,
-  worker: Pick<Db, 'workerId' | 'mode' | 'leaseMs' | 'heartbeatMs'> = {
+  worker: Pick<Db, 'workerId' | 'mode' | 'leaseMs' | 'heartbeatMs' | 'goneAfterMs'> = {
     workerId: randomUUID(),
     mode: 'exclusive',
     leaseMs: 15_000,
-    heartbeatMs: 2_000,
+    heartbeatMs: 1_000,
+    goneAfterMs: 3_000,
   },
 ): Db {
   const names = new Map<string, string | undefined>();

@@ -445,13 +445,13 @@ export function extrasStore(db: Db): ExtrasStore {
       db.mode === 'exclusive'
         ? markQueuedUnknownWhere(db.q, 'true', [error])
         : // Other workers may be sending right now: only the attempts of workers that are gone (stopped, silent for a
-          // lease, or swept away) are left to crash rules, and those queued before workers were tagged.
+          // gone-worker grace, or swept away) are left to crash rules, and those queued before workers were tagged.
           markQueuedUnknownWhere(
             db.q,
             `o.worker_id IS NULL OR NOT EXISTS (
                SELECT 1 FROM workers w WHERE w.worker_id = o.worker_id AND NOT w.stopped
                  AND w.heartbeat_at >= now() - $2::int * interval '1 millisecond')`,
-            [error, db.leaseMs],
+            [error, db.goneAfterMs],
           ),
 
     async putOptOut(r) {

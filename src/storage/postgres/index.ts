@@ -27,6 +27,7 @@ import {
   releaseAllHoldsIn,
   releaseHoldsOfGoneWorkersIn,
   releaseHoldsOfWorkers,
+  releaseOrphanHoldsIn,
 } from './accounts.js';
 import { agentsStore, AGENTS_SCHEMA } from './agents.js';
 import { CreditFloats } from './credit-float.js';
@@ -49,6 +50,7 @@ const OptionsSchema = z
     exclusive: z.boolean().optional(),
     leaseMs: z.number().int().min(1_000).max(600_000).optional(),
     heartbeatMs: z.number().int().min(100).max(60_000).optional(),
+    goneAfterMs: z.number().int().min(500).max(600_000).optional(),
   })
   .strict();
 
@@ -66,7 +68,14 @@ const OptionsSchema = z
  * - `leaseMs`: how long a worker's claim on an agent or a due timer lasts unless renewed (default 15,000): what a
  *   worker's death costs its agents before another worker continues them.
  * - `heartbeatMs`: how often a worker renews its leases and heartbeat and checks for pause and delete requests
- *   (default 2,000; at most a third of `leaseMs`).
+ *   (default 1,000; at most a third of `leaseMs` and of `goneAfterMs`).
+ * - `goneAfterMs`: a worker whose heartbeat is older than this is *gone* (default 3,000, at most `leaseMs`): the
+ *   sweeper ends its leases and drops its credit holds at once, so its agents move to other workers after this grace,
+ *   not after a whole lease. Safe whatever the lease's length: a worker that was only paused (a long GC pause, a
+ *   stopped VM) finds its leases taken, and its late writes are fenced out by the lease's epoch.
+ *
+ * @example
+ * postgresStorage({ connectionString: 'postgres://app@db/app', leaseMs: 30_000, goneAfterMs: 5_000 });
  */
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
@@ -297,7 +306,9 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
     });
   }
   const { maxConnections = 10, synchronousCommit = true, exclusive = false, leaseMs = 15_000 } = parsed.data;
-  const heartbeatMs = Math.min(parsed.data.heartbeatMs ?? 2_000, Math.floor(leaseMs / 3));
+  // A worker is gone after a few missed heartbeats, never later than its leases run out by themselves.
+  const goneAfterMs = Math.min(parsed.data.goneAfterMs ?? 3_000, leaseMs);
+  const heartbeatMs = Math.min(parsed.data.heartbeatMs ?? 1_000, Math.floor(leaseMs / 3), Math.floor(goneAfterMs / 3));
   // A `schema` parameter of the URL (for the CLI's --db and AGENTRY_DB) is the adapter's, not the driver's.
   const url = new URL(parsed.data.connectionString);
   const schema = parsed.data.schema ?? url.searchParams.get('schema') ?? 'agentry';
@@ -334,8 +345,8 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
         }
         // A worker frozen (SIGSTOP, a VM paused) inside a transaction would hold its row locks (an agent, the
         // account) for as long as it stays frozen, and the others could not take its agents over: the server ends
-        // such a session once it has been idle in a transaction for a lease.
-        const idleTimeout = exclusive ? '' : ` -c idle_in_transaction_session_timeout=${leaseMs}`;
+        // such a session once it has been idle in a transaction for the gone-worker grace (when the others take over).
+        const idleTimeout = exclusive ? '' : ` -c idle_in_transaction_session_timeout=${goneAfterMs}`;
         const sessionOptions = `${userOptions ? `${userOptions} ` : ''}-c search_path=${schema}${synchronousCommit ? '' : ' -c synchronous_commit=off'}${idleTimeout}`;
         pool = new pg.Pool({
           connectionString,
@@ -354,6 +365,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           mode: exclusive ? 'exclusive' : 'workers',
           leaseMs,
           heartbeatMs,
+          goneAfterMs,
         });
         floats = new CreditFloats(db);
         Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
@@ -364,6 +376,11 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
             connect: () => new pg.Client({ connectionString, options: sessionOptions }),
             schema,
             heartbeatMs,
+            // The worker's heartbeat on a connection of its own: step commits filling the pool never delay it.
+            keepAlive: {
+              sql: 'UPDATE workers SET heartbeat_at = now() WHERE worker_id = $1 AND NOT stopped',
+              params: [db.workerId],
+            },
             onError: () => undefined, // best effort: every listener has a polling backstop
           });
           workers = new PgWorkers(db, {
@@ -373,8 +390,13 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               (q, ids) => markOutboxOfWorkersUnknown(q, ids, UNKNOWN_AFTER_WORKER_GONE),
               (q, ids) => releaseHoldsOfWorkers(q, ids),
             ],
+            dropOrphanHolds: (q) => releaseOrphanHoldsIn(q, db!.workerId),
             dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
-            onRevived: () => floats?.reset(),
+            // Taken for gone: the sweeper dropped its holds, but a float grown after that sweep may still be there.
+            onRevived: async () => {
+              floats?.reset();
+              await db!.tx((q) => releaseHoldsOfWorkers(q, [db!.workerId]));
+            },
           });
           Object.assign(adapter, { workers });
         }
@@ -386,7 +408,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
       if (db!.mode === 'workers') {
         // Several workers share the agents through leases (leases.ts); only an exclusive runtime locks the database.
         // Holds left by workers that are gone (or by processes before workers) go; a live worker's stay.
-        await db!.tx((q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.leaseMs));
+        await db!.tx((q) => releaseHoldsOfGoneWorkersIn(q, db!.workerId, db!.goneAfterMs));
         return;
       }
       const client = await pool.connect();
@@ -413,6 +435,12 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
     async close() {
       await workers?.stop();
       await floats?.close();
+      if (db?.mode === 'workers' && pool) {
+        // Every call of this worker has ended (the runtime closed before its storage): whatever hold or float of it is
+        // still in the table is stale (a float whose row and memory parted) and goes now, not at the next sweep of
+        // another worker, which may never come when the last worker stops.
+        await db.tx((q) => releaseHoldsOfWorkers(q, [db!.workerId])).catch(() => undefined);
+      }
       runnerClient?.release();
       runnerClient = undefined;
       await pool?.end();

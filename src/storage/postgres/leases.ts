@@ -21,7 +21,7 @@
 import { hostname } from 'node:os';
 import type { WorkerCoordination, WorkerHooks } from '../workers.js';
 import { groupCommit } from './batcher.js';
-import { LEASE_GONE as LOST, type Db } from './db.js';
+import { LEASE_GONE as LOST, type Db, type Query } from './db.js';
 import type { NotifyBus } from './notify.js';
 import { sweep, type GoneWorkersHook } from './sweeper.js';
 
@@ -30,6 +30,12 @@ const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
 /** A worker that has not renewed for this share of a lease stops stepping: its leases may be another's soon. */
 const RENEW_DEADLINE_SHARE = 0.7;
 const MAX_BATCH = 1_000;
+/**
+ * Claimable agents one claim of this worker's own takes at most (issue 37). Workers that look at the same moment (a
+ * `work` notification wakes them all) take turns in small bites with `SKIP LOCKED`, so each gets its share instead of
+ * the first one taking everything it has room for.
+ */
+export const CLAIM_BATCH = 16;
 
 /**
  * Claims agents for worker $1, $3 at most, and answers them with their new epoch and the owner whose lease had run out
@@ -66,13 +72,15 @@ export interface PgWorkersOptions {
   bus: NotifyBus;
   /** Cleanup of what gone workers leave (holds, queued messages), run by the sweeper. */
   onGone: readonly GoneWorkersHook[];
+  /** Every sweep, in its transaction: drops holds of workers that have no row (swept already, or never registered). */
+  dropOrphanHolds(q: Query): Promise<unknown>;
   /** Drops the stale holds of agents taken over from a gone worker. */
   dropHoldsOf(agentIds: string[]): Promise<unknown>;
   /**
-   * This worker was taken for gone (it could not renew for a whole lease: frozen, partitioned) and its holds and
-   * float were dropped by the sweeper: forget what this process thought it held.
+   * This worker was taken for gone (it could not renew within the gone-worker grace: frozen, partitioned) and its holds and
+   * float were dropped by the sweeper: forget what this process thought it held, and drop what it took since.
    */
-  onRevived(): void;
+  onRevived(): Promise<void>;
 }
 
 export class PgWorkers implements WorkerCoordination {
@@ -206,7 +214,13 @@ export class PgWorkers implements WorkerCoordination {
     return wanted.filter((_, i) => results[i]);
   }
 
-  async release(agentIds: readonly string[], options: { unfinished?: boolean } = {}): Promise<string[]> {
+  async release(
+    agentIds: readonly string[],
+    options: { unfinished?: boolean; lost?: boolean } = {},
+  ): Promise<string[]> {
+    // A fenced-out step left its holds (the commit that would have settled them failed): they go first, before any new
+    // driver of these agents in this process could take a hold of its own (issue 37: a hold must not outlive its use).
+    const dropping = options.lost ? this.options.dropHoldsOf([...agentIds]) : undefined;
     const items = agentIds.flatMap((id) => {
       const epoch = this.db.held.get(id);
       this.db.held.delete(id); // a lost lease's tombstone goes with its driver
@@ -214,6 +228,7 @@ export class PgWorkers implements WorkerCoordination {
       return epoch === undefined || epoch === LOST ? [] : [{ id, epoch, unfinished }];
     });
     const again = await Promise.all(items.map((i) => this.releaseOne(i)));
+    await dropping;
     const kept = items.filter((_, k) => again[k]);
     // Still held (a wake arrived while it was): the caller drives it again under the same lease.
     for (const i of kept) this.db.held.set(i.id, i.epoch);
@@ -246,8 +261,8 @@ export class PgWorkers implements WorkerCoordination {
     try {
       while (this.workSeen < this.workSignals && !this.stopped) {
         const signals = this.workSignals;
-        const room = this.capacity();
-        if (room <= 0) break; // asked again when the queue runs low
+        const room = Math.min(this.capacity(), CLAIM_BATCH);
+        if (room <= 0) break; // asked again when a run slot frees up
         const ids = await this.claimWith(null, room);
         // Less than it had room for: nothing more was claimable, as of the signals seen when it asked.
         if (ids.length < room) this.workSeen = signals;
@@ -315,9 +330,12 @@ export class PgWorkers implements WorkerCoordination {
     if (ids.length > 0) this.hooks?.onLost(ids);
   }
 
-  /** Whether the last successful renewal is so old that the leases may be someone else's soon. */
+  /**
+   * Whether the last successful renewal is so old that the leases may be someone else's soon: the sweepers of the
+   * others take this worker for gone after `goneAfterMs` (or its leases run out, whichever comes first).
+   */
   private overdue(): boolean {
-    return performance.now() - this.renewedAt > this.db.leaseMs * RENEW_DEADLINE_SHARE;
+    return performance.now() - this.renewedAt > Math.min(this.db.leaseMs, this.db.goneAfterMs) * RENEW_DEADLINE_SHARE;
   }
 
   /**
@@ -346,7 +364,7 @@ export class PgWorkers implements WorkerCoordination {
     if (!alive) {
       // Taken for dead and cleaned up after: nothing it holds is its own any more. It starts a new life.
       this.loseAll(this.live());
-      this.options.onRevived();
+      await this.options.onRevived();
       await this.db.q(
         `INSERT INTO workers (worker_id, host, pid) VALUES ($1, $2, $3)
          ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now(), stopped = false`,
@@ -366,6 +384,7 @@ export class PgWorkers implements WorkerCoordination {
 
   private async tick(): Promise<void> {
     if (this.stopped) return;
+    const began = performance.now();
     try {
       await this.renew();
     } catch (error) {
@@ -376,7 +395,7 @@ export class PgWorkers implements WorkerCoordination {
       }
     }
     try {
-      const swept = await sweep(this.db, this.options.onGone, this.firstSweep);
+      const swept = await sweep(this.db, this.options.onGone, this.firstSweep, this.options.dropOrphanHolds);
       this.firstSweep = false;
       if (swept.freed) this.bus.publish('work', '');
     } catch (error) {
@@ -384,9 +403,10 @@ export class PgWorkers implements WorkerCoordination {
     }
     this.mayHaveWork();
     if (this.stopped) return;
-    // Jittered, so that workers started together do not renew and sweep in step.
-    const next = this.db.heartbeatMs * (0.75 + Math.random() * 0.5);
-    this.timer = setTimeout(() => void this.tick(), next);
+    // Jittered, so that workers started together do not renew and sweep in step; counted from when this tick began, so
+    // that a slow renewal or sweep does not stretch the time between heartbeats towards the gone-worker grace.
+    const next = this.db.heartbeatMs * (0.75 + Math.random() * 0.5) - (performance.now() - began);
+    this.timer = setTimeout(() => void this.tick(), Math.max(0, next));
     this.timer.unref();
   }
 }

@@ -5,7 +5,7 @@
  *
  * - Batched: what is published within one turn of the event loop leaves as few NOTIFYs as fit (PostgreSQL caps a
  *   payload at 8,000 bytes), in one statement, never one per row.
- * - Heart-beaten: the listening connection runs `SELECT 1` every heartbeat; a connection that fails or ends is opened
+ * - Heart-beaten: the listening connection runs `SELECT 1` (or the worker's heartbeat) every heartbeat; a connection that fails or ends is opened
  *   again (with backoff), LISTENs again, and every listener is called with `null`, because notifications sent while
  *   it was away are lost: listeners look at the database again.
  * - Sealed: LISTEN and NOTIFY are open to every role of the database, whatever its privileges on the schema. So the
@@ -43,6 +43,11 @@ export interface NotifyBusOptions {
   connect: () => Client;
   schema: string;
   heartbeatMs: number;
+  /**
+   * What the listening connection runs every heartbeat instead of `SELECT 1`: the worker's own heartbeat (issue 37),
+   * so that a pool saturated by step commits never delays it past the gone-worker grace.
+   */
+  keepAlive?: { sql: string; params: unknown[] };
   onError(error: unknown): void;
 }
 
@@ -223,8 +228,11 @@ export class NotifyBus implements WorkerBus {
     this.client = client;
     this.failures = 0;
     clearInterval(this.heartbeat);
+    const keepAlive = this.options.keepAlive;
     this.heartbeat = setInterval(() => {
-      client.query('SELECT 1').catch(() => this.lost(client));
+      (keepAlive ? client.query(keepAlive.sql, keepAlive.params) : client.query('SELECT 1')).catch(() =>
+        this.lost(client),
+      );
     }, this.options.heartbeatMs);
     this.heartbeat.unref();
     // Whatever was sent while this process was not listening is lost: every listener looks again.
