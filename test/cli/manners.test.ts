@@ -207,7 +207,7 @@ describe('agentry serve', () => {
       cwd: tmp.dir,
     });
     try {
-      const [, url] = await byEnv.waitForStdout(/^agentry listening on (http:\/\/\S+)/m);
+      const [, url] = await byEnv.waitForStderr(/^agentry listening on (http:\/\/\S+)/m);
       expect(url).toBe(`http://127.0.0.1:${port}`);
     } finally {
       expect(await byEnv.stop()).toBe(0);

@@ -18,6 +18,8 @@ export interface CliProcess {
   exited: Promise<number | null>;
   /** Resolves with the first match of `pattern` in stdout; rejects if the process exits first or the deadline passes. */
   waitForStdout(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
+  /** The same on stderr (where `serve` and `worker` print their human lines: stdout is JSON log lines only). */
+  waitForStderr(pattern: RegExp, timeoutMs?: number): Promise<RegExpExecArray>;
   /** SIGTERM (unless it already ended), then its exit code. */
   stop(): Promise<number | null>;
 }
@@ -36,7 +38,10 @@ export function spawnCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd:
     stdout += c.toString();
     notify();
   });
-  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => {
+    stderr += c.toString();
+    notify();
+  });
   let done = false;
   const exited = new Promise<number | null>((resolve) =>
     child.once('close', (code) => {
@@ -45,32 +50,34 @@ export function spawnCli(args: string[], options: { env: NodeJS.ProcessEnv; cwd:
       resolve(code);
     }),
   );
+  function waitFor(stream: 'stdout' | 'stderr', pattern: RegExp, timeoutMs: number): Promise<RegExpExecArray> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(
+        () => finish(new Error(`no ${pattern} on ${stream} in ${timeoutMs} ms\n${stdout}\n${stderr}`)),
+        timeoutMs,
+      );
+      const check = () => {
+        const match = pattern.exec(stream === 'stdout' ? stdout : stderr);
+        if (match) finish(undefined, match);
+        else if (done) finish(new Error(`exited before printing ${pattern} on ${stream}\n${stdout}\n${stderr}`));
+      };
+      const finish = (error?: Error, match?: RegExpExecArray) => {
+        clearTimeout(timer);
+        listeners.delete(check);
+        if (error) reject(error);
+        else resolve(match!);
+      };
+      listeners.add(check);
+      check();
+    });
+  }
   return {
     child,
     stdout: () => stdout,
     stderr: () => stderr,
     exited,
-    waitForStdout(pattern, timeoutMs = 30_000) {
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(
-          () => finish(new Error(`no ${pattern} in ${timeoutMs} ms\n${stdout}\n${stderr}`)),
-          timeoutMs,
-        );
-        const check = () => {
-          const match = pattern.exec(stdout);
-          if (match) finish(undefined, match);
-          else if (done) finish(new Error(`exited before printing ${pattern}\n${stdout}\n${stderr}`));
-        };
-        const finish = (error?: Error, match?: RegExpExecArray) => {
-          clearTimeout(timer);
-          listeners.delete(check);
-          if (error) reject(error);
-          else resolve(match!);
-        };
-        listeners.add(check);
-        check();
-      });
-    },
+    waitForStdout: (pattern, timeoutMs = 30_000) => waitFor('stdout', pattern, timeoutMs),
+    waitForStderr: (pattern, timeoutMs = 30_000) => waitFor('stderr', pattern, timeoutMs),
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       return exited;

@@ -549,6 +549,7 @@ describe('which built-in tools agents are offered (builtinTools)', () => {
       ['find_all', false],
       ['enrich', false],
       ['spawn_claude_code_agent', false],
+      ['spawn_claude_code_agent/Grep', false],
       ['spawn_browser_agent', false],
       ['monitor', false],
       ['message_person', false],
