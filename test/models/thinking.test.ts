@@ -5,7 +5,12 @@
 import Anthropic from '@anthropic-ai/sdk';
 import { afterEach, describe, expect, it } from 'vitest';
 import { anthropicProvider, type ModelMessage } from 'agentry-runtime';
-import { prefixDigest, startFakeAnthropic, type FakeAnthropic, type ThinkingCheckedRequest } from 'agentry-runtime/testing';
+import {
+  prefixDigest,
+  startFakeAnthropic,
+  type FakeAnthropic,
+  type ThinkingCheckedRequest,
+} from 'agentry-runtime/testing';
 import {
   bindsThinkingToPrefix,
   firstEditedMessage,

@@ -8,7 +8,12 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest, type FakeReply } from 'agentry-runtime/testing';
+import {
+  startFakeAnthropic,
+  type FakeAnthropic,
+  type FakeMessagesRequest,
+  type FakeReply,
+} from 'agentry-runtime/testing';
 import { cliEnv, eventually, ROOT, startServe, tempDir, type ServeProcess } from '../http/helpers.js';
 
 /** How soon after its answer a request's line must be on stdout: `tail -f` shows it at once, not minutes later. */

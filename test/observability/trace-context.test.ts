@@ -8,7 +8,12 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startFakeAnthropic, type FakeAnthropic, type FakeMessagesRequest, type FakeReply } from 'agentry-runtime/testing';
+import {
+  startFakeAnthropic,
+  type FakeAnthropic,
+  type FakeMessagesRequest,
+  type FakeReply,
+} from 'agentry-runtime/testing';
 import { cliEnv, eventually, startServe, tempDir, type ServeProcess } from '../http/helpers.js';
 import { startReceiver, type ReceivedSpan } from './otlp-receiver.js';
 

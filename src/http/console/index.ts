@@ -145,7 +145,7 @@ export function createConsole(
     audit: AuditSink;
     /** The API's failed-authentication limit per client address (null when turned off). */
     guard: FailedAuthGuard | null;
-        /** The router's access log of event streams (`onStream`): the console's streams open and end there too. */
+    /** The router's access log of event streams (`onStream`): the console's streams open and end there too. */
     onStream?: ((info: StreamInfo) => void) | undefined;
   },
 ): ConsoleRoutes {
