@@ -57,6 +57,12 @@ export interface BrowserPoolOptions {
   idleMs?: number;
   /** Contexts open at once (the browser lane). @default 4 */
   maxContexts?: number;
+  /**
+   * How long Chromium may take to start. A cold start on a busy two-core machine (a test suite, a build beside it)
+   * was seen past 30 s, Playwright's default; a start that takes longer than this fails the call, naming the browser.
+   * @default 60_000
+   */
+  launchTimeoutMs?: number;
   /** Loads playwright-core (tests pass one that fails). @default `import('playwright-core')` */
   loadPlaywright?: () => Promise<{ chromium: { launch: (options: object) => Promise<Browser> } }>;
 }
@@ -322,7 +328,7 @@ export class BrowserPool {
         handleSIGINT: false,
         handleSIGTERM: false,
         handleSIGHUP: false,
-        timeout: 30_000,
+        timeout: this.options.launchTimeoutMs ?? 60_000,
       });
     } catch (cause) {
       await rm(home, RM_HOME).catch(() => {});
