@@ -52,7 +52,9 @@ describe('monitor render: true', () => {
         await eventually(
           async () =>
             (await monitorOf(rendered.agent_id)) !== undefined && (await monitorOf(served.agent_id)) !== undefined,
-          30_000,
+          // The rendered monitor's first check starts Chromium, which may take up to the pool's 60 s launch timeout
+          // on a busy two-core machine.
+          90_000,
           'both monitors created',
         );
         expect((await monitorOf(rendered.agent_id))!.render).toBe(true);
@@ -81,6 +83,6 @@ describe('monitor render: true', () => {
         await t.runtime.close();
       }
     },
-    60_000,
+    150_000,
   );
 });
