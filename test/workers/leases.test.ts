@@ -4,7 +4,7 @@
  * worker takes it over, and from then on the first worker's step commits, its "started" marks of calls that must
  * never run twice and its model-call gate are all refused, and its heartbeat reports the lease lost.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import pg from 'pg';
 import { AgentRuntime, LeaseLostError, type StorageAdapter, type WorkerHooks } from 'agentry-runtime';
 import { scriptedModel } from 'agentry-runtime/testing';
@@ -34,7 +34,7 @@ async function until(check: () => boolean | Promise<boolean>, what: string, ms =
 
 function worker(
   schema: string,
-  timing = { leaseMs: 1_000, heartbeatMs: 100 },
+  timing: { leaseMs: number; heartbeatMs: number; goneAfterMs?: number } = { leaseMs: 1_000, heartbeatMs: 100 },
 ): { storage: StorageAdapter; lost: string[]; hooks: WorkerHooks } {
   const storage = postgresStorage({ connectionString: url, schema, ...timing });
   closers.push(() => storage.close());
@@ -169,5 +169,25 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
     await a.storage.commitStep({ agent_id: other, patch: { updated_at: at() } });
     expect((await lease(other)).lease_owner).toBeNull();
     expect(a.storage.workers!.holds(other)).toBe(false);
+  });
+
+  it('does not trust a gate answer read after the worker was frozen past its gone-worker grace', async () => {
+    // The database said yes before the freeze; by the time the worker reads the answer, others may have taken it for
+    // gone and its agents over. Frozen here by moving the monotonic clock on: the database still says yes.
+    const { schema, creator } = await creatorOf();
+    const { agent_id: id } = await creator.create({ goal: 'freeze me' });
+    const a = worker(schema, { leaseMs: 60_000, heartbeatMs: 20_000, goneAfterMs: 1_000 });
+    await a.storage.init();
+    await a.storage.workers!.start(a.hooks, () => 0);
+    expect(await a.storage.workers!.claim([id], 1)).toEqual([id]);
+    expect(await a.storage.workers!.mayProceed(id)).toBe(true);
+
+    const now = performance.now.bind(performance);
+    const frozen = vi.spyOn(performance, 'now').mockImplementation(() => now() + 5_000);
+    try {
+      expect(await a.storage.workers!.mayProceed(id)).toBe(false);
+    } finally {
+      frozen.mockRestore();
+    }
   });
 });

@@ -238,8 +238,11 @@ export class PgWorkers implements WorkerCoordination {
   async mayProceed(agentId: string): Promise<boolean> {
     const epoch = this.db.held.get(agentId);
     if (epoch === undefined || epoch === LOST) return false;
-    // The database decides, even when this worker's heartbeat has not told it yet that a lease is gone.
-    const ok = await this.gate({ id: agentId, epoch }).catch(() => false);
+    // The database decides, even when this worker's heartbeat has not told it yet that a lease is gone. Its yes is
+    // trusted only while this worker's last renewal is recent: a process frozen (SIGSTOP, a long GC pause, a starved
+    // event loop) between the database's answer and reading it may have been taken for gone meanwhile, and the answer
+    // is then about a lease that someone else may hold by now.
+    const ok = (await this.gate({ id: agentId, epoch }).catch(() => false)) && !this.overdue();
     if (!ok) this.interrupted.add(agentId);
     return ok;
   }
