@@ -1,6 +1,6 @@
 /**
  * @module cli/serve
- * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite or PostgreSQL. On its first start against a
+ * `agentry serve`: the HTTP API (README.md#http-service) on node:http, over SQLite or PostgreSQL. On its first start against a
  * database it creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of
  * its own: `API key: agk_…`; later starts (and the other processes of a simultaneous start) print `Database ready: …`.
  * Those lines and the other words for people go to stderr: stdout carries the JSON log lines only (logging.ts).

@@ -1,6 +1,6 @@
 /**
  * @module core/remote-agents
- * Events of agents that step in another process (several runtimes on one PostgreSQL database, issue 27). A runtime
+ * Events of agents that step in another process (several runtimes on one PostgreSQL database, README.md#several-processes). A runtime
  * emits `agent.status`, `agent.progress`, `agent.message` and `agent.deleted` for what it changes itself; an event
  * stream or a `waitFor` served by this process may follow an agent that another worker steps. For each agent that
  * someone here watches (reference-counted), {@link RemoteAgents} reads the agent's row, and its messages after the last

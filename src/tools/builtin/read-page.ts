@@ -1,6 +1,6 @@
 /**
  * @module tools/builtin/read-page
- * `read_page` (DESIGN §7): a web page's title, main content as Markdown and links, read through the guarded fetch.
+ * `read_page` (README.md#tools): a web page's title, main content as Markdown and links, read through the guarded fetch.
  * Every page read is recorded for the call, so that research tools can check citations against what was read.
  */
 import { z } from 'zod';

@@ -1,6 +1,6 @@
 /**
  * @module tools/builtin/code-agent
- * `spawn_claude_code_agent` (DESIGN §7, issue 15): one coding child works on a task in a workspace of its own, with
+ * `spawn_claude_code_agent` (README.md#a-coding-agent-in-a-sandbox-spawn_claude_code_agent): one coding child works on a task in a workspace of its own, with
  * tools named after Claude Code's (`child-tools.ts`); its commands run in the sandbox (bubblewrap by default: no
  * network, an unprivileged uid, resource limits). The call then returns the child's summary, the commands it ran with
  * their exit codes, and the files it named as artifacts of the calling agent. With `acceptance_command`, the runtime
