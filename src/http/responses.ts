@@ -60,7 +60,7 @@ export function plainError(
   return plainJson(httpStatusOf(code), JSON.stringify({ error }), options.headers);
 }
 
-/** An error response of the §10 shape. */
+/** An error response in the API's error shape (above). */
 export function errorResponse(
   code: ErrorCode,
   message: string,
