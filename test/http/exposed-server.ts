@@ -1,5 +1,5 @@
 /**
- * `agentry serve` as the memory tests of issue 24 need it: a forked child process running the HTTP server (with its
+ * `agentry serve` as the memory tests (`exposed-memory.test.ts`) need it: a forked child process running the HTTP server (with its
  * poll thread) on a SQLite file, so that the test measures this process's RSS and not its own. It tells the parent
  * over IPC `{ ready: { url, key, agentId } }`, and answers `{ kind: 'rss' }` with `{ rss }` (bytes).
  *

@@ -1,5 +1,5 @@
 /**
- * `agentry mcp` (the real CLI on stdio) while an agent waits on its model (issue 26, items 6 and 7, "Done means" 1):
+ * `agentry mcp` (the real CLI on stdio) while an agent waits on its model:
  * it exits within 1 s of its stdin closing and of SIGTERM, says on stderr that the running agent was handed over, and
  * the agent is still ACTIVE in the database (the next start continues it); a malformed `tools/call` is answered
  * JSON-RPC -32602 with one short line.

@@ -1,5 +1,5 @@
 /**
- * Issue 34, findings 2, 3, 7, 8 and 13: one resource budget per account for everything a sandbox runs. The coding
+ * One resource budget per account for everything a sandbox runs. The coding
  * child's tools are called directly with a hand-made context (their account, their meter), through the tool the
  * runtime builds (`codeAgentTool().childTools`), with the lanes the runtime puts in front of them:
  * - the file tools and `Bash` share the sandbox's slots: never more sandboxes at once than configured, and what they
