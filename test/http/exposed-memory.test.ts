@@ -6,7 +6,7 @@
  * - a flood of 2,000 event streams whose clients never read (each stream starts with 1 MB of transcript to send) raises
  *   it by less than 200 MB: the key gets its 16 streams, the rest 429, and the service still answers. (The old code
  *   took every one: 2 GB.) That a reader too slow is dropped and resumes is tested in exposed-streams.test.ts.
- * The bounds are the issue's.
+ * The bounds leave room for noise, not for buffering per request (the old code took gigabytes).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { connect, type Socket } from 'node:net';

@@ -15,7 +15,7 @@ import { handleAgentryMcpRequest } from '../../src/mcp/agentry-server.js';
 import { ROOT } from './support.js';
 
 const CLI = join(ROOT, 'src/cli/index.ts');
-/** The bound the issue sets: MCP clients kill a server that lingers after closing its stdin. */
+/** How soon the server must exit: MCP clients kill a server that lingers after closing its stdin. */
 const EXIT_BOUND_MS = 1_000;
 
 let dir: string;
