@@ -154,7 +154,8 @@ describe('budgets that are spent, not stranded', () => {
         const next: ModelRequest = { ...last, messages: messagesOf(await storage.listTurns(agent_id)) };
         const exactCost = modelCost(ULTRA, { inputTokens: tokenizer(next), outputTokens: FLOOR });
         expect(left).toBeLessThan(exactCost);
-        // Before the input bound learned, ~48.8 (~38.8 with the built-in tools) of the 100 credits were left at this point.
+        // Before the input bound learned, ~48.8 (~38.8 with the built-in tools) of the 100 credits were left at this
+        // point.
         if (bytesPerToken === 4) expect(left).toBeLessThan(20_000_000);
         const stop = parseStop(agent.status_message);
         expect(stop).toEqual({ needed: exactCost, inputTokens: tokenizer(next), outputTokens: FLOOR, left });

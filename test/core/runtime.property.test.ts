@@ -1,7 +1,8 @@
 /**
- * Property test of the status table and the credits: random sequences of create / step / pause / resume / delete / top-up against the
- * runtime with a scripted model. After every command: only moves the status table allows occurred, the ledger invariant holds, the balance
- * is never negative, message_count equals the transcript length and token_count equals the scripted usage.
+ * Property test of the status table and the credits: random sequences of create / step / pause / resume / delete /
+ * top-up against the runtime with a scripted model. After every command: only moves the status table allows occurred,
+ * the ledger invariant holds, the balance is never negative, message_count equals the transcript length and token_count
+ * equals the scripted usage.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

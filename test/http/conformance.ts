@@ -1,8 +1,8 @@
 /**
- * The HTTP conformance suite (README.md#http-service): every route, every error code, the exact field sets of the record forms
- * and the timestamp format, with plain `fetch`. It runs against any mount: `agentry serve` as a child process and
- * the node:http, Express, Fastify and Hono examples in-process. Each mount builds a {@link ConformanceTarget} and
- * calls {@link describeConformance}.
+ * The HTTP conformance suite (README.md#http-service): every route, every error code, the exact field sets of the
+ * record forms and the timestamp format, with plain `fetch`. It runs against any mount: `agentry serve` as a child
+ * process and the node:http, Express, Fastify and Hono examples in-process. Each mount builds a {@link
+ * ConformanceTarget} and calls {@link describeConformance}.
  *
  * The target's model must be the goal-driven fake of `helpers.ts`: `[hold]` agents stay ACTIVE until paused or
  * deleted, `[drain]` agents spend the whole balance, any other agent completes at once.

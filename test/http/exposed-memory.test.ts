@@ -1,6 +1,6 @@
 /**
- * Safe to expose (docs/decisions.md#safe-to-expose-http-event-streams-storage): floods that used to exhaust `agentry serve`'s memory, measured
- * on the server's own process (a forked child: exposed-server.ts), not on the test's.
+ * Safe to expose (docs/decisions.md#safe-to-expose-http-event-streams-storage): floods that used to exhaust `agentry
+ * serve`'s memory, measured on the server's own process (a forked child: exposed-server.ts), not on the test's.
  * - 1,000 slow unauthenticated 1 MiB uploads raise the server's RSS by less than 100 MB (it used to buffer 1 MiB of
  *   each before looking at the key), and authenticated requests still answer meanwhile;
  * - a flood of 2,000 event streams whose clients never read (each stream starts with 1 MB of transcript to send) raises

@@ -300,7 +300,7 @@ const PY = [
 const JS_BROKEN =
   'const n = Number(require("fs").readFileSync("out.txt", "utf8"));\nconsole.log("double", n * twoo);\n';
 
-/** The scripted coder of the end-to-end test: writes a Python and a Node file, runs both, fixes the failing one, runs it again. */
+/** The scripted coder: writes a Python and a Node file, runs both, fixes the failing one, runs it again. */
 const coder: Turn[] = [
   () => ({
     toolCalls: [
