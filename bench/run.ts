@@ -1,8 +1,8 @@
 /**
  * `npm run bench`: runs every scenario in a fresh process (so each peak RSS is its own), prints one JSON document and
- * a table, and checks the targets (the limits in `targets` below) as ratios. Sources are transpiled once to .build/ and run with plain node,
- * so no TypeScript loader sits in the measured processes. The scenarios whose ratios are targets run three times, in
- * rounds, and report their median run.
+ * a table, and checks the targets (the limits in `targets` below) as ratios. Sources are transpiled once to .build/ and
+ * run with plain node, so no TypeScript loader sits in the measured processes. The scenarios whose ratios are targets
+ * run three times, in rounds, and report their median run.
  *
  *   npm run bench                 everything
  *   npm run bench -- --only fanout-10k,floor
