@@ -1,8 +1,8 @@
 /**
  * `npm run bench`: runs every scenario in a fresh process (so each peak RSS is its own), prints one JSON document and
- * a table, and checks the targets of issue 5 as ratios. Sources are transpiled once to .build/ and run with plain node,
- * so no TypeScript loader sits in the measured processes. The scenarios whose ratios are targets run three times, in
- * rounds, and report their median run.
+ * a table, and checks the targets (the limits in `targets` below) as ratios. Sources are transpiled once to .build/ and
+ * run with plain node, so no TypeScript loader sits in the measured processes. The scenarios whose ratios are targets
+ * run three times, in rounds, and report their median run.
  *
  *   npm run bench                 everything
  *   npm run bench -- --only fanout-10k,floor
@@ -82,7 +82,7 @@ const SCENARIOS: Scenario[] = [
   { id: 'mcp', file: 'scenarios/mcp.js', args: ['--n', '200', '--first', '10'] },
   // message_person: 1,000 agents each e-mail through a local SMTP server, against nodemailer alone at the same concurrency.
   { id: 'message', file: 'scenarios/message.js', args: ['--n', '1000', '--lane', '64'] },
-  // Issue 35: credits with prompt caching on and off (the stand-in Messages API simulates the cache), and the ratio.
+  // Credits with prompt caching on and off (the stand-in Messages API simulates the cache), and the ratio.
   { id: 'long-run-cost', file: 'scenarios/cache-cost.js', args: ['--kind', 'long', '--turns', '20'] },
   {
     id: 'fanout-1k-cost',
@@ -101,14 +101,14 @@ const SCENARIOS: Scenario[] = [
   // database file and RSS per wave. soak-delete: the same with deleteTrees, so only the ledger rows stay.
   { id: 'soak', file: 'scenarios/soak.js', args: ['--n', '50000', '--waves', '10'] },
   { id: 'soak-delete', file: 'scenarios/soak.js', args: ['--n', '50000', '--waves', '10', '--delete-trees'] },
-  // PostgreSQL storage (issue 27): fan-out on one runtime process, with SQLite's run of the same size right after it in
+  // PostgreSQL storage: fan-out on one runtime process, with SQLite's run of the same size right after it in
   // the same process (the per-child ratio), and the server CPU the run's backends spent.
   { id: 'pg-fanout-1k', file: 'scenarios/pg-fanout.js', args: ['--n', '1000'] },
   { id: 'pg-fanout-1k-async', file: 'scenarios/pg-fanout.js', args: ['--n', '1000', '--sync', 'off'] },
   { id: 'pg-fanout-10k', file: 'scenarios/pg-fanout.js', args: ['--n', '10000'] },
-  // Several workers (issue 27): the 10k fan-out on one schema driven by 3 processes, against 1 in the same run.
+  // Several workers: the 10k fan-out on one schema driven by 3 processes, against 1 in the same run.
   { id: 'pg-fanout-10k-3w', file: 'scenarios/pg-fanout-workers.js', args: ['--n', '10000', '--workers', '3'] },
-  // Issue 37: a 200-child tree with 300 ms per model call on 3 processes (50 run slots each) against 1: does it spread?
+  // A 200-child tree with 300 ms per model call on 3 processes (50 run slots each) against 1: does it spread?
   { id: 'pg-tree-3w', file: 'scenarios/pg-tree-3w.js', args: ['--n', '200', '--workers', '3'] },
   { id: 'peer:ai-sdk', file: 'peers/ai-sdk.js', args: ['--n', '10000'] },
   { id: 'peer:openai-agents', file: 'peers/openai-agents.js', args: ['--n', '10000'] },
@@ -236,13 +236,13 @@ const targets = [
     value: num('pg-fanout-10k', 'per_child_over_sqlite'),
     limit: '<= 3',
   },
-  // Issue 27: three workers are no slower than one on the same fan-out (both runs in the same scenario).
+  // Three workers are no slower than one on the same fan-out (both runs in the same scenario).
   {
     target: 'pg-fanout-10k-3w wall / 1 worker wall',
     value: num('pg-fanout-10k-3w', 'wall_over_one_worker'),
     limit: '<= 1',
   },
-  // Issue 35: prompt caching makes credits go as far as the provider's bill does.
+  // Prompt caching makes credits go as far as the provider's bill does.
   { target: 'long-run-cost credits cached / uncached', value: num('long-run-cost', 'cost_ratio'), limit: '<= 0.35' },
   {
     target: 'fanout-1k-cost children input cached / uncached',
@@ -254,7 +254,7 @@ const targets = [
     value: num('fanout-1k-cost', 'prefix_writes_cached'),
     limit: '<= 5',
   },
-  // Issue 37: a tree created through one process spreads over all three (latency-bound, so the ratio nears 0.5).
+  // A tree created through one process spreads over all three (latency-bound, so the ratio nears 0.5).
   { target: 'pg-tree-3w wall / 1 process wall', value: num('pg-tree-3w', 'wall_over_one_process'), limit: '<= 0.6' },
   {
     target: "pg-tree-3w least share of the children's model calls",

@@ -1,8 +1,8 @@
 /**
  * @module builtins
  * The composition root of the built-in tools: it builds the guarded fetch, page reading and the web_search backend
- * from `AgentRuntime.open({ builtinTools })` and the environment (DESIGN §7), and hands them to the core as a
- * {@link ToolPlatform}. The core never imports a backend; this module is the one place that does.
+ * from `AgentRuntime.open({ builtinTools })` and the environment (the variables README.md#tools names), and hands them
+ * to the core as a {@link ToolPlatform}. The core never imports a backend; this module is the one place that does.
  */
 import { z } from 'zod';
 import { parseArgs } from './core/validate.js';

@@ -4,7 +4,7 @@
  * The HTTP layer never decides a status on its own: it asks {@link httpStatusOf}.
  */
 
-/** Every error code agentry uses, with the HTTP status it maps to (DESIGN §10). */
+/** Every error code agentry uses, with the HTTP status it maps to (README.md#http-service). */
 export const ERROR_STATUS = {
   invalid_request: 400,
   unauthorized: 401,

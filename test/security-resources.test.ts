@@ -1,5 +1,5 @@
 /**
- * SECURITY.md's resource table (issue 34, "Done means" 2): one row for every resource a tenant can consume, each with
+ * SECURITY.md's resource table: one row for every resource a tenant can consume, each with
  * its bound, default and where it is enforced (a file of the repository), and the README links the section.
  */
 import { existsSync, readFileSync } from 'node:fs';

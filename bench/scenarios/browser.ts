@@ -1,5 +1,5 @@
 /**
- * browser: what a browser agent's context costs (issue 14). One Chromium is launched (its launch time is reported),
+ * browser: what a browser agent's context costs. One Chromium is launched (its launch time is reported),
  * then `--n` times, one after another after a warm-up: a fresh context with its guard proxy is opened, a local page
  * loaded through the proxy, and its ai-mode snapshot taken — median and p95 of that sum (`open_page_snapshot_*_ms`),
  * and of each part. Then 4 contexts are opened in parallel, each on a page, and the memory of the browser's processes is

@@ -1,5 +1,5 @@
 /**
- * cache-cost: what prompt caching does to the credits a run costs (issue 35). The real runtime drives the real
+ * cache-cost: what prompt caching does to the credits a run costs. The real runtime drives the real
  * `@anthropic-ai/sdk` client against agentry's stand-in Messages API with its prompt-cache simulation (breakpoints,
  * the 20-block lookback, minimum length, entries readable once their writer answers, 5-minute TTL), once with caching
  * on and once with `promptCache: false`, and reports the credits of both and their ratio.

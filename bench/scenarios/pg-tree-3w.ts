@@ -1,5 +1,5 @@
 /**
- * pg-tree-workers (`pg-tree-3w`, issue 37): one root spawns `--n` children (200) through spawn_sub_agents; each child
+ * pg-tree-workers (`pg-tree-3w`): one root spawns `--n` children (200) through spawn_sub_agents; each child
  * makes `--calls` model calls (3 plan updates, then the answer) of `--latency-ms` (300) each, on one PostgreSQL schema
  * driven by `--workers` processes (this one plus `--workers - 1` children of this same file, each a runtime with its
  * own postgresStorage() and `--slots` run slots: a worker), then by this process alone, in the same invocation so the

@@ -3,7 +3,7 @@
  * (setpriv → bwrap → prlimit → the command, as `spawn_claude_code_agent` will) `--n` times each after a warm-up, one
  * after another, and reports the median and p95 of each (`true_median_ms`, `true_p95_ms`, `node_median_ms`,
  * `node_p95_ms`), measured around `sandbox.run()`, so the spawn, the namespaces, the mounts and the reaping are in.
- * Then one coding child file-tool call, a `Read` of a small file, as the tools make it (issue 24: the file helper run
+ * Then one coding child file-tool call, a `Read` of a small file, as the tools make it (the file helper run
  * by node inside the sandbox, `workspace-files.ts`): `file_read_median_ms`, `file_read_p95_ms`.
  *
  *   node .build/scenarios/sandbox.js --n 50         (after `npm run build`: loads dist/sandbox/*.js)

@@ -3,7 +3,7 @@
  * Which Chromium spawn_browser_agent drives. agentry never downloads a browser: it takes the one the operator
  * installed, found in this order — the `browser.executablePath` option, `AGENTRY_CHROMIUM_PATH`, then `chromium`,
  * `chromium-browser` and `google-chrome` on `PATH`. None found is an answer that says what to install, not an error:
- * the tool is still offered and fails its calls with that message (DESIGN §7).
+ * the tool is still offered and fails its calls with that message, so a missing browser never passes for a working one.
  */
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';

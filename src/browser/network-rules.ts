@@ -1,7 +1,7 @@
 /**
  * @module browser/network-rules
- * Every request a browser page makes obeys the guarded fetch's address rules (DESIGN §7): each browser context talks
- * to the network only through a forward proxy of its own, on 127.0.0.1, which resolves the target, checks every
+ * Every request a browser page makes obeys the guarded fetch's address rules (README.md#tools): each browser context
+ * talks to the network only through a forward proxy of its own, on 127.0.0.1, which resolves the target, checks every
  * address with `web/address-policy.ts` (and the same allow list as the guarded fetch), and connects to the address it
  * checked — never to a second DNS answer.
  *

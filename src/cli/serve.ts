@@ -1,12 +1,13 @@
 /**
  * @module cli/serve
- * `agentry serve`: the HTTP API of DESIGN §10 on node:http, over SQLite or PostgreSQL. On its first start against a
- * database it creates the `serve` account (active subscription, some credits) and prints its API key once, on a line of
- * its own: `API key: agk_…`; later starts (and the other processes of a simultaneous start) print `Database ready: …`.
- * Those lines and the other words for people go to stderr: stdout carries the JSON log lines only (logging.ts).
- * On PostgreSQL every `serve` is also a worker, so N of them are N workers behind N stateless HTTP front ends. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database
- * and continue on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's
- * place (see `demo-model.ts`), so the API can be tried offline.
+ * `agentry serve`: the HTTP API (README.md#http-service) on node:http, over SQLite or PostgreSQL. On its first start
+ * against a database it creates the `serve` account (active subscription, some credits) and prints its API key once, on
+ * a line of its own: `API key: agk_…`; later starts (and the other processes of a simultaneous start) print
+ * `Database ready: …`. Those lines and the other words for people go to stderr: stdout carries the JSON log lines only
+ * (logging.ts). On PostgreSQL every `serve` is also a worker, so N of them are N workers behind N stateless HTTP front
+ * ends. SIGINT or SIGTERM closes the server and the runtime (agents in flight stay ACTIVE in the database and continue
+ * on the next start), then exits 0. `--demo` puts the scripted stand-in of `npm run demo` in the model's place (see
+ * `demo-model.ts`), so the API can be tried offline.
  */
 import { resolvedModelIds, unlistedModelWarnings } from './model-ids.js';
 import { createServer, type Server } from 'node:http';

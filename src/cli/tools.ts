@@ -1,7 +1,7 @@
 /**
  * @module cli/tools
  * `agentry tools`: every tool an agent can use, whether it is ready, and what backs it or what to set. Configuration
- * comes from the environment (DESIGN §7), as for `agentry run` and `agentry serve`.
+ * comes from the environment (README.md#tools), as for `agentry run` and `agentry serve`.
  */
 import { AgentRuntime, anthropicProvider, memoryStorage, type ToolStatus } from '../index.js';
 import { COMMON_OPTIONS, mcpServersOption, parseCommandArgs, positionals } from './common.js';

@@ -1,8 +1,8 @@
 /**
  * @module agentry-runtime/client
- * A typed client for agentry's HTTP service (DESIGN §10), on `fetch`. It has no dependency on the runtime: it can
- * run in a browser, a worker or another Node process. Failures are {@link AgentryClientError}s carrying the server's
- * error `code`, the HTTP `status` and the `request_id` to quote in a bug report.
+ * A typed client for agentry's HTTP service (README.md#http-service), on `fetch`. It has no dependency on the runtime:
+ * it can run in a browser, a worker or another Node process. Failures are {@link AgentryClientError}s carrying the
+ * server's error `code`, the HTTP `status` and the `request_id` to quote in a bug report.
  *
  * @example
  * import { AgentryClient } from 'agentry-runtime/client';

@@ -1,6 +1,6 @@
 /**
  * @module core/accounts
- * Accounts, subscriptions, API keys and balances (DESIGN §5, §10). Keys are high-entropy random strings with a fixed
+ * Accounts, subscriptions, API keys and balances. Keys are high-entropy random strings with a fixed
  * prefix; only their SHA-256 and last 4 characters are stored, and the full key is returned once, at creation.
  */
 import { createHash, randomBytes, randomUUID } from 'node:crypto';

@@ -1,6 +1,7 @@
 /**
  * @module core/input-bound
- * An upper bound on the input tokens of a model call that learns from what the provider reported (DESIGN §5).
+ * An upper bound on the input tokens of a model call that learns from what the provider reported
+ * (README.md#how-it-works, "Credits").
  *
  * One token per byte of everything sent is a bound no tokenizer exceeds, but it is three to four times what a real
  * tokenizer counts, and a reservation that large strands half a budget. Tokenisation is deterministic for a given

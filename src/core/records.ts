@@ -1,6 +1,7 @@
 /**
  * @module core/records
- * Storage rows to the public record forms of DESIGN §2. Wire shape = in-process shape.
+ * Storage rows to the public record forms. Wire shape = in-process shape: `runtime.get(id)` returns
+ * what `GET /api/agents/{id}` sends.
  */
 import type { AgentRow, ArtifactRow, MessageRow, MonitorRow, OutboxRow, StorageAdapter } from '../storage/adapter.js';
 import type { AgentStatus } from './status.js';
@@ -156,7 +157,7 @@ export function toArtifactInfo(row: ArtifactRow): ArtifactInfo {
   };
 }
 
-// --- message_person (issue 17)
+// --- message_person
 
 /** Attempts by status as the status form shows them; undefined for an agent that never tried. */
 export function toOutboxCounts(byStatus: Partial<Record<OutboxEntry['status'], number>>): OutboxCounts | undefined {

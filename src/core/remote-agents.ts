@@ -1,12 +1,12 @@
 /**
  * @module core/remote-agents
- * Events of agents that step in another process (several runtimes on one PostgreSQL database, issue 27). A runtime
- * emits `agent.status`, `agent.progress`, `agent.message` and `agent.deleted` for what it changes itself; an event
- * stream or a `waitFor` served by this process may follow an agent that another worker steps. For each agent that
- * someone here watches (reference-counted), {@link RemoteAgents} reads the agent's row, and its messages after the last
- * position seen, when the bus topic `changed` (or `control`) names it and on a jittered polling backstop, and emits
- * the local events for what changed that this process did not emit itself. Notifications only make it prompt: the
- * poll alone delivers everything, a little later.
+ * Events of agents that step in another process (several runtimes on one PostgreSQL database,
+ * README.md#several-processes). A runtime emits `agent.status`, `agent.progress`, `agent.message` and `agent.deleted`
+ * for what it changes itself; an event stream or a `waitFor` served by this process may follow an agent that another
+ * worker steps. For each agent that someone here watches (reference-counted), {@link RemoteAgents} reads the agent's
+ * row, and its messages after the last position seen, when the bus topic `changed` (or `control`) names it and on a
+ * jittered polling backstop, and emits the local events for what changed that this process did not emit itself.
+ * Notifications only make it prompt: the poll alone delivers everything, a little later.
  *
  * The other half: every status change, message and deletion this process makes is published on `changed` with the
  * agent's id (once per agent per turn of the event loop; progress is left to the watchers' poll, so a fan-out of

@@ -1,6 +1,6 @@
 /**
  * @module core/scheduler
- * Decides which agents step, and how many at once (DESIGN §8). A runnable agent waiting for a run slot costs one id
+ * Decides which agents step, and how many at once. A runnable agent waiting for a run slot costs one id
  * in a queue; only agents holding a slot have a driver (an async loop over {@link runStep}) and abort handles.
  * Model and tool calls run in lanes with their own concurrency caps (core/lane.ts).
  */
@@ -161,7 +161,7 @@ export class Scheduler {
   /**
    * How many more agents this worker may claim: what its free run slots can start now, plus what they will free within
    * a short horizon at the rate they have been freeing up (capped by `claimAhead`), less what it has claimed and not
-   * started. The rest stays claimable, so idle workers take it (issue 37: a tree spreads over every worker).
+   * started. The rest stays claimable, so idle workers take it (so a tree spreads over every worker).
    */
   private roomForClaims(): number {
     const free = this.options.runSlots - this.running.size;

@@ -16,7 +16,7 @@ export type { AgentStatus } from './status.js';
 const Timestamp = z.iso.datetime({ offset: false, precision: 3 }).describe('ISO 8601 UTC timestamp with milliseconds');
 const AgentId = z.uuid().describe('UUID (version 7: ordered by creation time)');
 
-/** Agent, creation form (DESIGN §2). */
+/** Agent, creation form: what `POST /api/agents` returns. */
 export const AgentCreatedSchema = z
   .object({
     agent_id: AgentId,
@@ -69,7 +69,7 @@ export const MonitorInfoSchema = z
   .meta({ id: 'MonitorInfo' });
 export type MonitorInfo = z.infer<typeof MonitorInfoSchema>;
 
-// --- message_person (issue 17)
+// --- message_person
 /** One attempt of `message_person`, as `runtime.outbox()` and `agentry agents outbox` show it. */
 export const OutboxEntrySchema = z
   .object({

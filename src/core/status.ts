@@ -1,6 +1,6 @@
 /**
  * @module core/status
- * The agent status machine of DESIGN §3, as one table. Every change of status in agentry asks
+ * The agent status machine, as one table. Every change of status in agentry asks
  * {@link nextStatus} (or {@link assertTransition}); nothing else decides which moves are legal.
  */
 import { AgentryError } from '../errors.js';
@@ -31,9 +31,9 @@ export const RUNNABLE_STATUSES: readonly AgentStatus[] = ['STARTING_UP', 'ACTIVE
 type Row = { to: AgentStatus; refuse?: never } | { to?: never; refuse: 'invalid_state' | 'noop' };
 
 /**
- * DESIGN §3. `noop` rows are idempotent requests that leave the status as it is (pause of a PAUSED agent, resume of a
- * running one); any pair missing from the table is refused with `invalid_state`. The balance conditions of `resume`
- * (402 when the balance is 0) are checked by the runtime before it asks this table.
+ * Which trigger moves which status where. `noop` rows are idempotent requests that leave the status as it is (pause of
+ * a PAUSED agent, resume of a running one); any pair missing from the table is refused with `invalid_state`. The
+ * balance conditions of `resume` (402 when the balance is 0) are checked by the runtime before it asks this table.
  */
 export const TRANSITIONS: Readonly<Record<StatusTrigger, Partial<Record<AgentStatus, Row>>>> = {
   start: { STARTING_UP: { to: 'ACTIVE' } },

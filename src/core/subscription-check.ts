@@ -1,6 +1,6 @@
 /**
  * @module core/subscription-check
- * Agents work only while their account's subscription is active (DESIGN §5). A deactivated subscription pauses its
+ * Agents work only while their account's subscription is active. A deactivated subscription pauses its
  * running agents at their next step with the status message {@link SUBSCRIPTION_PAUSED}; resuming them works again
  * once the subscription is active. The check runs before every step, so it keeps what it read for a moment instead of
  * reading the account each time: a second at most, and only an active answer (an inactive one pauses the agent, so

@@ -1,6 +1,6 @@
 /**
  * @module core/timers
- * Durable timers (DESIGN §8): work the runtime does at a time for an agent — wake a call that waits until then, check
+ * Durable timers: work the runtime does at a time for an agent — wake a call that waits until then, check
  * a monitored page. A timer is a storage row `{timer_id, agent_id, due_at, kind, payload}`, so it survives restarts,
  * and only due rows are read (an index on `due_at`): 10,000 idle monitors cost rows, not memory.
  *
@@ -12,7 +12,7 @@
  * however many times it would have fired meanwhile, because the row holds one time and the handler plans the next from
  * now, not from the old due time.
  *
- * Where several workers share the timers (`storage.timerClaims`, PostgreSQL in workers mode; issue 27), reading due
+ * Where several workers share the timers (`storage.timerClaims`, PostgreSQL in workers mode), reading due
  * timers claims them for this worker, so each due time fires once across workers. The claims of handlers that run or
  * wait in the lane are renewed every third of the claim's lease (in real time: leases are database time); a claim
  * that was lost anyway (this process froze past it) is reported and its handler aborted, and the worker that took it

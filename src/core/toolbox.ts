@@ -1,7 +1,7 @@
 /**
  * @module core/toolbox
  * What an agent works with: its system prompt, the tools it is offered and its step limit. An ordinary agent gets
- * the runtime's; a child that a tool spawned with a spec of its own (DESIGN §7, "Child agents of tools") gets the
+ * the runtime's; a child that a tool spawned with a spec of its own (README.md#tools, "What a tool can use") gets the
  * tools of its spec plus `submit_result`, whose input schema is its result schema. The spec is stored on the child
  * (JSON, with the result schema as JSON Schema and its tools by name), so a child resumed after a restart rebuilds
  * the same toolbox from the runtime's tool catalog.

@@ -1,6 +1,7 @@
 /**
  * @module http/event-streams
- * The open event streams of one router, by API key, and the limits on them (issue 24):
+ * The open event streams of one router, by API key, and the limits that keep them from outliving their access or piling
+ * up (docs/decisions.md#safe-to-expose-http-event-streams-storage):
  * - access is checked again every {@link EventStreamLimits.recheckMs}: a stream whose key was deleted, or whose
  *   account's subscription lapsed, ends with a `closed` event (`reason: "access"`) at the next check;
  * - a stream lives at most {@link EventStreamLimits.maxLifetimeMs}, then ends with a `retry:` hint and a `closed` event

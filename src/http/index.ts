@@ -1,7 +1,8 @@
 /**
  * @module agentry-runtime/http
- * The HTTP service of DESIGN §10 on any server: {@link createFetchHandler} is the router (`Request -> Response`, for
- * Hono, Bun, Deno, workers) and {@link createNodeHandler} mounts it on node:http, Express, Fastify or Connect.
+ * The HTTP service (README.md#http-service) on any server: {@link createFetchHandler} is the router
+ * (`Request -> Response`, for Hono, Bun, Deno, workers) and {@link createNodeHandler} mounts it on node:http, Express,
+ * Fastify or Connect.
  *
  * @example
  * import { createServer } from 'node:http';

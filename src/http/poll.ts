@@ -99,7 +99,8 @@ export async function authenticate(
   const { account, keyHash } = authenticated;
   guard?.succeeded(keyHash);
   if (buckets) {
-    // One bucket per account, whatever key it comes with: 30 keys get the burst of one (issue 34).
+    // One bucket per account, whatever key it comes with: 30 keys get the burst of one, so minting keys cannot multiply
+    // the limit.
     const retryAfter = buckets.take(accountBucket(account.account_id));
     if (retryAfter > 0) {
       return plainError('rate_limited', `Too many requests for this account; retry after ${retryAfter} s`, requestId, {

@@ -1,6 +1,6 @@
 /**
  * @module http/responses
- * The two shapes every route answers with: a JSON body, or the error body of DESIGN §10
+ * The two shapes every route answers with: a JSON body, or the error body (README.md#http-service)
  * (`{"error": {"code", "message", "request_id", "details"?}}`). Statuses come only from the error table in
  * `errors.ts`.
  */
@@ -60,7 +60,7 @@ export function plainError(
   return plainJson(httpStatusOf(code), JSON.stringify({ error }), options.headers);
 }
 
-/** An error response of the §10 shape. */
+/** An error response in the API's error shape (above). */
 export function errorResponse(
   code: ErrorCode,
   message: string,

@@ -76,7 +76,7 @@ const ServerOnlySchema = z
   .passthrough();
 
 /**
- * Starts the HTTP service of DESIGN §10 on a port.
+ * Starts the HTTP service (README.md#http-service) on a port.
  *
  * @example
  * import { AgentRuntime, sqliteStorage } from 'agentry-runtime';

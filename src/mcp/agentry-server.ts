@@ -1,6 +1,6 @@
 /**
  * @module mcp/agentry-server
- * agentry itself as an MCP server (DESIGN §7 "MCP"): the tools `create_agent`, `get_agent`, `list_agents`,
+ * agentry itself as an MCP server (README.md#mcp-servers): the tools `create_agent`, `get_agent`, `list_agents`,
  * `pause_agent`, `resume_agent` and `delete_agent`, so Claude Desktop, Claude Code or Cursor can start and follow
  * agentry runs. One definition serves both ways in: `agentry mcp` (stdio) and the HTTP service's `/mcp` mount
  * (Streamable HTTP, behind the API key, one account's agents only).

@@ -122,7 +122,7 @@ function mcpTool(
     idempotent: isIdempotent(mcp),
     describe: () => calling,
     async run(input, ctx) {
-      // Pause cancels the request too (DESIGN §3 lets a tool stop at pause and be asked again after the resume): a
+      // Pause cancels the request too (a tool that can stop at a pause may, and the model is told the outcome): a
       // 30 s call must not hold a pause up. The server is told, and kept.
       const signal = AbortSignal.any([ctx.signal, ctx.pauseSignal]);
       const agentId = ctx.agent.agent_id;

@@ -1,6 +1,6 @@
 /**
  * @module messaging/config
- * `message_person`'s configuration: `builtinTools.messaging` first, the environment (DESIGN §7: `SMTP_URL`,
+ * `message_person`'s configuration: `builtinTools.messaging` first, the environment (`SMTP_URL`,
  * `AGENTRY_EMAIL_FROM`, `TWILIO_*`, `AGENTRY_TWILIO_BASE_URL`, `AGENTRY_MESSAGE_ALLOW`) as the fallback. Malformed
  * settings are refused when the runtime opens, naming the setting; missing ones leave the channel unconfigured, and
  * its calls fail with what to set.

@@ -41,16 +41,19 @@ import type {
 } from './provider.js';
 
 /**
- * Public model id -> upstream Anthropic model id. The one place the defaults live (DESIGN §6).
- * `svc-1-lite` is a Claude Haiku model and `svc-1-ultra` a Claude Opus model; the credit prices of DESIGN §5 match
- * these two.
+ * Public model id -> upstream Anthropic model id. The one place the defaults live
+ * (README.md#options-of-agentruntimeopen). `svc-1-lite` is a Claude Haiku model and `svc-1-ultra` a Claude Opus model;
+ * the default credit prices (`core/credits.ts`) match these two.
  */
 export const DEFAULT_ANTHROPIC_MODELS = {
   'svc-1-lite': 'claude-haiku-4-5',
   'svc-1-ultra': 'claude-opus-5-5',
 } as const satisfies Record<string, string>;
 
-/** The environment variable that overrides the upstream id of each default public model (DESIGN §7). */
+/**
+ * The environment variable that overrides the upstream id of each default public model
+ * (README.md#options-of-agentruntimeopen).
+ */
 const MODEL_ENV: Record<keyof typeof DEFAULT_ANTHROPIC_MODELS, string> = {
   'svc-1-lite': 'AGENTRY_MODEL_LITE',
   'svc-1-ultra': 'AGENTRY_MODEL_ULTRA',

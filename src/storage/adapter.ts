@@ -278,7 +278,7 @@ export type OutboxRefusal =
   | { reason: 'agent_rate' | 'account_rate'; count: number }
   | { reason: 'exists'; existing: OutboxRow };
 
-// monitors and durable timers (issue 16)
+// monitors and durable timers
 
 /**
  * A durable timer: work the runtime does at `due_at` for an agent (wake it, check a monitored page). One row per timer,
@@ -454,7 +454,7 @@ export interface SpawnPage {
 }
 
 /**
- * A sign-in of the console (issue 28), kept so that it survives a restart of the server. Only the SHA-256 of the
+ * A sign-in of the console, kept so that it survives a restart of the server. Only the SHA-256 of the
  * session id is stored, never the id (the browser's cookie) or the API key it was traded for.
  */
 export interface ConsoleSessionRow {
@@ -660,7 +660,7 @@ export interface StorageAdapter {
   /** The opt-out of this recipient on this account and channel, or null. */
   getOptOut(accountId: string, channel: OutboxChannel, recipient: string): Promise<OptOutRow | null>;
 
-  // monitors and durable timers (issue 16)
+  // monitors and durable timers
   /** Schedules a timer (upsert by `timer_id`). The timer of an agent that does not exist is dropped. */
   putTimer(timer: TimerRow): Promise<void>;
   /** Deletes a timer; with `dueAt`, only if it is still due then (a handler that rescheduled it keeps it). */
@@ -694,7 +694,7 @@ export interface StorageAdapter {
   nextMonitorChange(agentId: string, monitorId?: string): Promise<MonitorChangeRow | null>;
   deleteMonitorChange(seq: number): Promise<void>;
 
-  // console sessions (issue 28)
+  // console sessions
   /** Stores a console session (upsert by `id_hash`: ending one writes it again with `ended`). */
   putConsoleSession(row: ConsoleSessionRow): Promise<void>;
   getConsoleSession(idHash: string): Promise<ConsoleSessionRow | null>;

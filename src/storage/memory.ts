@@ -91,7 +91,7 @@ class MemoryStorage implements StorageAdapter {
   private readonly pages = new Map<string, string>();
   private seq = 0;
   private pageReadSeq = 0;
-  // monitors and durable timers (issue 16)
+  // monitors and durable timers
   private readonly timers = new Map<string, TimerRow>();
   private readonly monitors = new Map<string, MonitorRow>();
   private monitorChanges: MonitorChangeRow[] = [];
@@ -617,7 +617,7 @@ class MemoryStorage implements StorageAdapter {
     return r ? clone(r) : null;
   }
 
-  // monitors and durable timers (issue 16)
+  // monitors and durable timers
 
   async putTimer(timer: TimerRow): Promise<void> {
     if (this.agents.has(timer.agent_id)) this.timers.set(timer.timer_id, { ...timer });

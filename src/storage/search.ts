@@ -5,7 +5,7 @@
  * Matching: goal text matches ASCII letters in either case and every other character exactly. SQLite's `lower()`
  * folds only ASCII, so the other adapters fold only ASCII too, and all three give the same answer.
  *
- * Bounds (issue 34): a goal may be 100 KB and an account may hold thousands, so a search never reads whole goals.
+ * Bounds: a goal may be 100 KB and an account may hold thousands, so a search never reads whole goals.
  * - Only the first {@link SEARCH_PREFIX_CHARS} characters of a goal are searched (and indexed: SQLite FTS5 trigram,
  *   PostgreSQL `pg_trgm`).
  * - A needle is at most {@link MAX_NEEDLE_CHARS} characters.

@@ -1,6 +1,6 @@
 /**
  * @module storage/workers
- * The extension point for several runtime processes driving the agents of one database (DESIGN §9, issue 27). A
+ * The extension point for several runtime processes driving the agents of one database (README.md#several-processes). A
  * storage adapter that supports it (PostgreSQL, unless opened `exclusive`) exposes a {@link WorkerCoordination} as
  * `StorageAdapter.workers`; memory and SQLite storage have none, and one process drives their agents.
  *

@@ -52,7 +52,7 @@ export interface BuiltinToolsOptions {
   /** Where coding agents' workspaces live (spawn_claude_code_agent). @default `/var/lib/agentry` for root, else `~/.local/state/agentry` (`defaultDataDir()`) */
   dataDir?: string;
   /**
-   * spawn_claude_code_agent (issue 15): who codes. `runtime` is a child agent of the runtime's model with Claude Code's
+   * spawn_claude_code_agent: who codes. `runtime` is a child agent of the runtime's model with Claude Code's
    * six tools; `claude-agent-sdk` is Claude Code itself in the same sandbox, thinking with the runtime's model through
    * a billed model bridge (install the optional `@anthropic-ai/claude-agent-sdk`).
    * @default { backend: AGENTRY_CODE_AGENT_BACKEND ?? 'runtime', maxTurns: 100, maxOutputTokens: 8192 }
@@ -70,7 +70,7 @@ export interface BuiltinToolsOptions {
     sandboxSlots?: { slots?: number; perAccount?: number };
   };
   /**
-   * spawn_browser_agent (issue 14): the Chromium to drive, how long an idle browser stays up, and how many contexts
+   * spawn_browser_agent: the Chromium to drive, how long an idle browser stays up, and how many contexts
    * (browser agents) are open at once. @example { executablePath: '/usr/bin/chromium', idleMs: 60_000 }
    */
   browser?: {
@@ -82,7 +82,7 @@ export interface BuiltinToolsOptions {
     maxContexts?: number;
   };
   /**
-   * message_person (issue 17): the SMTP server and Twilio account (or transports of your own), the recipients it may
+   * message_person: the SMTP server and Twilio account (or transports of your own), the recipients it may
    * write to (nobody until set), its rate limits and body caps. @default from SMTP_URL, AGENTRY_EMAIL_FROM, TWILIO_*,
    * AGENTRY_TWILIO_BASE_URL and AGENTRY_MESSAGE_ALLOW
    */
@@ -112,7 +112,7 @@ export interface PlatformServices {
    * may run beside a live one: it must not repair work in flight there (message_person's queued outbox entries).
    */
   drivesAgents: boolean;
-  // background work of agents (monitor, issue 16)
+  // background work of agents (monitor)
   /** Durable timers: register a handler per kind, schedule and cancel (core/timers.ts). */
   timers: Timers;
   /**

@@ -1,6 +1,6 @@
 /**
  * @module web/guarded-fetch
- * The one way agentry's built-in tools reach the network (DESIGN §7): a fetch-compatible function that refuses
+ * The one way agentry's built-in tools reach the network (README.md#tools): a fetch-compatible function that refuses
  * anything but http(s), URLs with credentials, and every address that is not public (see `address-policy.ts`), unless
  * the allow list opens it. A host name is resolved once per hop, every address it resolves to is checked, and the
  * connection is pinned to those checked addresses through undici's `connect.lookup`, so a second DNS answer (DNS

@@ -21,7 +21,7 @@
  */
 import { AgentryError } from '../errors.js';
 
-/** One search, as the `web_search` tool asks for it (DESIGN §7). */
+/** One search, as the `web_search` tool asks for it (its input, README.md#tools). */
 export interface SearchQuery {
   /** What to search for. */
   query: string;

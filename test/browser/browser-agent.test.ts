@@ -1,6 +1,6 @@
 /**
- * spawn_browser_agent under the scripted model in real headless Chromium against a local shop (issue 14, "Done means"
- * 1 and 3): a browser child fills a search form, submits it, opens a result and returns a code that only the detail
+ * spawn_browser_agent under the scripted model in real headless Chromium against a local shop: a browser
+ * child fills a search form, submits it, opens a result and returns a code that only the detail
  * page's script writes in; its screenshot decodes as a PNG; its replay script, run with node, reaches the same page;
  * a child that clicks a dead button ends as `loop_detected`; pause and delete close the child's context within 2 s
  * while its model is thinking, and a resumed child reopens its last URL; 20 browser agents through 4 contexts leave no

@@ -1,5 +1,5 @@
 /**
- * Network rules in the page (issue 14, "Done means" 2), in real headless Chromium: a private address that is not
+ * Network rules in the page, in real headless Chromium: a private address that is not
  * allowed is blocked as a navigation, as an image, as a fetch() from page script and as a redirect target — through
  * an IP literal and through a name that resolves to it; allowed, each loads. Also the pool's basics: one browser for
  * many contexts, a crashed browser started again, and what a missing playwright-core or Chromium says.

@@ -151,7 +151,7 @@ describe('agentry agents', () => {
     expect(list).toContain(agentIds.done);
     expect(list).toContain(agentIds.held);
     expect(list).toMatch(/Say done$/m);
-    // The list filters (issue 36): roots only, goal search.
+    // The list filters: roots only, goal search.
     const roots = JSON.parse(await ok('agents', 'list', '--roots', '--json')) as { data: Array<{ parent_id: null }> };
     expect(roots.data.length).toBeGreaterThanOrEqual(2);
     expect(roots.data.every((a) => a.parent_id === null)).toBe(true);

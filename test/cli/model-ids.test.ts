@@ -1,5 +1,5 @@
 /**
- * The CLI about upstream model ids (issue 35): `agentry serve` warns at start when the server does not list one, and
+ * The CLI about upstream model ids: `agentry serve` warns at start when the server does not list one, and
  * `agentry tools` shows the id behind each public model and whether the server lists it.
  */
 import { join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * `agentry tools` and ripgrep (issue 36, point 9): the coding child's `Grep` is ripgrep, so without `rg` where the
+ * `agentry tools` and ripgrep: the coding child's `Grep` is ripgrep, so without `rg` where the
  * sandbox finds programs the list says Grep is not ready and names ripgrep, instead of calling the coding tool ready
  * while its Grep cannot start. ripgrep's absence is simulated with a `PATH` that lacks it.
  */

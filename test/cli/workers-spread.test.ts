@@ -1,5 +1,5 @@
 /**
- * Workers share the load (issue 37), from the CLI: two `agentry serve` and one `agentry worker` on one PostgreSQL
+ * Workers share the load, from the CLI: two `agentry serve` and one `agentry worker` on one PostgreSQL
  * schema, a 200-child tree created through one serve. Each process talks to a fake Messages API of its own, so the
  * test sees which process made which model call and when it started and ended; every call takes 2 s (abortable).
  *

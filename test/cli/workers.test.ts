@@ -1,5 +1,5 @@
 /**
- * Several processes on one database (issue 27), from the CLI: `agentry worker` (help, ready line, SIGTERM, flags), the
+ * Several processes on one database, from the CLI: `agentry worker` (help, ready line, SIGTERM, flags), the
  * first start of an empty database decided by one insert even when processes race for it, two `agentry serve` on one
  * PostgreSQL schema at once (both healthy, exactly one key), and a worker stepping an agent created through a serve's
  * HTTP API. The PostgreSQL parts need a server (AGENTRY_TEST_POSTGRES_URL; they fail instead of skipping under

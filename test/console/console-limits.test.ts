@@ -1,5 +1,5 @@
 /**
- * Issue 34, findings 4, 5, 6, 10 and 12: the console is no way around the API's limits.
+ * The console is no way around the API's limits.
  * - keys: rate limits are per account (30 keys get the burst of one); the console mints keys only under a cap, and
  *   each mint and delete writes an audit entry;
  * - sign-in: wrong keys and guessed session cookies share the API's per-address failed-authentication limit (429

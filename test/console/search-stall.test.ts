@@ -1,5 +1,5 @@
 /**
- * Issue 34, finding 1: a goal search must not stall other tenants. One account holds 400 agents with 100 KB goals
+ * A goal search must not stall other tenants. One account holds 400 agents with 100 KB goals
  * (300 roots, 100 children of one root); four clients of that account search their goals through the console as fast
  * as they can, with needles made to be expensive (long near-misses over repetitive text, one-letter needles that no
  * trigram narrows, LIKE wildcards), while another account lists its agents and polls one of them. That account's

@@ -1,5 +1,5 @@
 /**
- * Child agents of tools (DESIGN §7, "Child agents of tools"; tool-platform issue, "Done means" item 4).
+ * Child agents of tools (README.md#tools, "What a tool can use").
  *
  * A tool spawns children with a job of their own through `ctx.spawn([{ goal, instructions, tools, result }])`. Such a
  * child is prompted with its instructions, is offered only its tools plus `submit_result`, and finishes only by a valid

@@ -1,5 +1,5 @@
 /**
- * Budgets that are spent, not stranded (DESIGN §5, issue 25): the input bound learns from the usage the provider
+ * Budgets that are spent, not stranded: the input bound learns from the usage the provider
  * reported and is counted exactly before an agent gives up, so an agent stops OUT_OF_CREDITS only when what is left
  * cannot pay the exact cost of the call it could not make; every hold still covers its call's real cost, the ledger
  * is exact and the balance never goes below zero.
@@ -143,7 +143,7 @@ describe('budgets that are spent, not stranded', () => {
           expect(ledger[i]!.tokens_in).toBe(tokenizer(call));
           expect(-ledger[i]!.amount).toBe(modelCost(ULTRA, { inputTokens: tokenizer(call), outputTokens: 60 }));
         });
-        // Before issue 25 the agent stopped after 8 calls at ~4 bytes a token.
+        // Before the input bound learned, the agent stopped after 8 calls at ~4 bytes a token.
         if (bytesPerToken === 4) expect(model.calls.length).toBeGreaterThan(9);
 
         if (agent.status === 'COMPLETED') return;
@@ -154,7 +154,8 @@ describe('budgets that are spent, not stranded', () => {
         const next: ModelRequest = { ...last, messages: messagesOf(await storage.listTurns(agent_id)) };
         const exactCost = modelCost(ULTRA, { inputTokens: tokenizer(next), outputTokens: FLOOR });
         expect(left).toBeLessThan(exactCost);
-        // Before issue 25 ~48.8 (~38.8 with the built-in tools) of the 100 credits were left at this point.
+        // Before the input bound learned, ~48.8 (~38.8 with the built-in tools) of the 100 credits were left at this
+        // point.
         if (bytesPerToken === 4) expect(left).toBeLessThan(20_000_000);
         const stop = parseStop(agent.status_message);
         expect(stop).toEqual({ needed: exactCost, inputTokens: tokenizer(next), outputTokens: FLOOR, left });

@@ -1,5 +1,5 @@
 /**
- * Credits under contention (DESIGN §5): siblings on one account never starve each other. A reservation that other
+ * Credits under contention: siblings on one account never starve each other. A reservation that other
  * calls' holds block waits its turn; only a balance that cannot pay stops an agent; an agent with little left gets a
  * lowered max_tokens; a waiting parent's progress counts only children that finished for good.
  */

@@ -15,7 +15,7 @@ const lookup = defineTool({
   run: ({ q }) => `result for ${q}`,
 });
 
-describe('credits (DESIGN §5)', () => {
+describe('credits', () => {
   it('settles exactly the price table, to the micro-credit, for both models and tools', async () => {
     const script = [
       {

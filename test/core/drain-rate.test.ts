@@ -1,5 +1,5 @@
 /**
- * The drain rate that sizes a worker's claim-ahead (issue 37, core/scheduler.ts): a steady flow of r ends per second
+ * The drain rate that sizes a worker's claim-ahead (core/scheduler.ts): a steady flow of r ends per second
  * expects r × horizon more; a burst counts spread over the time constant and fades; nothing ended, nothing ahead.
  */
 import { describe, expect, it } from 'vitest';

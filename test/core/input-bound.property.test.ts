@@ -1,5 +1,5 @@
 /**
- * Property test of the learned input bound (DESIGN §5, core/input-bound.ts): over random conversations of several
+ * Property test of the learned input bound (core/input-bound.ts): over random conversations of several
  * agents, random tool lists and system prompts (changed now and then), elisions made by the loop's own fitContext and
  * several tokenizers (one token per byte, about 4 bytes a token, and a ratio that varies from piece to piece):
  * - the bound, and so the reservation, is never below the real count (cost);

@@ -1,7 +1,8 @@
 /**
- * Property test (DESIGN §3, §5): random sequences of create / step / pause / resume / delete / top-up against the
- * runtime with a scripted model. After every command: only §3 moves occurred, the ledger invariant holds, the balance
- * is never negative, message_count equals the transcript length and token_count equals the scripted usage.
+ * Property test of the status table and the credits: random sequences of create / step / pause / resume / delete /
+ * top-up against the runtime with a scripted model. After every command: only moves the status table allows occurred,
+ * the ledger invariant holds, the balance is never negative, message_count equals the transcript length and token_count
+ * equals the scripted usage.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -159,7 +160,7 @@ describe('runtime properties', () => {
                 expect(['not_found', 'invalid_state', 'insufficient_credits']).toContain((err as AgentryError).code);
               }
 
-              // only §3 moves
+              // only moves the status table allows
               for (const [id, before] of known) {
                 const row = await storage.getAgent(id);
                 expect(row, 'an agent vanished without delete').not.toBeNull();

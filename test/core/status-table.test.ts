@@ -1,5 +1,5 @@
 /**
- * Drives every row of DESIGN §3's status table through the public API.
+ * Drives every row of the status table (`src/core/status.ts`) through the public API.
  * (Rows about spawned sub-agents live in test/core/sub-agents.test.ts.)
  */
 import { describe, expect, it } from 'vitest';
@@ -17,7 +17,7 @@ async function expectCode(p: Promise<unknown>, code: string): Promise<void> {
   expect((err as AgentryError).code).toBe(code);
 }
 
-describe('status table (DESIGN §3)', () => {
+describe('status table', () => {
   it('create: valid body, active subscription, balance > 0 -> ACTIVE with progress 0 and the goal as USER message', async () => {
     const { runtime } = await openTestRuntime([{ text: 'done' }], { scheduler: 'manual' });
     const created = await runtime.create({ goal: 'Find the answer' });

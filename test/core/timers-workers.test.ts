@@ -1,5 +1,5 @@
 /**
- * The timer loop where several processes share the timers (storage.workers present, issue 27): a schedule is
+ * The timer loop where several processes share the timers (storage.workers present): a schedule is
  * announced on the workers' bus (topic `timers`) and another process's loop looks again at once; a lost announcement
  * is made up for by the `sharedPollMs` backstop. Memory storage stands for the shared database, a fake clock drives
  * due times, and an in-process bus stands for LISTEN/NOTIFY.

@@ -1,5 +1,5 @@
 /**
- * A crash between a child's steps (DESIGN §4, §7 "Child agents of tools"; tool-platform issue, "Done means" item 4).
+ * A crash between a child's steps: a child agent of a tool recovers like any agent.
  *
  * A worker process (`child-crash-worker.ts`) runs a parent whose `research` tool spawned two children with a job of
  * their own. Each child has taken one step (alpha called `lookup`, idempotent; beta called `note`, not idempotent) and
@@ -10,7 +10,7 @@
  * - each child's first step is not redone: one model call for its turn 0 across both processes; its second turn sees
  *   the first step's tool result and submits from it;
  * - `note` ran once (its result was saved before the kill); `lookup`, whose result commits with the next model turn,
- *   ran again with the same tool_use_id (DESIGN §4: idempotent calls are rerun);
+ *   ran again with the same tool_use_id (idempotent calls are rerun after a crash);
  * - the parent completes with the children's validated data, and Σ ledger = balance with nothing left reserved.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -32,7 +32,7 @@ import {
 
 afterEach(killLiveWorkers);
 
-describe('crash between a child agent’s steps (DESIGN §4, §7)', () => {
+describe('crash between a child agent’s steps', () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'agentry-child-crash-'));

@@ -1,5 +1,5 @@
 /**
- * Crash recovery of the claude-agent-sdk backend of spawn_claude_code_agent (issue 15): a worker process
+ * Crash recovery of the claude-agent-sdk backend of spawn_claude_code_agent: a worker process
  * (`claude-code-crash-worker.ts`) is SIGKILLed while Claude Code runs a command in the sandbox. The sandbox dies with
  * it (bwrap's --die-with-parent: no process is left). A second process reopens the SQLite file; recovery runs the
  * call again, which resumes Claude Code's own session from its home on disk: Claude Code's model sees the earlier

@@ -1,5 +1,5 @@
 /**
- * Crash suite (DESIGN §4, §9; issue 3, "Done means" item 1).
+ * Crash suite: SIGKILL at any moment loses no committed step and repeats no call that must not run twice.
  *
  * A child process (`crash-worker.ts`) runs 50 scripted agents on a SQLite file and is SIGKILLed at random moments,
  * 20 times in a row, restarted after each kill; a last run lets everything finish. Then, reading the file from this
@@ -121,7 +121,7 @@ function readLines(file: string): string[] {
   return existsSync(file) ? readFileSync(file, 'utf8').split('\n').filter(Boolean) : [];
 }
 
-/** The ledger invariant of DESIGN §5: Σ ledger = balance >= 0, and nothing is left reserved. */
+/** The ledger invariant: Σ ledger = balance >= 0, and nothing is left reserved. */
 async function expectLedgerInvariant(storage: StorageAdapter, accountId: string) {
   const account = (await storage.getAccount(accountId))!;
   const ledger = await storage.listLedger(accountId);
@@ -251,7 +251,7 @@ async function pollUntil<T>(
 
 // ---------------------------------------------------------------------------------------------------------------
 
-describe('crash suite: SIGKILL at random moments, then restart (DESIGN §4)', () => {
+describe('crash suite: SIGKILL at random moments, then restart', () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'agentry-crash-'));
@@ -548,7 +548,7 @@ function fleetModel(delayMs: (goal: string) => number) {
   });
 }
 
-describe('graceful shutdown: close() (issue 3)', () => {
+describe('graceful shutdown: close()', () => {
   let dir: string;
   beforeAll(() => {
     dir = mkdtempSync(join(tmpdir(), 'agentry-close-'));

@@ -1,5 +1,5 @@
 /**
- * A crash between enrich's children (DESIGN §7; issue 13, "Done means" item 3).
+ * A crash between enrich's children: the children that finished are not run again, the others are recovered.
  *
  * A worker process (`enrich-crash-worker.ts`) runs a parent whose `enrich` call spawned one research child per
  * company. Three children have COMPLETED (their results committed) and three are in their submitting model turn when
@@ -32,7 +32,7 @@ import {
 
 afterEach(killLiveWorkers);
 
-describe('crash between enrich children (DESIGN §7)', () => {
+describe('crash between enrich children', () => {
   let dir: string;
   let corpus: CorpusServer;
   beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * A crash between find_all's phases (issue 13, "Done means" item 3; DESIGN §7 "Child agents of tools").
+ * A crash between find_all's phases: the phase saved in the call's durable state is not run again.
  *
  * A worker process (`find-all-crash-worker.ts`) runs a lead agent whose find_all call has finished generating (both
  * generators completed, the merged candidate set saved in the call's durable state) and spawned one verifier per
@@ -50,7 +50,7 @@ async function childrenByGroup(storage: StorageAdapter, leadId: string): Promise
   return groups;
 }
 
-describe('crash between find_all’s phases (issue 13)', () => {
+describe('crash between find_all’s phases', () => {
   let dir: string;
   let corpus: CorpusServer;
   beforeAll(async () => {

@@ -1,5 +1,5 @@
 /**
- * Crash safety of MCP calls (issue 19, "Done means" 4). A worker process (`mcp-crash-worker.ts`) has an agent call
+ * Crash safety of MCP calls. A worker process (`mcp-crash-worker.ts`) has an agent call
  * the fixture's counting tool; the server moves its counter and holds the answer, and the worker is SIGKILLed during
  * the call. A second process reopens the SQLite file:
  * - `count` has no annotations, so it is not safe to send twice: the call was recorded `started` before it was sent,
@@ -18,7 +18,7 @@ import { killLiveWorkers, killWorker, openStorage, startWorker } from './worker-
 
 afterEach(killLiveWorkers);
 
-describe('a runtime SIGKILLed during an MCP call (DESIGN §4, §7 "MCP")', () => {
+describe('a runtime SIGKILLed during an MCP call', () => {
   let root: string;
   beforeAll(() => {
     root = mkdtempSync(join(tmpdir(), 'agentry-mcp-crash-'));

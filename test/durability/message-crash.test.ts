@@ -1,5 +1,5 @@
 /**
- * At most once across a crash (issue 17, "Done means" item 3): a worker process records a message_person attempt
+ * At most once across a crash: a worker process records a message_person attempt
  * and hands the e-mail to the SMTP server, which takes the whole message but has not answered when the worker is
  * SIGKILLed — the one moment nobody can know whether it was delivered. A second process reopens the SQLite file:
  * - the outbox entry, on disk as `queued` before anything was sent, is now `unknown`, never `sent` twice;

@@ -1,5 +1,5 @@
 /**
- * Monitors across restarts (issue 16, "Done means" 2): a runtime is closed between two checks and a new one opened on
+ * Monitors across restarts: a runtime is closed between two checks and a new one opened on
  * the same SQLite file continues the monitor; a runtime that opens after five missed intervals makes one catch-up
  * check, not five, and plans the next one from then. The waiting agent holds no run slot and does not spin: on each
  * open its wait runs once and suspends again. Fake clocks, the local price page, no sleeps.

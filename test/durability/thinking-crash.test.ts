@@ -1,5 +1,5 @@
 /**
- * Crash resume under extended thinking (issue 35, "Done means" 1, fourth bullet): a worker process runs an
+ * Crash resume under extended thinking: a worker process runs an
  * svc-1-ultra agent (thinking on, with a budget) against the test's stand-in Messages API and is SIGKILLed while its third model
  * call is in flight, two tool turns with their thinking already committed. A second process reopens the database and
  * finishes the agent. The stand-in refuses any request whose thinking block was dropped or altered (400), so the

@@ -136,7 +136,7 @@ export async function childrenInTaskOrder(storage: StorageAdapter, parentId: str
   return rows.sort((a, b) => Number(a.spawn_key!.split('#')[1]) - Number(b.spawn_key!.split('#')[1]));
 }
 
-/** DESIGN §5 after a crash and recovery: Σ ledger = balance of the `local` account, and no hold left behind. */
+/** The ledger invariant after a crash and recovery: Σ ledger = balance of the `local` account, no hold left behind. */
 export async function expectLedgerSettled(storage: StorageAdapter): Promise<LedgerRow[]> {
   const account = (await storage.getAccount('local'))!;
   const ledger = await storage.listLedger('local');

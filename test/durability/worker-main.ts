@@ -45,7 +45,7 @@ export function runWorker(name: string, main: () => Promise<void>): void {
 
 /** The storage behind a worker's database argument: a SQLite path, or a postgres:// URL (with `?schema=`). */
 export function storageAt(db: string): StorageAdapter {
-  // A killed worker's leases run out after a second, so a restarted one continues its agents at once (issue 27).
+  // A killed worker's leases run out after a second, so a restarted one continues its agents at once.
   return /^postgres(ql)?:\/\//.test(db)
     ? postgresStorage({ connectionString: db, leaseMs: 1_000, heartbeatMs: 200 })
     : sqliteStorage({ path: db });

@@ -1,8 +1,8 @@
 /**
- * The HTTP conformance suite (DESIGN §10): every route, every error code, the exact field sets of the record forms
- * and the timestamp format, with plain `fetch`. It runs against any mount: `agentry serve` as a child process and
- * the node:http, Express, Fastify and Hono examples in-process. Each mount builds a {@link ConformanceTarget} and
- * calls {@link describeConformance}.
+ * The HTTP conformance suite (README.md#http-service): every route, every error code, the exact field sets of the
+ * record forms and the timestamp format, with plain `fetch`. It runs against any mount: `agentry serve` as a child
+ * process and the node:http, Express, Fastify and Hono examples in-process. Each mount builds a {@link
+ * ConformanceTarget} and calls {@link describeConformance}.
  *
  * The target's model must be the goal-driven fake of `helpers.ts`: `[hold]` agents stay ACTIVE until paused or
  * deleted, `[drain]` agents spend the whole balance, any other agent completes at once.
@@ -97,7 +97,7 @@ export async function call(
   return { status: response.status, headers: response.headers, text, json };
 }
 
-/** Asserts the §10 error shape, the status/code pair and the request id header. */
+/** Asserts the API's error shape, the status/code pair and the request id header. */
 export function expectError(reply: Reply, status: number, code?: string): void {
   expect(reply.status, reply.text).toBe(status);
   expect(reply.headers.get('content-type')).toMatch(/^application\/json/);

@@ -1,5 +1,5 @@
 /**
- * Events across processes (issue 27): an agent created through runtime A and stepping in runtime B is streamed by
+ * Events across processes: an agent created through runtime A and stepping in runtime B is streamed by
  * runtime C (`GET /api/agents/{id}/events`) from start to COMPLETED; a second connection with `Last-Event-ID` mid-way
  * gets exactly the rest; `waitFor` in C resolves; a deletion in B ends C's stream with `deleted`. The three runtimes
  * share one database (one memory storage, or three postgresStorage() adapters on one schema) and a bus: the relay

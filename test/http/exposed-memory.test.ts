@@ -1,12 +1,12 @@
 /**
- * Issue 24 ("Safe to expose"), "Done means" 3 and 5: floods that used to exhaust `agentry serve`'s memory, measured
- * on the server's own process (a forked child: exposed-server.ts), not on the test's.
+ * Safe to expose (docs/decisions.md#safe-to-expose-http-event-streams-storage): floods that used to exhaust `agentry
+ * serve`'s memory, measured on the server's own process (a forked child: exposed-server.ts), not on the test's.
  * - 1,000 slow unauthenticated 1 MiB uploads raise the server's RSS by less than 100 MB (it used to buffer 1 MiB of
  *   each before looking at the key), and authenticated requests still answer meanwhile;
  * - a flood of 2,000 event streams whose clients never read (each stream starts with 1 MB of transcript to send) raises
  *   it by less than 200 MB: the key gets its 16 streams, the rest 429, and the service still answers. (The old code
  *   took every one: 2 GB.) That a reader too slow is dropped and resumes is tested in exposed-streams.test.ts.
- * The bounds are the issue's.
+ * The bounds leave room for noise, not for buffering per request (the old code took gigabytes).
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { connect, type Socket } from 'node:net';

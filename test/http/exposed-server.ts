@@ -1,7 +1,7 @@
 /**
- * `agentry serve` as the memory tests of issue 24 need it: a forked child process running the HTTP server (with its
- * poll thread) on a SQLite file, so that the test measures this process's RSS and not its own. It tells the parent
- * over IPC `{ ready: { url, key, agentId } }`, and answers `{ kind: 'rss' }` with `{ rss }` (bytes).
+ * `agentry serve` as the memory tests (`exposed-memory.test.ts`) need it: a forked child process running the HTTP
+ * server (with its poll thread) on a SQLite file, so that the test measures this process's RSS and not its own. It
+ * tells the parent over IPC `{ ready: { url, key, agentId } }`, and answers `{ kind: 'rss' }` with `{ rss }` (bytes).
  *
  * The agent it makes has a transcript of about 1 MB (five answers of 200 kB) and stays ACTIVE in a tool call that
  * never ends: every event stream opened on it starts with 1 MB to send.

@@ -1,5 +1,6 @@
 /**
- * Issue 24 ("Safe to expose"), point 8: what a tenant or a local user could reach that they should not.
+ * Safe to expose (docs/decisions.md#safe-to-expose-http-event-streams-storage): what a tenant or a local user could
+ * reach that they should not.
  * - the SQLite database, its -wal and -shm are owner-only (0600), also when an earlier run left them 0644;
  * - artifact download names lose bidi and other invisible characters (U+202E makes `x\u202Etxt.exe` look like
  *   `xexe.txt`);

@@ -1,7 +1,8 @@
 /**
- * Issue 24 ("Safe to expose"), points 5 and 6: event streams end when access ends, live only so long, are capped per
- * key and drop a reader too slow (which resumes with Last-Event-ID); MCP refuses JSON-RPC batches so that the rate
- * limit counts every operation; failed authentication is rate limited per client address.
+ * Safe to expose (docs/decisions.md#safe-to-expose-http-event-streams-storage): event streams end when access ends,
+ * live only so long, are capped per key and drop a reader too slow (which resumes with Last-Event-ID); MCP refuses
+ * JSON-RPC batches so that the rate limit counts every operation; failed authentication is rate limited per client
+ * address.
  */
 import { Agent, get as httpGet } from 'node:http';
 import { connect, type Socket } from 'node:net';

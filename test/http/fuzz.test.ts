@@ -1,8 +1,8 @@
 /**
  * Fuzz: thousands of random, mostly malformed requests (methods, paths, ids, headers, content types, bodies, huge
  * and deeply nested JSON) against the node handler on a real socket. None may get a 5xx, hang, or crash the server,
- * and every error must have the §10 shape with its request id. A small part goes over a raw socket, for what fetch
- * refuses to send (TRACE, absolute-form and `*` targets, odd bytes in the path).
+ * and every error must have the API's error shape with its request id. A small part goes over a raw socket, for what
+ * fetch refuses to send (TRACE, absolute-form and `*` targets, odd bytes in the path).
  */
 import { createServer, type Server } from 'node:http';
 import { connect } from 'node:net';
@@ -205,7 +205,10 @@ const nearlyValidArb = fc.record({
 
 const requestArb = fc.oneof({ weight: 4, arbitrary: randomRequestArb }, { weight: 1, arbitrary: nearlyValidArb });
 
-/** The §10 error shape, checked without expect (thousands of calls). Returns a description of what is wrong. */
+/**
+ * The API's error shape (README.md#http-service), checked without expect (thousands of calls). Returns a description of
+ * what is wrong.
+ */
 function shapeProblem(status: number, headers: Headers, text: string): string | null {
   const requestId = headers.get('x-request-id');
   if (!requestId) return 'no x-request-id header';
@@ -233,7 +236,7 @@ function shapeProblem(status: number, headers: Headers, text: string): string | 
 }
 
 describe('HTTP fuzz', () => {
-  it(`${RUNS} random malformed requests: no 5xx, no hang, §10 error shape`, async () => {
+  it(`${RUNS} random malformed requests: no 5xx, no hang, the API's error shape`, async () => {
     let sent = 0;
     const statuses = new Map<number, number>();
     await fc.assert(

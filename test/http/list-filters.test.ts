@@ -1,5 +1,5 @@
 /**
- * The public list's filters (issue 36, point 8): `GET /api/agents` items carry the start of the goal and the parent;
+ * The public list's filters: `GET /api/agents` items carry the start of the goal and the parent;
  * `roots=true`, `parent_id=`, `status=` and `q=` (the indexed goal search) narrow it, and without them the list is
  * what it was (every agent of the account, newest first).
  */

@@ -1,5 +1,5 @@
 /**
- * Agents take turns on a server that may ask for sampling (issue 34, finding 9): the calls of one agent run together,
+ * Agents take turns on a server that may ask for sampling: the calls of one agent run together,
  * another agent's wait, and a waiting agent goes before the running agent's later calls.
  */
 import { describe, expect, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * agentry as an MCP server (issue 19, "Done means" 5):
+ * agentry as an MCP server:
  * - `agentry mcp` (the real CLI, stdio) driven by the official Inspector CLI (`@modelcontextprotocol/inspector`,
  *   `mcp-inspector --cli`): it lists the six tools with honest annotations, and runs `create_agent` then
  *   `get_agent` until the agent is COMPLETED against a fake Messages API server;

@@ -1,5 +1,5 @@
 /**
- * Cancel without killing (issue 19, "Done means" 3): pause, delete and a call's timeout cancel the MCP request through
+ * Cancel without killing: pause, delete and a call's timeout cancel the MCP request through
  * the SDK's AbortSignal — the server receives `notifications/cancelled` — and the same server process answers the
  * next call.
  */

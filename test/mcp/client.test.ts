@@ -1,5 +1,5 @@
 /**
- * MCP servers' tools through a real runtime (issue 19, "Done means" 1): servers the tests start — the fixture written
+ * MCP servers' tools through a real runtime: servers the tests start — the fixture written
  * with the SDK's McpServer, over stdio and Streamable HTTP, and `@modelcontextprotocol/server-everything` — are
  * called by an agent under the scripted model, and the transcript shows each result: text, a sum, structured content,
  * an image (also saved as an artifact) and an error.
@@ -33,7 +33,7 @@ beforeAll(() => {
 });
 afterAll(() => {
   rmSync(dir, { recursive: true, force: true });
-  // "Done means" 6: no server process is left behind by this file.
+  // No server process is left behind by this file.
   expect(mcpServerProcesses()).toEqual(before);
 });
 

@@ -1,5 +1,5 @@
 /**
- * Death and recovery of MCP servers (issue 19, "Done means" 2): a stdio server SIGKILLed during a call fails that call
+ * Death and recovery of MCP servers: a stdio server SIGKILLed during a call fails that call
  * at once, naming the server and how it died; the next call respawns it, and exactly one process is alive afterwards;
  * a server that never answers `initialize` fails within its startup timeout; a crash-looping server is marked failed
  * and spends no CPU (no spawn) until its cooldown is over.

@@ -1,6 +1,6 @@
 /**
  * The official reference server, `@modelcontextprotocol/server-everything` (a pinned devDependency), over stdio and
- * over Streamable HTTP, through a real runtime under the scripted model (issue 26, "Done means" 1):
+ * over Streamable HTTP, through a real runtime under the scripted model:
  * - progress reaches the agent's status_message, and resets the call's timeout;
  * - a sampling request is answered by the agent's own model, and billed (a ledger row of its own);
  * - structured content that repeats the text is not shown twice;

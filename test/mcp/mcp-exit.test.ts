@@ -1,5 +1,5 @@
 /**
- * `agentry mcp` (the real CLI on stdio) while an agent waits on its model (issue 26, items 6 and 7, "Done means" 1):
+ * `agentry mcp` (the real CLI on stdio) while an agent waits on its model:
  * it exits within 1 s of its stdin closing and of SIGTERM, says on stderr that the running agent was handed over, and
  * the agent is still ACTIVE in the database (the next start continues it); a malformed `tools/call` is answered
  * JSON-RPC -32602 with one short line.
@@ -15,7 +15,7 @@ import { handleAgentryMcpRequest } from '../../src/mcp/agentry-server.js';
 import { ROOT } from './support.js';
 
 const CLI = join(ROOT, 'src/cli/index.ts');
-/** The bound the issue sets: MCP clients kill a server that lingers after closing its stdin. */
+/** How soon the server must exit: MCP clients kill a server that lingers after closing its stdin. */
 const EXIT_BOUND_MS = 1_000;
 
 let dir: string;

@@ -1,5 +1,5 @@
 /**
- * Extended thinking end to end (issue 35, "Done means" 1, fourth bullet, in-process part): the real SDK against the
+ * Extended thinking end to end: the real SDK against the
  * stand-in Messages API, which signs thinking blocks and refuses a request whose thinking was dropped or altered.
  * - an ultra agent with three tool turns under thinking completes: every later request carries each earlier turn's
  *   thinking (signature and redacted_thinking included) unchanged, `max_tokens` covers budget + answer, and the

@@ -1,5 +1,5 @@
 /**
- * Claude as it is billed (issue 35): upstream ids checked against GET /v1/models, prompt caching on by default with
+ * Claude as it is billed: upstream ids checked against GET /v1/models, prompt caching on by default with
  * cache-aware credits, against the project's stand-in Messages API with its prompt-cache simulation (breakpoints, the
  * 20-block lookback, minimum length, entries readable once their writer answers, TTL).
  */

@@ -1,5 +1,5 @@
 /**
- * Issue 24 point 4, "Done means" 4: a sandbox's whole memory (processes + tmpfs) and its disk are bounded. A run that
+ * A sandbox's whole memory (processes + tmpfs) and its disk are bounded. A run that
  * forks, allocates and fills its tmpfs is stopped at its memory limit, and what the host holds for it (the resident
  * memory of its processes, sampled from /proc, and its cgroup's usage, tmpfs included) stays under the limit + 10 %.
  * The tmpfs are sized, the root and /dev are read-only, and the workspace has a disk quota.

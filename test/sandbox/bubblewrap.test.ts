@@ -1,5 +1,5 @@
 /**
- * Real runs in the bubblewrap sandbox and the escape suite (issue 15): every attempt fails and the host stays healthy.
+ * Real runs in the bubblewrap sandbox and the escape suite: every attempt fails and the host stays healthy.
  * Needs bwrap, setpriv and prlimit; with AGENTRY_CI_STRICT=1 a missing sandbox fails the suite instead of skipping it.
  */
 import { spawnSync } from 'node:child_process';

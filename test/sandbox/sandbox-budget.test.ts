@@ -1,14 +1,13 @@
 /**
- * Issue 34, findings 2, 3, 7, 8 and 13: one resource budget per account for everything a sandbox runs. The coding
+ * One resource budget per account for everything a sandbox runs. The coding
  * child's tools are called directly with a hand-made context (their account, their meter), through the tool the
  * runtime builds (`codeAgentTool().childTools`), with the lanes the runtime puts in front of them:
  * - the file tools and `Bash` share the sandbox's slots: never more sandboxes at once than configured, and what they
- *   hold together stays within slots × the memory limit (finding 2);
- * - 32 parallel Reads of a 5 MB binary file add < 300 MB to this process (finding 3);
- * - tenant B's `echo` starts while tenant A holds long commands in every slot it can get (finding 7);
- * - a detached busy loop is billed ≥ 50 % of the same loop in the foreground, and nothing detached outlives its run
- *   (finding 8);
- * - disk is bounded per account across workspaces, and a quota kill says "workspace quota" (finding 13).
+ *   hold together stays within slots × the memory limit;
+ * - 32 parallel Reads of a 5 MB binary file add < 300 MB to this process;
+ * - tenant B's `echo` starts while tenant A holds long commands in every slot it can get;
+ * - a detached busy loop is billed ≥ 50 % of the same loop in the foreground, and nothing detached outlives its run;
+ * - disk is bounded per account across workspaces, and a quota kill says "workspace quota".
  * Needs bwrap, setpriv and prlimit; with AGENTRY_CI_STRICT=1 a missing sandbox fails the suite instead of skipping.
  */
 import { randomBytes } from 'node:crypto';

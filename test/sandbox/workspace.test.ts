@@ -1,5 +1,5 @@
 /**
- * Workspaces: where they live, who owns them, the private data directory (issue 24 point 7: squatting refused),
+ * Workspaces: where they live, who owns them, the private data directory (squatting refused),
  * removal without following symlinks, and the path rules of the file helper that runs inside the sandbox.
  */
 import { chmod, chown, lstat, mkdir, mkdtemp, readdir, rm, stat, symlink, writeFile } from 'node:fs/promises';

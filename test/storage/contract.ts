@@ -438,7 +438,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         await expectLedgerInvariant(s, ACCT);
       });
 
-      it('keeps the prompt-cache token counts of a model call, by settle and by a step commit (issue 35)', async () => {
+      it('keeps the prompt-cache token counts of a model call, by settle and by a step commit', async () => {
         await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 });
         await s.reserve({ id: 'r2', account_id: ACCT, agent_id: 'root', root_id: 'root', amount: 200 });
         await s.settle([settlement('r1', kid, 50, { tokens_cache_write: 30, tokens_cache_read: 60 })]);
@@ -987,7 +987,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect((await s.searchAgents(anyParent)).total).toBe(8);
         });
 
-        it('is bounded: needle length, the searched prefix of a goal, the match cap (issue 34)', async () => {
+        it('is bounded: needle length, the searched prefix of a goal, the match cap', async () => {
           await expect(s.searchAgents({ ...base, goal_contains: 'x'.repeat(MAX_NEEDLE_CHARS + 1) })).rejects.toThrow(
             /at most 200 characters/,
           );
@@ -1640,7 +1640,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
     });
 
-    // --- outbox (message_person, issue 17)
+    // --- outbox (message_person)
     describe('outbox', () => {
       const limits = (max = 100, since = at(0)): OutboxRateLimits => ({
         agent: { max, since },
@@ -1758,7 +1758,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
       });
     });
 
-    // monitors and durable timers (issue 16)
+    // monitors and durable timers
     describe('timers and monitors', () => {
       const timer = (id: string, agentId: string, dueAt: number, extra: Partial<TimerRow> = {}): TimerRow => ({
         timer_id: id,

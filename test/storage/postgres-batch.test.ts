@@ -1,5 +1,5 @@
 /**
- * The PostgreSQL adapter's fast writes (issue 27): step commits issued together go to the server as one batch, where a
+ * The PostgreSQL adapter's fast writes: step commits issued together go to the server as one batch, where a
  * bad commit fails alone; a fan-out of 1,000 children is a handful of statements, not thousands; and holds carved from
  * a process's credit float are exact as callers see them, shrink the float when they settle, and leave nothing held
  * once the storage closes. Needs PostgreSQL like postgres.test.ts (fails instead of skipping under AGENTRY_CI_STRICT=1).

@@ -1,5 +1,5 @@
 /**
- * Credits across workers (issue 27): three PostgreSQL adapters on one schema are three workers, each with its own
+ * Credits across workers: three PostgreSQL adapters on one schema are three workers, each with its own
  * credit gate, as three runtime processes would have. Under contention for one account with a tight balance the
  * balance never goes below zero, no hold is ever short (every charge is its full cost), the ledger adds up, `reserved`
  * returns to 0, and every reservation ends (granted or refused because the settled balance cannot pay it). A

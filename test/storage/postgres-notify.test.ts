@@ -1,5 +1,5 @@
 /**
- * PostgreSQL notifications are open to every role of the database (issue 34, finding 11): LISTEN and NOTIFY need no
+ * PostgreSQL notifications are open to every role of the database: LISTEN and NOTIFY need no
  * privilege on the schema. The bus of a schema seals its payloads with the schema's secret, so a connection that
  * listens on its channel hears no agent or account id, and a flood of forged notifications (10,000 junk, old-format
  * and replayed payloads from another connection) reaches no listener and makes no query: it costs the parsing only.

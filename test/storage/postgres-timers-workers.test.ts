@@ -1,5 +1,5 @@
 /**
- * Due timers fire once across PostgreSQL workers (issue 27, "Done means" 5): 1,000 monitor-check timers on 3 workers
+ * Due timers fire once across PostgreSQL workers: 1,000 monitor-check timers on 3 workers
  * (3 TimerService instances, each with its own postgresStorage() on one schema, so 3 worker ids) and a fake clock.
  * Each due check runs exactly once; then one worker dies mid-run (its handlers never finish and its pool ends, so it
  * renews no claim) and the timers it had claimed are run once by the others after the claim's lease. Also: a claim

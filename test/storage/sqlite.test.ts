@@ -250,7 +250,7 @@ describe('sqliteStorage', () => {
     }
   });
 
-  // --- migration 5 (message_person's outbox, issue 17)
+  // --- migration 5 (message_person's outbox)
   it('migrates a version-4 database forward to the outbox: its agents stay, and the outbox and opt-outs work', async () => {
     const old = new Database(file);
     expect(migrate(old, MIGRATIONS.slice(0, 4))).toEqual([1, 2, 3, 4]);

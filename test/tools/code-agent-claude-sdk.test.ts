@@ -1,5 +1,5 @@
 /**
- * spawn_claude_code_agent with the claude-agent-sdk backend (issue 15's optional second backend): the real Claude Code
+ * spawn_claude_code_agent with the claude-agent-sdk backend (the optional second backend): the real Claude Code
  * binary of `@anthropic-ai/claude-agent-sdk` runs in the real bubblewrap sandbox, and its model turns go through the
  * model bridge to the runtime's (scripted) model, billed to the calling agent. The script plays Claude Code's model:
  * it asks for Write, Bash, Edit and submit_result, and Claude Code really runs them in the workspace.

@@ -1,10 +1,10 @@
 /**
- * Issue 24, "Done means" 2: no pattern of a model runs on the runtime's event loop. A coding child greps adversarial
+ * No pattern of a model runs on the runtime's event loop. A coding child greps adversarial
  * lines with catastrophic patterns (`^(a+)+$` on 28 `a`s and a `!` took the old in-process `Grep` 9.5 s per line,
  * doubling with each `a`) and globs with a pattern whose regular expression backtracked exponentially (it ran in the
- * sandbox until its 30 s limit; issue 34 made the matcher a linear-time NFA, so it now answers at once). Meanwhile another agent keeps taking steps, and HTTP requests, a poll and a route
- * of the router's own thread, answer within 100 ms (the issue's bound; 95th percentile, see below), and the event
- * loop's delay stays within it.
+ * sandbox until its 30 s limit; the matcher is now a linear-time NFA, so it answers at once). Meanwhile another agent
+ * keeps taking steps, and HTTP requests, a poll and a route of the router's own thread, answer within 100 ms (95th
+ * percentile, see below), and the event loop's delay stays within it.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
@@ -153,7 +153,7 @@ describe('Grep and Glob patterns never run on the event loop', () => {
           'COMPLETED',
         );
 
-        // The greps ran (ripgrep: linear, done in a blink); so did the glob (an NFA: no backtracking, issue 34).
+        // The greps ran (ripgrep: linear, done in a blink); so did the glob (an NFA: no backtracking).
         const greps = coderResults.slice(0, CATASTROPHIC.length);
         const glob = coderResults.at(-1);
         expect(greps.map((r) => r.is_error === true)).toEqual(CATASTROPHIC.map(() => false));

@@ -1,5 +1,5 @@
 /**
- * Issue 24, "Done means" 1: the symlink race against the coding child's file tools. A racer running as the sandbox's
+ * The symlink race against the coding child's file tools. A racer running as the sandbox's
  * uid exchanges a real directory `d` of the workspace with a symlink `l` to a root-only host directory
  * (renameat2 RENAME_EXCHANGE, in a tight loop) while the scripted coder fires Write, Edit and Read calls through `d/`,
  * 60 per turn, concurrently. With the file tools inside the sandbox, nothing lands in the host directory and no

@@ -1,5 +1,5 @@
 /**
- * spawn_claude_code_agent under the scripted model (issue 15, "Done means" 1 and 3): a coding child writes, runs,
+ * spawn_claude_code_agent under the scripted model: a coding child writes, runs,
  * fixes and submits; the caller gets the commands with their exit codes and the files as artifacts, and an acceptance
  * command the runtime re-runs itself decides `verified`. The runs in the real sandbox need bwrap, setpriv and prlimit;
  * with AGENTRY_CI_STRICT=1 a missing sandbox fails the suite instead of skipping it. The file tools and the glob
@@ -300,7 +300,7 @@ const PY = [
 const JS_BROKEN =
   'const n = Number(require("fs").readFileSync("out.txt", "utf8"));\nconsole.log("double", n * twoo);\n';
 
-/** The coder of "Done means" 1: writes a Python and a Node file, runs both, fixes the failing one, runs it again. */
+/** The scripted coder: writes a Python and a Node file, runs both, fixes the failing one, runs it again. */
 const coder: Turn[] = [
   () => ({
     toolCalls: [

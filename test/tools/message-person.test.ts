@@ -1,5 +1,5 @@
 /**
- * message_person end to end (issue 17): a scripted model calls the tool in a real runtime, and the message goes
+ * message_person end to end: a scripted model calls the tool in a real runtime, and the message goes
  * through nodemailer to an in-process SMTP server (parsed back with postal-mime) or through fetch to a server in the
  * shape of Twilio's API. Refusals are checked the other way round: each is a clear tool error, and neither fake
  * received anything. A safety net refuses any connection that is not to loopback.

@@ -1,5 +1,5 @@
 /**
- * monitor with `render: true` (issue 16): a page whose price only its script writes is watched through the browser,
+ * monitor with `render: true`: a page whose price only its script writes is watched through the browser,
  * so the change is seen; the same page watched as served HTML shows nothing but the placeholder, and no change.
  * Needs Chromium; with AGENTRY_CI_STRICT=1 a missing browser fails the suite instead of skipping it.
  */

@@ -1,5 +1,5 @@
 /**
- * The monitor tool through a real runtime (issue 16, "Done means" 1 and 4): a scripted agent creates a monitor of a
+ * The monitor tool through a real runtime: a scripted agent creates a monitor of a
  * local page whose content the test changes, and waits; a fake clock drives the checks. Each real change is one
  * `monitor.changed` event and the result of the agent's wait; a changed timestamp, counter or ignored ad is none; a
  * condition decides with a billed model call; pause stops checks, resume continues them, delete removes them, and

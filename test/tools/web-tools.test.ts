@@ -1,6 +1,6 @@
 /**
- * The built-in web tools (DESIGN §7) through a real runtime: a scripted model calls `read_page`, `web_search` and a
- * custom tool's `ctx.fetch`, and the tests look at what the model saw next, what reached the loopback servers, what
+ * The built-in web tools (README.md#tools) through a real runtime: a scripted model calls `read_page`, `web_search` and
+ * a custom tool's `ctx.fetch`, and the tests look at what the model saw next, what reached the loopback servers, what
  * was recorded and what was billed. Only loopback addresses are ever contacted: private and public names are made to
  * *resolve* to their addresses by a fake lookup, and a safety net on `net.connect` stops anything else.
  */

@@ -1,5 +1,5 @@
 /**
- * Control from any process (issue 27, Done means 4), with three worker processes on one PostgreSQL schema:
+ * Control from any process, with three worker processes on one PostgreSQL schema:
  * - pause, through process A, of an agent stepping in process B: no model call of that agent starts anywhere after the
  *   pause answered (A logs the moment `pause()` returned in the shared log, where every model call logs its start);
  *   resume through C, and the agent finishes its script exactly;

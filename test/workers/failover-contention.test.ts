@@ -1,5 +1,5 @@
 /**
- * The failover scenario (failover-run.ts) under CPU contention (issue 37): a busy loop per core, as `stress --cpu N`
+ * The failover scenario (failover-run.ts) under CPU contention: a busy loop per core, as `stress --cpu N`
  * does, runs in child processes for the whole suite, so the workers' heartbeats, renewals and sweeps come late and
  * out of step, as on a loaded machine. Under that, leases may move between live workers before the kill (a worker
  * that looked gone for a moment): the scenario's checks hold whatever the order of owners, as long as the victim

@@ -1,5 +1,5 @@
 /**
- * The failover scenario (issue 27, Done means 2; issue 37): three worker processes drive scripted agents on one
+ * The failover scenario: three worker processes drive scripted agents on one
  * PostgreSQL schema, each agent taking several steps that call the non-idempotent `note` tool. One worker is SIGKILLed
  * mid-run. The other two take its agents over once it is declared gone, and then:
  * - every agent completes, and its transcript is exactly its script (no public message duplicated or lost, the
@@ -155,7 +155,7 @@ export async function runFailover({ agents: AGENTS, dir, schemas, label }: Failo
 
     // The sweep that declares the victim gone (its row deleted) drops its holds and float in the same transaction: in
     // the first snapshot without its row, none of its holds is left, and `reserved` is what the holds of live workers
-    // sum to (issue 37: a reservation that outlives its worker strands budget).
+    // sum to (a reservation that outlives its worker would strand budget).
     const swept = await pollUntil(
       () => holdsSnapshot(db, schema, victimId!),
       (h) => !h.victimRow,

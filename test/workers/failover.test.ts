@@ -1,5 +1,5 @@
 /**
- * Failover (issue 27, Done means 2): three worker processes drive 1,000 scripted agents on one PostgreSQL schema, each
+ * Failover: three worker processes drive 1,000 scripted agents on one PostgreSQL schema, each
  * agent taking several steps that call the non-idempotent `note` tool. One worker is SIGKILLed mid-run. The other two
  * take its agents over once its leases expire, and then:
  * - every agent completes, and its transcript is exactly its script (no public message duplicated or lost, the

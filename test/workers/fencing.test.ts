@@ -1,5 +1,5 @@
 /**
- * Fencing (issue 27, Done means 3): a worker frozen with SIGSTOP past its leases, whose agents another worker took
+ * Fencing: a worker frozen with SIGSTOP past its leases, whose agents another worker took
  * over, is continued with SIGCONT. It must commit no step for those agents (each agent's turns are the frozen worker's
  * up to the takeover and the other's after it, none repeated, none out of order; in the log no model call of the
  * frozen worker goes back behind the taker's steps, and it starts no hold after the takeover — it may only claim an
@@ -33,7 +33,7 @@ const HOLDING = 4;
 /** Long enough that every agent is still mid-run when the taker has started and the frozen worker is continued. */
 const STEPS = 400;
 /**
- * The lease, and the gone-worker grace. With a long lease the takeover comes after the grace, not the lease (issue 37):
+ * The lease, and the gone-worker grace. With a long lease the takeover comes after the grace, not the lease:
  * a worker frozen as long as a long GC pause finds its leases taken, and the epoch fences it out.
  */
 const VARIANTS = [

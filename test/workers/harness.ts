@@ -1,5 +1,5 @@
 /**
- * The test side of the worker tests (issue 27, Done means 2-4): start `worker.ts` processes on one PostgreSQL schema,
+ * The test side of the worker tests: start `worker.ts` processes on one PostgreSQL schema,
  * send them commands, signal them (SIGKILL, SIGSTOP, SIGCONT), wait on the shared log they all write, and check what
  * they left in the database: transcripts against the script, the note tool's at-most-once record, the ledger.
  */
@@ -346,7 +346,7 @@ export function expectNotesAtMostOnce(
   return { unknownRan, unknownNotRun, notes: effects.length };
 }
 
-/** DESIGN §5: Σ ledger = balance >= 0 and nothing reserved. */
+/** The ledger invariant: Σ ledger = balance >= 0 and nothing reserved. */
 export async function expectLedgerSettled(storage: StorageAdapter, accountId = 'local') {
   const account = (await storage.getAccount(accountId))!;
   const ledger = await storage.listLedger(accountId);

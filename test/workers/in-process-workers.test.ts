@@ -1,5 +1,5 @@
 /**
- * Several workers on one PostgreSQL schema, in one process (issue 27): each AgentRuntime with its own postgresStorage()
+ * Several workers on one PostgreSQL schema, in one process: each AgentRuntime with its own postgresStorage()
  * is a worker with its own pool, leases and LISTEN connection. A fan-out created through one worker is stepped by
  * both, with an exact ledger; a worker that closes hands its agents to the other; pause through a process that does
  * not step the agent stops it, and resume through it finishes it.

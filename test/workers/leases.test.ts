@@ -1,5 +1,5 @@
 /**
- * Leases on PostgreSQL, at the storage level (issue 27): a claimed agent cannot be claimed by another live worker (it
+ * Leases on PostgreSQL, at the storage level: a claimed agent cannot be claimed by another live worker (it
  * gets a wake request instead, which its holder honours when it lets the agent go); once the lease runs out another
  * worker takes it over, and from then on the first worker's step commits, its "started" marks of calls that must
  * never run twice and its model-call gate are all refused, and its heartbeat reports the lease lost.

@@ -1,5 +1,5 @@
 /**
- * One worker process of the worker tests (issue 27). Run it from the repository root as
+ * One worker process of the worker tests. Run it from the repository root as
  *
  *   node --import tsx test/workers/worker.ts '<config as JSON>'
  *

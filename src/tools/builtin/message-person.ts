@@ -1,8 +1,8 @@
 /**
  * @module tools/builtin/message-person
- * `message_person` (DESIGN §7): e-mail or SMS to a person on the operator's allowlist, at most once. The work is the
- * {@link Messenger}'s (messaging/outbox.ts); this file is the tool the model sees. Not idempotent: after a crash a
- * started call is never run again, and its outbox entry says `unknown`.
+ * `message_person` (README.md#e-mail-and-sms-message_person): e-mail or SMS to a person on the operator's allowlist, at
+ * most once. The work is the {@link Messenger}'s (messaging/outbox.ts); this file is the tool the model sees. Not
+ * idempotent: after a crash a started call is never run again, and its outbox entry says `unknown`.
  */
 import { z } from 'zod';
 import type { Messenger } from '../../messaging/outbox.js';

@@ -1,7 +1,7 @@
 /**
  * @module tools/builtin/read-page
- * `read_page` (DESIGN §7): a web page's title, main content as Markdown and links, read through the guarded fetch.
- * Every page read is recorded for the call, so that research tools can check citations against what was read.
+ * `read_page` (README.md#tools): a web page's title, main content as Markdown and links, read through the guarded
+ * fetch. Every page read is recorded for the call, so that research tools can check citations against what was read.
  */
 import { z } from 'zod';
 import { defineTool, type Tool } from '../define-tool.js';

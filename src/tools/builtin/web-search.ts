@@ -1,7 +1,7 @@
 /**
  * @module tools/builtin/web-search
- * `web_search` (DESIGN §7) through a {@link SearchProvider}: Brave, Tavily, Exa or SearXNG. Without a provider the
- * tool is still offered, and each call fails with what to set.
+ * `web_search` (README.md#tools) through a {@link SearchProvider}: Brave, Tavily, Exa or SearXNG. Without a provider
+ * the tool is still offered, and each call fails with what to set.
  */
 import { z } from 'zod';
 import { AgentryError } from '../../errors.js';

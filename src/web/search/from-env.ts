@@ -1,6 +1,6 @@
 /**
  * @module web/search/from-env
- * Chooses the web_search provider from the environment (DESIGN §7): the first of `BRAVE_API_KEY`,
+ * Chooses the web_search provider from the environment (README.md#tools): the first of `BRAVE_API_KEY`,
  * `TAVILY_API_KEY`, `EXA_API_KEY` and `SEARXNG_URL` that is set wins, in that order, with the base URLs
  * `AGENTRY_BRAVE_BASE_URL`, `AGENTRY_TAVILY_BASE_URL` and `AGENTRY_EXA_BASE_URL` (tests, proxies). An empty or
  * blank variable counts as unset. With none set there is no provider: web_search is still offered and fails its

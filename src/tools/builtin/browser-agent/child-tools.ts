@@ -1,6 +1,6 @@
 /**
  * @module tools/builtin/browser-agent/child-tools
- * The browser child's tools, named and shaped after Playwright MCP's (DESIGN §7). Each call:
+ * The browser child's tools, named and shaped after Playwright MCP's, which models already know. Each call:
  *
  * 1. finds the child's browser state — durable, under the child's own id (`browser-session`), so a resumed or
  *    recovered child goes on where it was — and its settings (allowed domains, start URL), which the spawning call

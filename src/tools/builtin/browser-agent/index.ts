@@ -1,9 +1,10 @@
 /**
  * @module tools/builtin/browser-agent
- * `spawn_browser_agent` (DESIGN §7, issue 14): one browser child does a task in a real Chromium with tools named after
- * Playwright MCP's (`child-tools.ts`), and the call returns its summary, final URL and data, the screenshots it took
- * (copied to the calling agent as artifacts), a replay script (a plain playwright-core program of the actions it took,
- * also an artifact) and why it stopped: `completed`, `loop_detected`, `max_steps` or `failed`.
+ * `spawn_browser_agent` (README.md#a-real-browser-spawn_browser_agent): one browser child does a task in a real
+ * Chromium with tools named after Playwright MCP's (`child-tools.ts`), and the call returns its summary, final URL and
+ * data, the screenshots it took (copied to the calling agent as artifacts), a replay script (a plain playwright-core
+ * program of the actions it took, also an artifact) and why it stopped: `completed`, `loop_detected`, `max_steps` or
+ * `failed`.
  *
  * The call writes its settings (task, start URL, allowed domains) in its durable state before it spawns, so the child's
  * tools read them from storage (they cannot come from the model), and a re-run after a crash re-attaches to the same

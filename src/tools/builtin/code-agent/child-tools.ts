@@ -1,6 +1,6 @@
 /**
  * @module tools/builtin/code-agent/child-tools
- * The coding child's tools, named and shaped after Claude Code's (DESIGN §7) because models already know them:
+ * The coding child's tools, named and shaped after Claude Code's because models already know them:
  * `Bash`, `Read`, `Write`, `Edit`, `Glob`, `Grep`. Each works in the child's own workspace (see `session.ts` for how a
  * tool finds it from the child's agent id). Paths are relative to the workspace; `/workspace/...`, the path the
  * sandbox shows, is accepted too. `..` and symlinks that lead out are refused.

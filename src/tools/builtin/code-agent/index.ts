@@ -1,11 +1,11 @@
 /**
  * @module tools/builtin/code-agent
- * `spawn_claude_code_agent` (DESIGN §7, issue 15): one coding child works on a task in a workspace of its own, with
- * tools named after Claude Code's (`child-tools.ts`); its commands run in the sandbox (bubblewrap by default: no
- * network, an unprivileged uid, resource limits). The call then returns the child's summary, the commands it ran with
- * their exit codes, and the files it named as artifacts of the calling agent. With `acceptance_command`, the runtime
- * runs that command itself, in a fresh sandbox on the final workspace, and reports `verified` from its exit code:
- * the caller need not take the child's word.
+ * `spawn_claude_code_agent` (README.md#a-coding-agent-in-a-sandbox-spawn_claude_code_agent): one coding child works on
+ * a task in a workspace of its own, with tools named after Claude Code's (`child-tools.ts`); its commands run in the
+ * sandbox (bubblewrap by default: no network, an unprivileged uid, resource limits). The call then returns the child's
+ * summary, the commands it ran with their exit codes, and the files it named as artifacts of the calling agent. With
+ * `acceptance_command`, the runtime runs that command itself, in a fresh sandbox on the final workspace, and reports
+ * `verified` from its exit code: the caller need not take the child's word.
  *
  * Workspaces live under the `dataDir` option (default `/var/lib/agentry` for root: `defaultDataDir()`), one per child, keyed by the
  * child's agent id (why: `session.ts`). The spawn is keyed by the call, so a re-run after a crash re-attaches to the

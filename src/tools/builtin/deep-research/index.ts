@@ -1,6 +1,6 @@
 /**
  * @module tools/builtin/deep-research
- * `deep_research` (DESIGN §7): research children search and read the web and submit a cited Markdown report; the
+ * `deep_research` (README.md#tools): research children search and read the web and submit a cited Markdown report; the
  * runtime then keeps only the citations whose excerpt is on a page a child of this call read, and removes the [n]
  * markers of the others from the report.
  *

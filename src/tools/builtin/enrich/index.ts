@@ -1,6 +1,6 @@
 /**
  * @module tools/builtin/enrich
- * `enrich` (DESIGN §7): fills in typed fields for a list of entities. One research child per entity (tools
+ * `enrich` (README.md#tools): fills in typed fields for a list of entities. One research child per entity (tools
  * `web_search`, `read_page`, `submit_result`) runs in one wave, in parallel; each submits, for every field, a value with
  * its citations and a confidence, and every other value it found when the pages it read disagree. The runtime then
  * coerces each value to its field's type and keeps it only with a citation whose excerpt is on a page a child of this

@@ -1,7 +1,7 @@
 /**
  * @module tools/builtin/find-all
- * `find_all` (DESIGN §7): find the entities that fit an objective, each with checked evidence. Two waves of research
- * children, each a spawn group of the call, with the phase kept in the call's durable state:
+ * `find_all` (README.md#tools): find the entities that fit an objective, each with checked evidence. Two waves of
+ * research children, each a spawn group of the call, with the phase kept in the call's durable state:
  *
  * 1. generate — two independent generators (one starts from lists, one hunts entity by entity) submit candidates with
  *    evidence. Each quote goes through the citation check; the candidates are merged by normalised name and by page or

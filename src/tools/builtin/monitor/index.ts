@@ -1,9 +1,10 @@
 /**
  * @module tools/builtin/monitor
- * The `monitor` tool (DESIGN §7): `create` a durable watch of a page (or a part of it), `list` and `cancel` them, and
- * `wait` until one reports a change that matters — the wait gives up the agent's run slot and survives restarts. The
- * checks themselves run between calls (service.ts), on durable timers, through the guarded fetch.
- * With `render: true` a page is checked as the browser renders it (its scripts ran), when the browser is available.
+ * The `monitor` tool (README.md#watching-pages-monitor): `create` a durable watch of a page (or a part of it), `list`
+ * and `cancel` them, and `wait` until one reports a change that matters — the wait gives up the agent's run slot and
+ * survives restarts. The checks themselves run between calls (service.ts), on durable timers, through the guarded
+ * fetch. With `render: true` a page is checked as the browser renders it (its scripts ran), when the browser is
+ * available.
  */
 import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';

@@ -38,7 +38,7 @@ export const DEFAULT_MIN_INTERVAL_S = 60;
 /** The interval when the model gives none. */
 export const DEFAULT_INTERVAL_S = 3_600;
 
-/** What `wait` returns for a change that mattered (DESIGN §7). */
+/** What `wait` returns for a change that mattered (the tool's output, README.md#watching-pages-monitor). */
 export interface MonitorChange {
   monitor_id: string;
   url: string;
