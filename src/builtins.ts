@@ -5,7 +5,7 @@
  * {@link ToolPlatform}. The core never imports a backend; this module is the one place that does.
  */
 import { z } from 'zod';
-import { parseArgs } from './core/validate.js';
+import { parseArgs } from './base/validate.js';
 import { AgentryError } from './errors.js';
 import {
   CODE_AGENT_BACKENDS,

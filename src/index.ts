@@ -43,14 +43,14 @@ export {
   assertTransition,
   nextStatus,
   isTerminal,
-} from './core/status.js';
-export type { AgentStatus, StatusTrigger } from './core/status.js';
+} from './base/status.js';
+export type { AgentStatus, StatusTrigger } from './base/status.js';
 export * from './core/schemas.js';
 export { DEFAULT_PRICES, modelCost } from './core/credits.js';
 export type { PriceTable, ModelPrice } from './core/credits.js';
 export type { AgentEvents, AgentEventName } from './core/events.js';
-export { systemClock } from './core/clock.js';
-export type { Clock } from './core/clock.js';
+export { systemClock } from './base/clock.js';
+export type { Clock } from './base/clock.js';
 export { defineTool, ToolCompletion } from './tools/define-tool.js';
 export type {
   Tool,

@@ -3,7 +3,7 @@
  * Storage rows to the public record forms of DESIGN §2. Wire shape = in-process shape.
  */
 import type { AgentRow, ArtifactRow, MessageRow, MonitorRow, OutboxRow, StorageAdapter } from '../storage/adapter.js';
-import type { AgentStatus } from './status.js';
+import type { AgentStatus } from '../base/status.js';
 import {
   microsToCredits,
   type Agent,

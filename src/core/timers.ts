@@ -23,9 +23,9 @@
 import { z } from 'zod';
 import type { StorageAdapter, TimerRow } from '../storage/adapter.js';
 import type { WorkerBus } from '../storage/workers.js';
-import { isAbortError, type Clock } from './clock.js';
+import { isAbortError, type Clock } from '../base/clock.js';
 import { ConcurrencyLane } from './lane.js';
-import { parseArgs } from './validate.js';
+import { parseArgs } from '../base/validate.js';
 
 /**
  * Fires a due timer. A handler that moved its own timer (same `timer_id`, a new time) may say so by resolving `true`,

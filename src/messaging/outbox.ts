@@ -7,7 +7,7 @@
  * runtime tells the model that the call's outcome is unknown, since the tool is not idempotent).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { isoTime } from '../core/clock.js';
+import { isoTime } from '../base/clock.js';
 import { AgentryError } from '../errors.js';
 import type { OutboxRefusal, OutboxRow } from '../storage/adapter.js';
 import type { PlatformServices } from '../tools/platform.js';

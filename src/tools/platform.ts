@@ -5,7 +5,7 @@
  * in `src/index.ts`) provides them through {@link provideToolPlatform}; a runtime opened without it has no built-in
  * tools, and `ctx.fetch` / `ctx.readPage` fail with a message that says so.
  */
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../base/clock.js';
 import type { RuntimeEvents } from '../core/events.js';
 import type { Timers } from '../core/timers.js';
 import type { ModelRequest, ModelResponse } from '../models/provider.js';

@@ -13,8 +13,8 @@
 import { createHash } from 'node:crypto';
 import { AgentryError } from '../../../errors.js';
 import type { AgentRow, MonitorRow, TimerRow } from '../../../storage/adapter.js';
-import type { AgentStatus } from '../../../core/status.js';
-import { isoTime } from '../../../core/clock.js';
+import type { AgentStatus } from '../../../base/status.js';
+import { isoTime } from '../../../base/clock.js';
 import { monitorTimerId } from '../../../core/timers.js';
 import type { PlatformServices } from '../../platform.js';
 import type * as CheckModule from './check.js';
