@@ -91,7 +91,7 @@ export { smtpTransport } from './messaging/smtp.js';
 export type { SmtpTransportOptions } from './messaging/smtp.js';
 export { twilioTransport } from './messaging/twilio.js';
 export type { TwilioTransportOptions } from './messaging/twilio.js';
-export type { MessagingOptions } from './messaging/config.js';
+export type { MessagingOptions } from './messaging/message-transport.js';
 export { DEFAULT_MESSAGING_LIMITS } from './messaging/outbox.js';
 export type { MessagingLimits } from './messaging/outbox.js';
 // The web layer (guarded fetch, page reading, search clients) is the subpath `agentry-runtime/web`: it loads on first use.

@@ -10,7 +10,7 @@ import type { RuntimeEvents } from '../core/events.js';
 import type { Timers } from '../core/timers.js';
 import type { ModelRequest, ModelResponse } from '../models/provider.js';
 import type { StorageAdapter } from '../storage/adapter.js';
-import type { MessagingOptions } from '../messaging/config.js';
+import type { MessagingOptions } from '../messaging/message-transport.js';
 import type { SearchProvider } from '../web/search-provider.js';
 import type { PageContent, Tool, ToolContext } from './define-tool.js';
 
