@@ -64,7 +64,7 @@ export type {
 export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
 // monitor (issue 16): what a `wait` returns, and the durable timers lent to tools that work between calls.
 export type { MonitorChange } from './tools/builtin/monitor/index.js';
-export type { Timers, TimerSpec, TimerHandler } from './core/timers.js';
+export type { Timers, TimerSpec, TimerHandler } from './tools/platform.js';
 export type {
   ToolSource,
   McpElicitationHandler,

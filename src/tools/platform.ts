@@ -7,12 +7,41 @@
  */
 import type { Clock } from '../base/clock.js';
 import type { RuntimeEvents } from '../core/events.js';
-import type { Timers } from '../core/timers.js';
 import type { ModelRequest, ModelResponse } from '../models/provider.js';
-import type { StorageAdapter } from '../storage/adapter.js';
+import type { StorageAdapter, TimerRow } from '../storage/adapter.js';
 import type { MessagingOptions } from '../messaging/message-transport.js';
 import type { SearchProvider } from '../web/search-provider.js';
 import type { PageContent, Tool, ToolContext } from './define-tool.js';
+
+/**
+ * Fires a due timer. A handler that moved its own timer (same `timer_id`, a new time) may say so by resolving `true`,
+ * which saves a write; otherwise the timer is deleted when this resolves, unless it was moved meanwhile.
+ */
+export type TimerHandler = (timer: TimerRow, signal: AbortSignal) => Promise<boolean | void>;
+
+/** What a tool or the runtime schedules (`payload` is any JSON value). */
+export interface TimerSpec {
+  timer_id: string;
+  agent_id: string;
+  kind: string;
+  /** Milliseconds since the epoch. */
+  due_at: number;
+  payload?: unknown;
+}
+
+/** The part of the timer service lent to the built-in tools (`PlatformServices.timers`); core/timers.ts has it. */
+export interface Timers {
+  /** Registers the handler of a kind (one per kind). */
+  register(kind: string, handler: TimerHandler): void;
+  /** Schedules a timer, or moves it when its id exists. On disk when it resolves. */
+  schedule(timer: TimerSpec): Promise<void>;
+  cancel(timerId: string): Promise<void>;
+  /**
+   * Tells the loop that a timer due at `dueAt` was written to storage directly (inside a tool's own transaction, with
+   * the row it belongs to), so that it does not sleep past it.
+   */
+  noteScheduled(dueAt: number): void;
+}
 
 /** Whether a tool can work, and if not, what to set. `agentry tools` and `runtime.toolStatus()` show it. */
 export interface ToolStatus {
@@ -113,7 +142,7 @@ export interface PlatformServices {
    */
   drivesAgents: boolean;
   // background work of agents (monitor, issue 16)
-  /** Durable timers: register a handler per kind, schedule and cancel (core/timers.ts). */
+  /** Durable timers: register a handler per kind, schedule and cancel. */
   timers: Timers;
   /**
    * Charges an agent for a tool's work done outside a call (a monitor's check) at the tool's price (the price table's
