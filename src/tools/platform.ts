@@ -180,6 +180,12 @@ export interface PlatformServices {
 export interface ToolPlatform {
   fetch: ToolContext['fetch'];
   readPage(url: string, options: { maxChars?: number; signal?: AbortSignal }): Promise<PageContent>;
+  /**
+   * The key under which a page read matches a cited URL in `ctx.pagesRead({ urls })`: the citation check's rule of
+   * when two URLs are one page (`normaliseUrlForMatch` of tools/citations.ts), or null for a URL that cannot be
+   * cited. The tools layer owns that rule; core only asks it. @default the URL as written
+   */
+  pageUrlKey?(url: string): string | null;
   /** The built-in tools, in the order they are offered. */
   tools: Tool[];
   /** Names of built-in tools agents are offered (the rest stay in the catalog for children). */
