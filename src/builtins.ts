@@ -5,7 +5,7 @@
  * to the core as a {@link ToolPlatform}. The core never imports a backend; this module is the one place that does.
  */
 import { z } from 'zod';
-import { parseArgs } from './core/validate.js';
+import { parseArgs } from './base/validate.js';
 import { AgentryError } from './errors.js';
 import {
   CODE_AGENT_BACKENDS,
@@ -22,6 +22,7 @@ import { MESSAGE_PERSON_TOOL_NAME, messagePersonTool } from './tools/builtin/mes
 import { MessagingOptionsSchema, messagingFromConfig, twilioHost } from './messaging/config.js';
 import { readPageTool } from './tools/builtin/read-page.js';
 import { webSearchTool } from './tools/builtin/web-search.js';
+import { normaliseUrlForMatch } from './tools/citations.js';
 import type { PageContent } from './tools/define-tool.js';
 import type { BuiltinToolsOptions, ToolPlatform, ToolStatus } from './tools/platform.js';
 import { parseAllowList } from './web/address-policy.js';
@@ -314,6 +315,7 @@ export function createBuiltinPlatform(options: BuiltinToolsOptions): ToolPlatfor
         ...(signal ? { signal } : {}),
       });
     },
+    pageUrlKey: normaliseUrlForMatch,
     tools,
     offered,
     status: () => statuses,

@@ -43,14 +43,14 @@ export {
   assertTransition,
   nextStatus,
   isTerminal,
-} from './core/status.js';
-export type { AgentStatus, StatusTrigger } from './core/status.js';
+} from './base/status.js';
+export type { AgentStatus, StatusTrigger } from './base/status.js';
 export * from './core/schemas.js';
 export { DEFAULT_PRICES, modelCost } from './core/credits.js';
 export type { PriceTable, ModelPrice } from './core/credits.js';
 export type { AgentEvents, AgentEventName } from './core/events.js';
-export { systemClock } from './core/clock.js';
-export type { Clock } from './core/clock.js';
+export { systemClock } from './base/clock.js';
+export type { Clock } from './base/clock.js';
 export { defineTool, ToolCompletion } from './tools/define-tool.js';
 export type {
   Tool,
@@ -64,7 +64,7 @@ export type {
 export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
 // monitor (issue 16): what a `wait` returns, and the durable timers lent to tools that work between calls.
 export type { MonitorChange } from './tools/builtin/monitor/index.js';
-export type { Timers, TimerSpec, TimerHandler } from './core/timers.js';
+export type { Timers, TimerSpec, TimerHandler } from './tools/platform.js';
 export type {
   ToolSource,
   McpElicitationHandler,
@@ -91,7 +91,7 @@ export { smtpTransport } from './messaging/smtp.js';
 export type { SmtpTransportOptions } from './messaging/smtp.js';
 export { twilioTransport } from './messaging/twilio.js';
 export type { TwilioTransportOptions } from './messaging/twilio.js';
-export type { MessagingOptions } from './messaging/config.js';
+export type { MessagingOptions } from './messaging/message-transport.js';
 export { DEFAULT_MESSAGING_LIMITS } from './messaging/outbox.js';
 export type { MessagingLimits } from './messaging/outbox.js';
 // The web layer (guarded fetch, page reading, search clients) is the subpath `agentry-runtime/web`: it loads on first use.

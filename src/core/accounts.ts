@@ -7,9 +7,9 @@ import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
 import type { AccountRow, ApiKeyRow, LedgerRow, StorageAdapter } from '../storage/adapter.js';
-import { isoTime, type Clock } from './clock.js';
+import { isoTime, type Clock } from '../base/clock.js';
 import { CreditsAmountSchema, creditsToMicros, microsToCredits } from './schemas.js';
-import { parseArgs } from './validate.js';
+import { parseArgs } from '../base/validate.js';
 
 /** Every key starts with this, so leaked keys are easy to recognise and scan for. */
 export const API_KEY_PREFIX = 'agk_';

@@ -21,7 +21,7 @@ import {
 import { createMcpToolSource, type McpElicitationHandler, type ToolSource } from '../tools/tool-source.js';
 import { Toolboxes } from './toolbox.js';
 import { Accounts } from './accounts.js';
-import { isoTime, systemClock, type Clock } from './clock.js';
+import { isoTime, systemClock, type Clock } from '../base/clock.js';
 import { CreditGate } from './credit-gate.js';
 import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
 import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
@@ -61,8 +61,8 @@ import {
   type MonitorInfo,
   type OutboxEntry,
 } from './schemas.js';
-import { assertTransition, isTerminal, RUNNABLE_STATUSES, type AgentStatus } from './status.js';
-import { parseArgs } from './validate.js';
+import { assertTransition, isTerminal, RUNNABLE_STATUSES, type AgentStatus } from '../base/status.js';
+import { parseArgs } from '../base/validate.js';
 
 export const DEFAULT_SYSTEM_PROMPT = [
   'You are an autonomous agent working on the goal the user gives you.',

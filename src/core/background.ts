@@ -11,7 +11,7 @@ import type { ModelProvider, ModelRequest } from '../models/provider.js';
 import { totalTokens } from '../models/provider.js';
 import type { AgentRow, MessageRow, Settlement, StorageAdapter } from '../storage/adapter.js';
 import type { PlatformServices } from '../tools/platform.js';
-import { isoTime, type Clock } from './clock.js';
+import { isoTime, type Clock } from '../base/clock.js';
 import type { CreditGate } from './credit-gate.js';
 import { modelCost, modelReservation, settlementOf, toolPrice, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';

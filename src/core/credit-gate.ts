@@ -27,7 +27,7 @@
  */
 import type { ReservationRefusal, ReservationRequest, Settlement, StorageAdapter } from '../storage/adapter.js';
 import type { WorkerBus } from '../storage/workers.js';
-import { ExpiringMarks } from './expiring-marks.js';
+import { ExpiringMarks } from '../base/expiring-marks.js';
 
 /** What a reservation came to. */
 export type Reservation =

@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { isAbortError, isoTime, type Clock } from './clock.js';
+import { isAbortError, isoTime, type Clock } from '../base/clock.js';
 import { estimateTokens, fitContext } from './context.js';
 import type { CreditGate } from './credit-gate.js';
 import {
@@ -27,7 +27,7 @@ import { exactInputTokens, inputBoundsOf } from './input-bound.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
 import { microsToCredits } from './schemas.js';
-import { nextStatus, type AgentStatus, type StatusTrigger } from './status.js';
+import { nextStatus, type AgentStatus, type StatusTrigger } from '../base/status.js';
 import {
   ModelError,
   totalTokens,

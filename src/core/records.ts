@@ -3,8 +3,9 @@
  * Storage rows to the public record forms. Wire shape = in-process shape: `runtime.get(id)` returns
  * what `GET /api/agents/{id}` sends.
  */
-import type { AgentRow, ArtifactRow, MessageRow, MonitorRow, OutboxRow, StorageAdapter } from '../storage/adapter.js';
-import type { AgentStatus } from './status.js';
+import type { AgentRow, ArtifactRow, MessageRow, OutboxRow, StorageAdapter } from '../storage/adapter.js';
+import { toMonitorInfo } from '../tools/monitors.js';
+import type { AgentStatus } from '../base/status.js';
 import {
   microsToCredits,
   type Agent,
@@ -129,23 +130,8 @@ export async function statusExtras(
   };
 }
 
-/** A monitor row as the status form (and `runtime.monitors()`) shows it: its state, not the page text it keeps. */
-export function toMonitorInfo(row: MonitorRow): MonitorInfo {
-  return {
-    monitor_id: row.monitor_id,
-    url: row.url,
-    interval_s: row.interval_s,
-    last_checked_at: row.last_checked_at,
-    next_check_at: row.next_check_at,
-    changes: row.changes,
-    last_error: row.last_error,
-    status: row.status,
-    selector: row.selector,
-    condition: row.condition,
-    until: row.until,
-    render: row.render,
-  };
-}
+// The monitor tool answers with the same form; the function lives where both may import it.
+export { toMonitorInfo };
 
 export function toArtifactInfo(row: ArtifactRow): ArtifactInfo {
   return {

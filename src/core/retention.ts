@@ -13,8 +13,8 @@
  */
 import { z } from 'zod';
 import type { StorageAdapter } from '../storage/adapter.js';
-import { isoTime, type Clock } from './clock.js';
-import { RUNNABLE_STATUSES, type AgentStatus } from './status.js';
+import { isoTime, type Clock } from '../base/clock.js';
+import { RUNNABLE_STATUSES, type AgentStatus } from '../base/status.js';
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/;
 const UNIT_MS = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 } as const;

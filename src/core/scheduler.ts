@@ -4,7 +4,7 @@
  * in a queue; only agents holding a slot have a driver (an async loop over {@link runStep}) and abort handles.
  * Model and tool calls run in lanes with their own concurrency caps (core/lane.ts).
  */
-import type { Clock } from './clock.js';
+import type { Clock } from '../base/clock.js';
 import { ConcurrencyLane, RateLimitedLane, type Lane } from './lane.js';
 import { LeaseLostError, type WorkerCoordination } from '../storage/workers.js';
 import { newRunControl, runStep, type RunControl, type StepDeps } from './loop.js';

@@ -6,12 +6,12 @@
  */
 import { z } from 'zod';
 import { MAX_NEEDLE_CHARS, MAX_SEARCH_MATCHES } from '../storage/search.js';
-import { AGENT_STATUSES } from './status.js';
+import { AGENT_STATUSES } from '../base/status.js';
 
 export const MAX_GOAL_LENGTH = 100_000;
 
 export const AgentStatusSchema = z.enum(AGENT_STATUSES).meta({ id: 'AgentStatus' });
-export type { AgentStatus } from './status.js';
+export type { AgentStatus } from '../base/status.js';
 
 const Timestamp = z.iso.datetime({ offset: false, precision: 3 }).describe('ISO 8601 UTC timestamp with milliseconds');
 const AgentId = z.uuid().describe('UUID (version 7: ordered by creation time)');

@@ -4,7 +4,7 @@
  * wait for other calls' holds (core/credit-gate.ts), with the agent saying so while it waits. Split from loop.ts,
  * which decides what a step does with the answer.
  */
-import { isoTime } from './clock.js';
+import { isoTime } from '../base/clock.js';
 import type { Reservation } from './credit-gate.js';
 import type { RunControl, StepDeps } from './loop.js';
 import { toStatusForm } from './records.js';

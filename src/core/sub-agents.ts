@@ -22,13 +22,13 @@ import {
   type Tool,
 } from '../tools/define-tool.js';
 import type { ChildSpec } from '../storage/adapter.js';
-import { isoTime, type Clock } from './clock.js';
+import { isoTime, type Clock } from '../base/clock.js';
 import type { RuntimeEvents } from './events.js';
 import { changeStatus } from './loop.js';
 import { progressWhileWaiting } from './plan.js';
 import { toStatusForm } from './records.js';
 import { MAX_GOAL_LENGTH } from './schemas.js';
-import { RUNNABLE_STATUSES, type AgentStatus } from './status.js';
+import { RUNNABLE_STATUSES, type AgentStatus } from '../base/status.js';
 
 export const SPAWN_TOOL_NAME = 'spawn_sub_agents';
 export const READ_RESULTS_TOOL_NAME = 'read_sub_agent_results';

@@ -8,7 +8,7 @@
  * another process (the CLI beside `agentry serve`) within {@link SUBSCRIPTION_CACHE_MS}.
  */
 import type { StorageAdapter } from '../storage/adapter.js';
-import type { Clock } from './clock.js';
+import type { Clock } from '../base/clock.js';
 
 /** The status message of an agent paused because its account's subscription is not active. */
 export const SUBSCRIPTION_PAUSED = 'Paused: subscription inactive';

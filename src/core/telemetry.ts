@@ -8,7 +8,7 @@
  */
 import type { ModelProvider, ModelRequest, ModelResponse, ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
-import type { AgentStatus } from './status.js';
+import type { AgentStatus } from '../base/status.js';
 
 /** Attribute values of span events (OpenTelemetry's primitive attribute values). */
 export type TelemetryAttributes = Record<string, string | number | boolean>;

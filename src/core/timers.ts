@@ -23,39 +23,10 @@
 import { z } from 'zod';
 import type { StorageAdapter, TimerRow } from '../storage/adapter.js';
 import type { WorkerBus } from '../storage/workers.js';
-import { isAbortError, type Clock } from './clock.js';
+import { isAbortError, type Clock } from '../base/clock.js';
+import type { TimerHandler, Timers, TimerSpec } from '../tools/platform.js';
 import { ConcurrencyLane } from './lane.js';
-import { parseArgs } from './validate.js';
-
-/**
- * Fires a due timer. A handler that moved its own timer (same `timer_id`, a new time) may say so by resolving `true`,
- * which saves a write; otherwise the timer is deleted when this resolves, unless it was moved meanwhile.
- */
-export type TimerHandler = (timer: TimerRow, signal: AbortSignal) => Promise<boolean | void>;
-
-/** What a tool or the runtime schedules (`payload` is any JSON value). */
-export interface TimerSpec {
-  timer_id: string;
-  agent_id: string;
-  kind: string;
-  /** Milliseconds since the epoch. */
-  due_at: number;
-  payload?: unknown;
-}
-
-/** The part of the timer service lent to the built-in tools (`PlatformServices.timers`). */
-export interface Timers {
-  /** Registers the handler of a kind (one per kind). */
-  register(kind: string, handler: TimerHandler): void;
-  /** Schedules a timer, or moves it when its id exists. On disk when it resolves. */
-  schedule(timer: TimerSpec): Promise<void>;
-  cancel(timerId: string): Promise<void>;
-  /**
-   * Tells the loop that a timer due at `dueAt` was written to storage directly (inside a tool's own transaction, with
-   * the row it belongs to), so that it does not sleep past it.
-   */
-  noteScheduled(dueAt: number): void;
-}
+import { parseArgs } from '../base/validate.js';
 
 export interface TimerServiceOptions {
   /** Handlers running at once (they mostly wait on I/O: a fetch, a commit). @default 128 */
@@ -87,13 +58,8 @@ const TimerSpecSchema = z
   })
   .strict();
 
-/**
- * The id of a monitor's check timer. The monitor tool schedules it; the runtime's `cancelMonitor` drops it (core does
- * not import the tool, so the name lives here).
- */
-export function monitorTimerId(monitorId: string): string {
-  return `monitor.check:${monitorId}`;
-}
+// The monitor tool and the runtime's cancelMonitor share the check timer's id; it lives with the monitor's record form.
+export { monitorTimerId } from '../tools/monitors.js';
 
 /** Firings whose lateness {@link TimerService.stats} keeps for its percentile. */
 const LATE_SAMPLE = 100_000;

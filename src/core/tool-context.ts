@@ -8,9 +8,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { AgentryError } from '../errors.js';
 import type { ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
-import { normaliseUrlForMatch } from '../tools/citations.js';
 import { ToolSuspension, type PageRead, type ToolContext } from '../tools/define-tool.js';
-import { isoTime } from './clock.js';
+import { isoTime } from '../base/clock.js';
 import type { RunControl, StepDeps } from './loop.js';
 import { toStatusForm } from './records.js';
 
@@ -62,17 +61,15 @@ export function createToolContext(
         return next === '#' || next === '/';
       });
       const reads = await deps.storage.listPageReads([row.agent_id, ...children.map((c) => c.agent_id)]);
-      // Only the pages cited, when the caller says which: 1,000 children may have read 1,000 pages.
-      const wanted = options.urls && new Set(options.urls.map(normaliseUrlForMatch));
+      // Only the pages cited, when the caller says which: 1,000 children may have read 1,000 pages. When two URLs
+      // are one page is the citation check's rule, lent by the tool platform (without one, no page was read).
+      const urlKey = (url: string) => (deps.platform?.pageUrlKey ? deps.platform.pageUrlKey(url) : url);
+      const wanted = options.urls && new Set(options.urls.map(urlKey));
       const texts = new Map<string, string | null>();
       const pages: PageRead[] = [];
       for (const read of reads) {
         if (read.agent_id === row.agent_id && read.tool_use_id !== use.id) continue; // another call of the agent
-        if (
-          wanted &&
-          !wanted.has(normaliseUrlForMatch(read.url)) &&
-          !wanted.has(normaliseUrlForMatch(read.final_url))
-        ) {
+        if (wanted && !wanted.has(urlKey(read.url)) && !wanted.has(urlKey(read.final_url))) {
           continue;
         }
         if (!texts.has(read.content_sha256))

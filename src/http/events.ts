@@ -13,7 +13,7 @@
 import type { AgentRuntime } from '../core/agent-runtime.js';
 import type { StreamEnd, StreamEndReason, StreamTicket } from './event-streams.js';
 import type { Agent, Message } from '../core/schemas.js';
-import { isTerminal } from '../core/status.js';
+import { isTerminal } from '../base/status.js';
 
 /** A comment line every so often keeps proxies from closing an idle stream. */
 const HEARTBEAT_MS = 15_000;

@@ -10,9 +10,9 @@
 import { z } from 'zod';
 import type { AccountInfo } from '../core/accounts.js';
 import type { AgentRuntime } from '../core/agent-runtime.js';
-import { isoTime } from '../core/clock.js';
+import { isoTime } from '../base/clock.js';
 import { AgentStatusSchema, CreateAgentBodySchema } from '../core/schemas.js';
-import { parseArgs } from '../core/validate.js';
+import { parseArgs } from '../base/validate.js';
 import { AgentryError } from '../errors.js';
 import { MAX_NEEDLE_CHARS } from '../storage/search.js';
 import { artifactIdOf, artifactResponse } from './artifacts.js';

@@ -26,7 +26,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo, Socket } from 'node:net';
 import { parentPort, workerData } from 'node:worker_threads';
 import { Accounts } from '../core/accounts.js';
-import { systemClock } from '../core/clock.js';
+import { systemClock } from '../base/clock.js';
 import { statusExtras, toAgentWithMessages } from '../core/records.js';
 import { notFound } from '../errors.js';
 import { sqliteStorage } from '../storage/sqlite/index.js';

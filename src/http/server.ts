@@ -14,7 +14,7 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import type { AgentRuntime } from '../core/agent-runtime.js';
-import { parseArgs } from '../core/validate.js';
+import { parseArgs } from '../base/validate.js';
 import { AgentryError } from '../errors.js';
 import {
   createFetchHandler,

@@ -5,10 +5,9 @@
  * needs the tools (its first step); a step waits for a starting server at most its startup timeout, then goes on
  * without its tools.
  */
-import type { PriceTable } from '../core/credits.js';
 import type { Tool } from '../tools/define-tool.js';
 import type { PlatformServices, ToolStatus } from '../tools/platform.js';
-import type { McpElicitationHandler, McpToolSourceContext, ToolSource } from '../tools/tool-source.js';
+import type { McpElicitationHandler, McpToolSourceContext, ToolPrices, ToolSource } from '../tools/tool-source.js';
 import { parseMcpServers, readMcpConfigFile, type McpServerConfig } from './config.js';
 import { answerSampling } from './sampling.js';
 import { McpServerConnection } from './server-connection.js';
@@ -29,7 +28,7 @@ export class McpToolSource implements ToolSource {
 
   constructor(
     servers: McpServerConfig[],
-    private readonly prices: PriceTable,
+    private readonly prices: ToolPrices,
     onElicitation?: McpElicitationHandler,
   ) {
     this.connections = servers.map((config) => {

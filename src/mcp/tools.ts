@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import type { CallToolResult, Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
-import type { PriceTable } from '../core/credits.js';
 import { defineTool, type Tool, type ToolContext } from '../tools/define-tool.js';
+import type { ToolPrices } from '../tools/tool-source.js';
 import type { McpServerConfig } from './config.js';
 import type { McpServerConnection } from './server-connection.js';
 
@@ -50,7 +50,7 @@ const ObjectInput = z.record(z.string(), z.unknown(), { error: 'must be a JSON o
  * The agentry tools of one server's list, filtered by `allowed_tools` / `disallowed_tools`. Throws when two tools
  * would get the same name (the server is then marked failed with that message).
  */
-export function toolsOfServer(connection: McpServerConnection, prices: PriceTable, host: McpToolHost): Tool[] {
+export function toolsOfServer(connection: McpServerConnection, prices: ToolPrices, host: McpToolHost): Tool[] {
   const config = connection.config;
   const byName = new Map<string, string>();
   const tools: Tool[] = [];
@@ -103,7 +103,7 @@ function mcpTool(
   connection: McpServerConnection,
   mcp: McpTool,
   name: string,
-  prices: PriceTable,
+  prices: ToolPrices,
   host: McpToolHost,
 ): Tool {
   const server = connection.config.name;

@@ -8,38 +8,11 @@
 import { createRequire } from 'node:module';
 import { z } from 'zod';
 import { AgentryError } from '../errors.js';
-import type { MessageChannel, MessageTransport } from './message-transport.js';
+import type { MessageChannel, MessageTransport, MessagingOptions } from './message-transport.js';
 import { DEFAULT_MESSAGING_LIMITS, Messenger, type MessagingLimits } from './outbox.js';
 import { RecipientAllowList } from './recipients.js';
 import { smtpTransport } from './smtp.js';
 import { TWILIO_DEFAULT_BASE_URL, twilioTransport, type TwilioTransportOptions } from './twilio.js';
-
-/** `builtinTools.messaging`: what `message_person` sends through, to whom, and how much. */
-export interface MessagingOptions {
-  /** The SMTP server. @default SMTP_URL */
-  smtpUrl?: string;
-  /** The e-mail sender, `alerts@example.com` or `Alerts <alerts@example.com>`. @default AGENTRY_EMAIL_FROM */
-  from?: string;
-  /**
-   * Twilio, for SMS. Each field falls back to its variable: TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM,
-   * AGENTRY_TWILIO_BASE_URL.
-   */
-  twilio?: { accountSid?: string; authToken?: string; from?: string; baseUrl?: string };
-  /** Transports of your own (at most one per channel); each replaces the default of its channel. */
-  transports?: MessageTransport[];
-  /**
-   * Who may be written to: addresses, `@domain`s and `+` number prefixes. Given here, it replaces
-   * AGENTRY_MESSAGE_ALLOW. @default AGENTRY_MESSAGE_ALLOW, and without it nobody
-   */
-  allow?: string[];
-  /** Attempts per sliding window. @default 10 per agent per hour, 100 per account per day */
-  rateLimits?: {
-    perAgent?: { max: number; windowS: number };
-    perAccount?: { max: number; windowS: number };
-  };
-  /** Characters of a body at most. @default email 20,000, sms 1,600 */
-  maxBodyChars?: { email?: number; sms?: number };
-}
 
 const Window = z.object({ max: z.number().int().min(0), windowS: z.number().int().positive() }).strict();
 

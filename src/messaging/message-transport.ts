@@ -7,6 +7,9 @@
  *
  * A transport only sends. Everything around it is the tool's job and happens before a transport is called: the
  * recipient allowlist, address checks, rate limits, opt-outs, and recording the attempt in the outbox.
+ *
+ * {@link MessagingOptions}, the option that passes transports in, lives here too: the tool platform's options name it,
+ * and an interface file must not import the configuration code that reads it (messaging/config.ts).
  */
 import { AgentryError } from '../errors.js';
 
@@ -133,4 +136,31 @@ export class MessageSendError extends AgentryError {
   static isMessageSendError(value: unknown): value is MessageSendError {
     return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MARKER] === true;
   }
+}
+
+/** `builtinTools.messaging`: what `message_person` sends through, to whom, and how much. */
+export interface MessagingOptions {
+  /** The SMTP server. @default SMTP_URL */
+  smtpUrl?: string;
+  /** The e-mail sender, `alerts@example.com` or `Alerts <alerts@example.com>`. @default AGENTRY_EMAIL_FROM */
+  from?: string;
+  /**
+   * Twilio, for SMS. Each field falls back to its variable: TWILIO_ACCOUNT_SID, TWILIO_AUTH_TOKEN, TWILIO_FROM,
+   * AGENTRY_TWILIO_BASE_URL.
+   */
+  twilio?: { accountSid?: string; authToken?: string; from?: string; baseUrl?: string };
+  /** Transports of your own (at most one per channel); each replaces the default of its channel. */
+  transports?: MessageTransport[];
+  /**
+   * Who may be written to: addresses, `@domain`s and `+` number prefixes. Given here, it replaces
+   * AGENTRY_MESSAGE_ALLOW. @default AGENTRY_MESSAGE_ALLOW, and without it nobody
+   */
+  allow?: string[];
+  /** Attempts per sliding window. @default 10 per agent per hour, 100 per account per day */
+  rateLimits?: {
+    perAgent?: { max: number; windowS: number };
+    perAccount?: { max: number; windowS: number };
+  };
+  /** Characters of a body at most. @default email 20,000, sms 1,600 */
+  maxBodyChars?: { email?: number; sms?: number };
 }

@@ -7,10 +7,9 @@
  * runtime tells the model that the call's outcome is unknown, since the tool is not idempotent).
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { isoTime } from '../core/clock.js';
+import { isoTime, type Clock } from '../base/clock.js';
 import { AgentryError } from '../errors.js';
-import type { OutboxRefusal, OutboxRow } from '../storage/adapter.js';
-import type { PlatformServices } from '../tools/platform.js';
+import type { OutboxRefusal, OutboxRow, StorageAdapter } from '../storage/adapter.js';
 import { MessageSendError, type MessageChannel, type MessageTransport, type SentMessage } from './message-transport.js';
 import { checkBody, checkSubject, normaliseRecipient, refused, type RecipientAllowList } from './recipients.js';
 
@@ -67,9 +66,20 @@ function window(seconds: number): string {
   return `${seconds} seconds`;
 }
 
+/**
+ * What the outbox needs of the runtime, given by `attach`. The tool platform's `PlatformServices` has all of it;
+ * messaging names only what it uses, so that it stays below the tools layer.
+ */
+export interface OutboxServices {
+  storage: StorageAdapter;
+  clock: Clock;
+  /** False for an admin runtime beside a live one: attempts in flight there are not ours to repair. */
+  drivesAgents: boolean;
+}
+
 /** The sending side of `message_person`: one per runtime, given the runtime's storage and clock by `attach`. */
 export class Messenger {
-  private services: PlatformServices | undefined;
+  private services: OutboxServices | undefined;
 
   constructor(private readonly options: MessengerOptions) {}
 
@@ -77,7 +87,7 @@ export class Messenger {
    * Keeps the runtime's services. A runtime that drives agents first marks attempts a crash left `queued` as
    * `unknown`; an admin runtime beside a live one (`scheduler: 'manual'`) must not touch attempts in flight there.
    */
-  async attach(services: PlatformServices): Promise<OutboxRow[]> {
+  async attach(services: OutboxServices): Promise<OutboxRow[]> {
     this.services = services;
     if (!services.drivesAgents) return [];
     return services.storage.markQueuedOutboxUnknown(UNKNOWN_AFTER_CRASH);

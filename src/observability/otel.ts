@@ -38,7 +38,7 @@ import type {
   ToolInfo,
   ToolTelemetry,
 } from '../core/telemetry.js';
-import type { AgentStatus } from '../core/status.js';
+import type { AgentStatus } from '../base/status.js';
 import { ModelError, type ModelRequest, type ModelResponse, type ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
 

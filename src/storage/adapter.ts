@@ -6,7 +6,7 @@
  *
  * The one contract suite in `test/storage/contract.ts` defines the behaviour every adapter must have.
  */
-import type { AgentStatus } from '../core/status.js';
+import type { AgentStatus } from '../base/status.js';
 import type { WorkerCoordination } from './workers.js';
 
 export interface AccountRow {

@@ -40,7 +40,7 @@ import type {
   ToolCallRow,
   TurnRow,
 } from './adapter.js';
-import type { AgentStatus } from '../core/status.js';
+import type { AgentStatus } from '../base/status.js';
 import { notFound } from '../errors.js';
 import {
   asciiLower,

@@ -2,7 +2,7 @@
  * @module testing/fake-clock
  * A {@link Clock} that only moves when told. Sleeps resolve when `advance()` passes their deadline.
  */
-import { abortError, type Clock } from '../core/clock.js';
+import { abortError, type Clock } from '../base/clock.js';
 
 export interface FakeClock extends Clock {
   /** Moves time forward, resolving every sleep whose deadline is passed. */

@@ -5,14 +5,43 @@
  * in `src/index.ts`) provides them through {@link provideToolPlatform}; a runtime opened without it has no built-in
  * tools, and `ctx.fetch` / `ctx.readPage` fail with a message that says so.
  */
-import type { Clock } from '../core/clock.js';
+import type { Clock } from '../base/clock.js';
 import type { RuntimeEvents } from '../core/events.js';
-import type { Timers } from '../core/timers.js';
 import type { ModelRequest, ModelResponse } from '../models/provider.js';
-import type { StorageAdapter } from '../storage/adapter.js';
-import type { MessagingOptions } from '../messaging/config.js';
+import type { StorageAdapter, TimerRow } from '../storage/adapter.js';
+import type { MessagingOptions } from '../messaging/message-transport.js';
 import type { SearchProvider } from '../web/search-provider.js';
 import type { PageContent, Tool, ToolContext } from './define-tool.js';
+
+/**
+ * Fires a due timer. A handler that moved its own timer (same `timer_id`, a new time) may say so by resolving `true`,
+ * which saves a write; otherwise the timer is deleted when this resolves, unless it was moved meanwhile.
+ */
+export type TimerHandler = (timer: TimerRow, signal: AbortSignal) => Promise<boolean | void>;
+
+/** What a tool or the runtime schedules (`payload` is any JSON value). */
+export interface TimerSpec {
+  timer_id: string;
+  agent_id: string;
+  kind: string;
+  /** Milliseconds since the epoch. */
+  due_at: number;
+  payload?: unknown;
+}
+
+/** The part of the timer service lent to the built-in tools (`PlatformServices.timers`); core/timers.ts has it. */
+export interface Timers {
+  /** Registers the handler of a kind (one per kind). */
+  register(kind: string, handler: TimerHandler): void;
+  /** Schedules a timer, or moves it when its id exists. On disk when it resolves. */
+  schedule(timer: TimerSpec): Promise<void>;
+  cancel(timerId: string): Promise<void>;
+  /**
+   * Tells the loop that a timer due at `dueAt` was written to storage directly (inside a tool's own transaction, with
+   * the row it belongs to), so that it does not sleep past it.
+   */
+  noteScheduled(dueAt: number): void;
+}
 
 /** Whether a tool can work, and if not, what to set. `agentry tools` and `runtime.toolStatus()` show it. */
 export interface ToolStatus {
@@ -113,7 +142,7 @@ export interface PlatformServices {
    */
   drivesAgents: boolean;
   // background work of agents (monitor)
-  /** Durable timers: register a handler per kind, schedule and cancel (core/timers.ts). */
+  /** Durable timers: register a handler per kind, schedule and cancel. */
   timers: Timers;
   /**
    * Charges an agent for a tool's work done outside a call (a monitor's check) at the tool's price (the price table's
@@ -151,6 +180,12 @@ export interface PlatformServices {
 export interface ToolPlatform {
   fetch: ToolContext['fetch'];
   readPage(url: string, options: { maxChars?: number; signal?: AbortSignal }): Promise<PageContent>;
+  /**
+   * The key under which a page read matches a cited URL in `ctx.pagesRead({ urls })`: the citation check's rule of
+   * when two URLs are one page (`normaliseUrlForMatch` of tools/citations.ts), or null for a URL that cannot be
+   * cited. The tools layer owns that rule; core only asks it. @default the URL as written
+   */
+  pageUrlKey?(url: string): string | null;
   /** The built-in tools, in the order they are offered. */
   tools: Tool[];
   /** Names of built-in tools agents are offered (the rest stay in the catalog for children). */

@@ -6,7 +6,6 @@
  * it (`src/mcp/`) is handed to the core by the package's entry point ({@link provideMcpToolSource}), as the built-in
  * tools are (`tools/platform.ts`).
  */
-import type { PriceTable } from '../core/credits.js';
 import { AgentryError } from '../errors.js';
 import type { Tool } from './define-tool.js';
 import type { PlatformServices, ToolStatus } from './platform.js';
@@ -34,10 +33,18 @@ export interface ToolSource {
   close(): Promise<void>;
 }
 
+/**
+ * The tools' part of the runtime's price table (`AgentRuntime.open({ prices })`): credits per call, by tool name. The
+ * runtime's whole table (core/credits.ts) fits it; tool sources need no more of core than this.
+ */
+export interface ToolPrices {
+  tools: Readonly<Record<string, number>>;
+}
+
 /** What the runtime gives the MCP factory besides the user's `mcpServers` option. */
 export interface McpToolSourceContext {
-  /** The runtime's price table: an MCP tool costs `prices.tools["mcp__<server>__<tool>"]` credits a call (default 0). */
-  prices: PriceTable;
+  /** The runtime's prices: an MCP tool costs `prices.tools["mcp__<server>__<tool>"]` credits a call (default 0). */
+  prices: ToolPrices;
   /** The embedding application's answer to servers that ask a person for input (`onMcpElicitation`). */
   onElicitation?: McpElicitationHandler | undefined;
 }

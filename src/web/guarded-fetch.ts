@@ -16,7 +16,7 @@ import {
   type Response as UndiciResponse,
 } from 'undici';
 import { z } from 'zod';
-import { parseArgs } from '../core/validate.js';
+import { parseArgs } from '../base/validate.js';
 import { AgentryError } from '../errors.js';
 import { classifyAddress, describeRange, parseAllowList } from './address-policy.js';
 

@@ -27,7 +27,7 @@ import type {
   ToolCallRow,
   TurnRow,
 } from '../../src/storage/adapter.js';
-import { AGENT_STATUSES } from '../../src/core/status.js';
+import { AGENT_STATUSES } from '../../src/base/status.js';
 import { MAX_NEEDLE_CHARS, MAX_SEARCH_MATCHES, SEARCH_PREFIX_CHARS } from '../../src/storage/search.js';
 
 export interface StorageUnderTest {

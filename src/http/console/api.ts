@@ -10,7 +10,7 @@ import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
 import { toListItem, toStatusForm } from '../../core/records.js';
 import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
 import { artifactIdOf, artifactResponse } from '../artifacts.js';

@@ -13,7 +13,7 @@
  */
 import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AuditSink } from '../audit.js';
 import { declaresBody, isJsonContentType, parseJsonBody, readBody } from '../body.js';

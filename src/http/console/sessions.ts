@@ -8,7 +8,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
-import { isoTime } from '../../core/clock.js';
+import { isoTime } from '../../base/clock.js';
 import { AgentryError, type ErrorCode } from '../../errors.js';
 import type { ConsoleSessionRow } from '../../storage/adapter.js';
 

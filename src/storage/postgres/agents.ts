@@ -7,7 +7,7 @@
  * `seq` columns are ordering keys only (creation order of agents, append order of messages, first-write order of tool
  * calls) and never leave the adapter, except as `listAgents`' opaque page position.
  */
-import { RUNNABLE_STATUSES, type AgentStatus } from '../../core/status.js';
+import { RUNNABLE_STATUSES, type AgentStatus } from '../../base/status.js';
 import type {
   AgentPage,
   AgentQuery,

@@ -26,7 +26,7 @@
  */
 import type { AccountRow, ReservationRefusal, ReservationRequest, Settlement } from '../adapter.js';
 import type { Db } from './db.js';
-import { ExpiringMarks } from '../../core/expiring-marks.js';
+import { ExpiringMarks } from '../../base/expiring-marks.js';
 
 /** A float covers this many requests of the size that made it grow (fewer when the balance is smaller). */
 const FLOAT_REQUESTS = 128;

@@ -46,7 +46,7 @@ import type {
   ToolCallRow,
   TurnRow,
 } from '../adapter.js';
-import type { AgentStatus } from '../../core/status.js';
+import type { AgentStatus } from '../../base/status.js';
 import {
   MAX_SEARCH_MATCHES,
   SEARCH_SLICE_ROWS,

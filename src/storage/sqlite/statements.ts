@@ -21,7 +21,7 @@ import type {
   ToolCallRow,
   TurnRow,
 } from '../adapter.js';
-import type { AgentStatus } from '../../core/status.js';
+import type { AgentStatus } from '../../base/status.js';
 
 /**
  * Opens a connection with the storage's settings: WAL (readers never wait for the writer), `synchronous=NORMAL`

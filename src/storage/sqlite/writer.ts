@@ -42,7 +42,7 @@ import {
   toolCallParams,
   type Statements,
 } from './statements.js';
-import type { AgentStatus } from '../../core/status.js';
+import type { AgentStatus } from '../../base/status.js';
 import {
   deleteMonitorsOf,
   insertMonitor,

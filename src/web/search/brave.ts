@@ -31,7 +31,7 @@
  * const results = await brave.search({ query: 'zod 4 release notes', maxResults: 5, recencyDays: 30 });
  */
 import { z } from 'zod';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import {
   SearchProviderError,
   type SearchClientOptions,

@@ -22,7 +22,7 @@
  * const results = await exa.search({ query: 'papers on speculative decoding', maxResults: 10, recencyDays: 365 });
  */
 import { z } from 'zod';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import {
   SearchProviderError,
   type SearchClientOptions,

@@ -10,7 +10,7 @@
  * lacks a parameter therefore still honours the query.
  */
 import { z } from 'zod';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import type { SearchQuery, SearchResult } from '../search-provider.js';
 
 const SearchQuerySchema = z.object({

@@ -25,7 +25,7 @@
  * const results = await searxng.search({ query: 'postgres advisory locks', maxResults: 5 });
  */
 import { z } from 'zod';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import {
   SearchProviderError,
   type SearchClientOptions,

@@ -26,7 +26,7 @@
  * const results = await tavily.search({ query: 'EU AI act timeline', maxResults: 5, includeDomains: ['europa.eu'] });
  */
 import { z } from 'zod';
-import { parseArgs } from '../../core/validate.js';
+import { parseArgs } from '../../base/validate.js';
 import {
   SearchProviderError,
   type SearchClientOptions,

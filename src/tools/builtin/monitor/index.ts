@@ -8,8 +8,8 @@
  */
 import { z } from 'zod';
 import { AgentryError } from '../../../errors.js';
-import { toMonitorInfo } from '../../../core/records.js';
 import { defineTool, type Tool } from '../../define-tool.js';
+import { toMonitorInfo } from '../../monitors.js';
 import type { PlatformServices } from '../../platform.js';
 import type { CheckFetch } from './check.js';
 import {

@@ -1,7 +1,7 @@
 /**
  * @module tools/builtin/monitor/service
- * The monitor's work between calls. Monitors are storage rows, and each has one durable timer (core/timers.ts) for
- * its next check; nothing per monitor lives in memory. A check is billed at the tool's price, fetches through the
+ * The monitor's work between calls. Monitors are storage rows, and each has one durable timer (the platform's
+ * `timers`) for its next check; nothing per monitor lives in memory. A check is billed at the tool's price, fetches through the
  * guarded fetch (check.ts), and on a change that matters queues the change for the owning agent, adds an ASSISTANT
  * message, emits `monitor.changed` and wakes the agent, whose `monitor` wait then returns the change.
  *
@@ -13,9 +13,9 @@
 import { createHash } from 'node:crypto';
 import { AgentryError } from '../../../errors.js';
 import type { AgentRow, MonitorRow, TimerRow } from '../../../storage/adapter.js';
-import type { AgentStatus } from '../../../core/status.js';
-import { isoTime } from '../../../core/clock.js';
-import { monitorTimerId } from '../../../core/timers.js';
+import type { AgentStatus } from '../../../base/status.js';
+import { isoTime } from '../../../base/clock.js';
+import { monitorTimerId } from '../../monitors.js';
 import type { PlatformServices } from '../../platform.js';
 import type * as CheckModule from './check.js';
 import type { CheckFetch, FetchedPage, TextDiff } from './check.js';

@@ -1,5 +1,5 @@
 /**
- * @module core/clock
+ * @module base/clock
  * Time as the runtime sees it. Everything that reads the time or waits goes through a {@link Clock}, so tests can
  * swap in `fakeClock()` from `agentry-runtime/testing` and never sleep.
  */

@@ -1,5 +1,5 @@
 /**
- * @module core/validate
+ * @module base/validate
  * One way to check arguments at the door: zod, and one error shape (`invalid_request` with the issues as details).
  */
 import { z } from 'zod';

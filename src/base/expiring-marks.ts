@@ -1,5 +1,5 @@
 /**
- * @module core/expiring-marks
+ * @module base/expiring-marks
  * Keys marked for a while, on the wall clock: an account that another worker waits for credits of stays *contested*
  * for a few seconds after the last word of it (the credit gate and the PostgreSQL credit floats both ask).
  */

@@ -1,5 +1,5 @@
 /**
- * @module core/status
+ * @module base/status
  * The agent status machine, as one table. Every change of status in agentry asks
  * {@link nextStatus} (or {@link assertTransition}); nothing else decides which moves are legal.
  */
