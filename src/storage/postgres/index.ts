@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { z } from 'zod';
 import { AgentryError } from '../../errors.js';
-import type { LedgerRow, ReservationRequest, Settlement, StepCommit, StorageAdapter } from '../adapter.js';
+import type { StorageAdapter } from '../adapter.js';
 import {
   accountsStore,
   releaseAllHoldsIn,
@@ -86,28 +86,35 @@ const RUNNER_LOCK = 7_305_002;
 /** How long a new runner waits for the lock of one that is going away. */
 const RUNNER_LOCK_WAIT_MS = 5_000;
 
+/** The stores' methods that the process's credit floats stand in front of. */
+type FloatedMethods = Pick<
+  StorageAdapter,
+  | 'reserve'
+  | 'release'
+  | 'releaseAgentReservations'
+  | 'settle'
+  | 'commitStep'
+  | 'insertAgents'
+  | 'deleteAgentTree'
+  | 'getAccount'
+  | 'listAccounts'
+  | 'setSubscription'
+  | 'addCredits'
+  | 'findAccountByKeyHash'
+>;
+
 /**
- * Puts the process's credit floats (credit-float.ts) in front of the stores' credit methods: holds carved from a float
- * are made, released and settled in memory, and named to the server when they settle.
+ * The stores' credit methods with the process's credit floats (credit-float.ts) in front: holds carved from a float
+ * are made, released and settled in memory, and named to the server when they settle; accounts read back count what
+ * this process's calls hold, not the float's unused part. `db` is the stores' own methods, which these call through.
  */
-function withFloats(s: StorageAdapter, floats: CreditFloats): void {
-  const db = {
-    reserve: s.reserve.bind(s),
-    release: s.release.bind(s),
-    releaseAgentReservations: s.releaseAgentReservations.bind(s),
-    settle: s.settle.bind(s),
-    commitStep: s.commitStep.bind(s),
-    insertAgents: s.insertAgents.bind(s),
-    deleteAgentTree: s.deleteAgentTree.bind(s),
-    getAccount: s.getAccount.bind(s),
-    listAccounts: s.listAccounts.bind(s),
-    setSubscription: s.setSubscription.bind(s),
-    addCredits: s.addCredits.bind(s),
-    findAccountByKeyHash: s.findAccountByKeyHash.bind(s),
-  };
-  Object.assign(s, {
-    reserveNow: (r: ReservationRequest) => floats.reserveNow(r),
-    async reserve(r: ReservationRequest) {
+function creditsThroughFloats(
+  db: FloatedMethods,
+  floats: CreditFloats,
+): FloatedMethods & Required<Pick<StorageAdapter, 'reserveNow' | 'yieldCredits'>> {
+  return {
+    reserveNow: (r) => floats.reserveNow(r),
+    async reserve(r) {
       const carved = await floats.reserve(r);
       if (carved !== undefined) return carved;
       const refusal = await db.reserve(r);
@@ -118,45 +125,45 @@ function withFloats(s: StorageAdapter, floats: CreditFloats): void {
     },
     // Each path below waits for the float's give-backs it started (a contested account's credits go straight back),
     // so that the gate's word to other workers that credits are back comes after they are.
-    async release(id: string) {
+    async release(id) {
       if (!floats.release(id)) await db.release(id);
       await floats.flush();
     },
-    async releaseAgentReservations(ids: readonly string[]) {
+    async releaseAgentReservations(ids) {
       const n = floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
       await floats.flush();
       return n;
     },
-    async settle(settlements: Settlement[]) {
+    async settle(settlements) {
       const named = floats.forServer(settlements);
       const charged = await db.settle(named);
       floats.settled(named, charged);
       await floats.flush();
       return charged;
     },
-    async commitStep(commit: StepCommit) {
+    async commitStep(commit) {
       const named = floats.forServer(commit.settlements ?? []);
       const result = await db.commitStep(named.length ? { ...commit, settlements: named } : commit);
       floats.settled(named, result.charged);
       if (named.length) await floats.flush();
       return result;
     },
-    yieldCredits: (accountId: string) => floats.yield(accountId),
-    async insertAgents(...args: Parameters<StorageAdapter['insertAgents']>) {
+    yieldCredits: (accountId) => floats.yield(accountId),
+    async insertAgents(...args) {
       await db.insertAgents(...args);
       floats.noteAgents(args[0]);
     },
-    async deleteAgentTree(id: string) {
+    async deleteAgentTree(id) {
       const ids = await db.deleteAgentTree(id);
       floats.releaseAgents(ids);
       return ids;
     },
-    getAccount: async (id: string) => floats.view(await db.getAccount(id)),
+    getAccount: async (id) => floats.view(await db.getAccount(id)),
     listAccounts: async () => (await db.listAccounts()).map((a) => floats.view(a)),
-    setSubscription: async (id: string, active: boolean) => floats.view(await db.setSubscription(id, active)),
-    addCredits: async (entry: LedgerRow) => floats.view(await db.addCredits(entry)),
-    findAccountByKeyHash: async (hash: string) => floats.view(await db.findAccountByKeyHash(hash)),
-  });
+    setSubscription: async (id, active) => floats.view(await db.setSubscription(id, active)),
+    addCredits: async (entry) => floats.view(await db.addCredits(entry)),
+    findAccountByKeyHash: async (hash) => floats.view(await db.findAccountByKeyHash(hash)),
+  };
 }
 
 /** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash, issue 17). */
@@ -245,8 +252,9 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           goneAfterMs,
         });
         floats = new CreditFloats(db);
-        Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
-        withFloats(adapter as unknown as StorageAdapter, floats);
+        const stores = { ...accountsStore(db), ...agentsStore(db), ...extrasStore(db) };
+        const credits = creditsThroughFloats(stores, floats);
+        Object.assign(adapter, stores, credits);
         if (db.mode === 'workers') {
           const bus = new NotifyBus({
             pool,
@@ -268,7 +276,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               (q, ids) => releaseHoldsOfWorkers(q, ids),
             ],
             dropOrphanHolds: (q) => releaseOrphanHoldsIn(q, db!.workerId),
-            dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
+            dropHoldsOf: (ids) => credits.releaseAgentReservations(ids),
             // Taken for gone: the sweeper dropped its holds, but a float grown after that sweep may still be there.
             onRevived: async () => {
               floats?.reset();
