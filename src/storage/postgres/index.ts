@@ -8,9 +8,10 @@
  *
  * The stores, by what they keep: `accounts.ts` (accounts, ledger, reservations, API keys, idempotency keys),
  * `agents.ts` (agents, messages, turns, tool calls, tool state, steps), `extras.ts` (artifacts, page reads, outbox,
- * opt-outs, timers, monitors).
+ * opt-outs, timers, monitors). Their tables and server functions come from `migrations/`: numbered files of literal
+ * SQL, applied by `init()`.
  *
- * Several runtime processes may drive one database's agents (issue 27): each adapter instance is a worker that steps
+ * Several runtime processes may drive one database's agents: each adapter instance is a worker that steps
  * an agent only under its lease (leases.ts), hears pause, delete and new work over LISTEN/NOTIFY (notify.ts, sealed
  * with a secret of the schema: any role of the database may listen and notify), and cleans up after workers that are
  * gone (sweeper.ts). `exclusive: true` keeps one process per database instead (an advisory lock refuses a second, as
@@ -61,8 +62,8 @@ const OptionsSchema = z
  *   fraction of a second of commits, never corrupt them — the guarantee SQLite's `synchronous=NORMAL` gives. Default
  *   `true`: every commit is on disk when it returns.
  * - `exclusive`: `true` lets one process only drive the agents of this database (an advisory lock refuses a second,
- *   the mode before issue 27). Default `false`: every runtime that drives agents on it is a *worker*; workers share the
- *   agents through leases (README, "Several processes").
+ *   the mode before workers existed). Default `false`: every runtime that drives agents on it is a *worker*; workers
+ *   share the agents through leases (README, "Several processes").
  * - `leaseMs`: how long a worker's claim on an agent or a due timer lasts unless renewed (default 15,000): what a
  *   worker's death costs its agents before another worker continues them.
  * - `heartbeatMs`: how often a worker renews its leases and heartbeat and checks for pause and delete requests
@@ -166,7 +167,7 @@ function creditsThroughFloats(
   };
 }
 
-/** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash, issue 17). */
+/** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash). */
 const UNKNOWN_AFTER_WORKER_GONE =
   'The worker process sending this message stopped after it was recorded and before the provider answered: it may ' +
   'have been sent. It is never sent again automatically.';
