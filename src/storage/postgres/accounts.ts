@@ -20,62 +20,6 @@ import type {
 } from '../adapter.js';
 import type { Db, Query } from './db.js';
 
-/**
- * Tables of this store. `seq` columns are ordering keys only (creation order of accounts and keys, ledger order) and
- * never leave the adapter.
- */
-export const ACCOUNTS_SCHEMA: string[] = [
-  `CREATE TABLE accounts (
-    seq BIGINT GENERATED ALWAYS AS IDENTITY,
-    id TEXT PRIMARY KEY,
-    name TEXT NOT NULL,
-    subscription_active BOOLEAN NOT NULL,
-    balance BIGINT NOT NULL,
-    reserved BIGINT NOT NULL DEFAULT 0,
-    created_at TEXT NOT NULL
-  )`,
-  `CREATE INDEX accounts_seq ON accounts (seq)`,
-  `CREATE TABLE ledger (
-    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    account_id TEXT NOT NULL,
-    agent_id TEXT,
-    kind TEXT NOT NULL,
-    item TEXT,
-    tokens_in BIGINT NOT NULL,
-    tokens_out BIGINT NOT NULL,
-    amount BIGINT NOT NULL,
-    created_at TEXT NOT NULL
-  )`,
-  `CREATE INDEX ledger_account ON ledger (account_id, seq)`,
-  `CREATE TABLE reservations (
-    id TEXT PRIMARY KEY,
-    account_id TEXT NOT NULL,
-    agent_id TEXT NOT NULL,
-    root_id TEXT NOT NULL,
-    amount BIGINT NOT NULL
-  )`,
-  `CREATE INDEX reservations_agent ON reservations (agent_id)`,
-  `CREATE TABLE api_keys (
-    seq BIGINT GENERATED ALWAYS AS IDENTITY,
-    id TEXT PRIMARY KEY,
-    account_id TEXT NOT NULL,
-    name TEXT NOT NULL,
-    hash TEXT NOT NULL UNIQUE,
-    last4 TEXT NOT NULL,
-    created_at TEXT NOT NULL
-  )`,
-  `CREATE INDEX api_keys_account ON api_keys (account_id, seq)`,
-  `CREATE TABLE idempotency_keys (
-    account_id TEXT NOT NULL,
-    key TEXT NOT NULL,
-    request_hash TEXT NOT NULL,
-    response TEXT NOT NULL,
-    status INTEGER NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (account_id, key)
-  )`,
-];
-
 const ACCOUNT_COLUMNS = 'id, name, subscription_active, balance, reserved, created_at';
 const LEDGER_COLUMNS =
   'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, tokens_cache_read';
@@ -292,7 +236,7 @@ export function accountsStore(db: Db): AccountsStore {
         .q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId])
         .then((rows) => rows.map(ledgerRowOf)),
 
-    // One round trip: agentry_reserve (functions.ts) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
+    // One round trip: agentry_reserve (a server function: migrations/) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
     // The hold is tagged with this worker, so that only it (or, once it is gone, the sweeper) drops it.
     reserve: async (request) =>
       (

@@ -31,81 +31,6 @@ import { groupCommit } from './batcher.js';
 import { LEASE_GONE, type Db, type Query } from './db.js';
 import { deleteAgentExtrasIn } from './extras.js';
 
-export const AGENTS_SCHEMA: string[] = [
-  `CREATE TABLE agents (
-    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    agent_id TEXT NOT NULL UNIQUE,
-    account_id TEXT NOT NULL,
-    parent_id TEXT,
-    root_id TEXT NOT NULL,
-    spawn_key TEXT,
-    goal TEXT NOT NULL,
-    model TEXT NOT NULL,
-    status TEXT NOT NULL,
-    progress DOUBLE PRECISION NOT NULL,
-    status_message TEXT NOT NULL,
-    token_count BIGINT NOT NULL,
-    message_count BIGINT NOT NULL,
-    credits_spent BIGINT NOT NULL,
-    sub_agent_count BIGINT NOT NULL,
-    max_credits BIGINT,
-    tree_spent BIGINT NOT NULL,
-    tree_reserved BIGINT NOT NULL DEFAULT 0,
-    step_count BIGINT NOT NULL,
-    started BOOLEAN NOT NULL,
-    active_ms BIGINT NOT NULL,
-    active_since TEXT,
-    plan TEXT,
-    spec TEXT,
-    created_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
-  )`,
-  `CREATE INDEX agents_account ON agents (account_id, seq)`,
-  `CREATE INDEX agents_parent ON agents (parent_id, seq)`,
-  `CREATE INDEX agents_status ON agents (status, seq)`,
-  // Covers countChildrenByStatus, so counting many children reads the index only.
-  `CREATE INDEX agents_spawn_key ON agents (parent_id, spawn_key, status)`,
-  `CREATE TABLE messages (
-    seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    agent_id TEXT NOT NULL,
-    message_id TEXT NOT NULL,
-    role TEXT NOT NULL,
-    text TEXT NOT NULL,
-    timestamp TEXT NOT NULL
-  )`,
-  `CREATE INDEX messages_agent ON messages (agent_id, seq)`,
-  `CREATE TABLE turns (
-    agent_id TEXT NOT NULL,
-    idx BIGINT NOT NULL,
-    role TEXT NOT NULL,
-    content TEXT NOT NULL,
-    created_at TEXT NOT NULL,
-    PRIMARY KEY (agent_id, idx)
-  )`,
-  // seq keeps a call's first position in listToolCalls when an upsert rewrites it.
-  `CREATE TABLE tool_calls (
-    seq BIGINT GENERATED ALWAYS AS IDENTITY,
-    agent_id TEXT NOT NULL,
-    tool_use_id TEXT NOT NULL,
-    turn_idx BIGINT NOT NULL,
-    name TEXT NOT NULL,
-    input TEXT NOT NULL,
-    status TEXT NOT NULL,
-    idempotent BOOLEAN NOT NULL,
-    result TEXT,
-    is_error BOOLEAN NOT NULL,
-    updated_at TEXT NOT NULL,
-    PRIMARY KEY (agent_id, tool_use_id)
-  )`,
-  `CREATE INDEX tool_calls_turn ON tool_calls (agent_id, turn_idx, seq)`,
-  `CREATE TABLE tool_state (
-    agent_id TEXT NOT NULL,
-    tool_use_id TEXT NOT NULL,
-    state TEXT NOT NULL,
-    PRIMARY KEY (agent_id, tool_use_id)
-  )`,
-];
-
 const AGENT_FIELDS = [
   'agent_id',
   'account_id',
@@ -341,7 +266,7 @@ function withLease(db: Db, commit: StepCommit): StepCommit & { lease?: { w: stri
   return epoch === undefined ? commit : { ...commit, lease: { w: db.workerId, e: epoch, ms: db.leaseMs } };
 }
 
-/** Commits a batch of steps with one call of `agentry_commit_steps` (see functions.ts), one outcome per step. */
+/** Commits a batch of steps with one call of `agentry_commit_steps` (a server function: migrations/), one outcome per step. */
 async function commitSteps(db: Db, commits: StepCommit[]) {
   // One statement, so its own transaction: one round trip. `db.q` runs it again if it met a deadlock (raised for the
   // whole batch, which then had no effect).
@@ -356,7 +281,7 @@ async function commitSteps(db: Db, commits: StepCommit[]) {
         o.code === LEASE_LOST ? new LeaseLostError(commits[i]!.agent_id) : new Error(o.error ?? 'step commit failed');
       return { ok: false as const, error };
     }
-    // A commit that left its agent not runnable gave the lease back in the same statement (functions.ts): whatever
+    // A commit that left its agent not runnable gave the lease back in the same statement (agentry_commit_steps): whatever
     // this worker still writes for that agent is fenced out, and the driver's release has nothing left to do.
     const lease = fenced[i]!.lease;
     const agent = o.value!.agent;

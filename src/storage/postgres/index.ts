@@ -8,9 +8,10 @@
  *
  * The stores, by what they keep: `accounts.ts` (accounts, ledger, reservations, API keys, idempotency keys),
  * `agents.ts` (agents, messages, turns, tool calls, tool state, steps), `extras.ts` (artifacts, page reads, outbox,
- * opt-outs, timers, monitors).
+ * opt-outs, timers, monitors). Their tables and server functions come from `migrations/`: numbered files of literal
+ * SQL, applied by `init()`.
  *
- * Several runtime processes may drive one database's agents (issue 27): each adapter instance is a worker that steps
+ * Several runtime processes may drive one database's agents: each adapter instance is a worker that steps
  * an agent only under its lease (leases.ts), hears pause, delete and new work over LISTEN/NOTIFY (notify.ts, sealed
  * with a secret of the schema: any role of the database may listen and notify), and cleans up after workers that are
  * gone (sweeper.ts). `exclusive: true` keeps one process per database instead (an advisory lock refuses a second, as
@@ -20,23 +21,21 @@ import { randomUUID } from 'node:crypto';
 import type { Pool, PoolClient } from 'pg';
 import { z } from 'zod';
 import { AgentryError } from '../../errors.js';
-import type { LedgerRow, ReservationRequest, Settlement, StepCommit, StorageAdapter } from '../adapter.js';
+import type { StorageAdapter } from '../adapter.js';
 import {
   accountsStore,
-  ACCOUNTS_SCHEMA,
   releaseAllHoldsIn,
   releaseHoldsOfGoneWorkersIn,
   releaseHoldsOfWorkers,
   releaseOrphanHoldsIn,
 } from './accounts.js';
-import { agentsStore, AGENTS_SCHEMA } from './agents.js';
+import { agentsStore } from './agents.js';
 import { CreditFloats } from './credit-float.js';
 import { createDb, type Db } from './db.js';
-import { extrasStore, EXTRAS_SCHEMA, markOutboxOfWorkersUnknown } from './extras.js';
-import { FUNCTIONS_SCHEMA } from './functions.js';
+import { extrasStore, markOutboxOfWorkersUnknown } from './extras.js';
 import { PgWorkers } from './leases.js';
+import { migrate } from './migrations/index.js';
 import { NotifyBus } from './notify.js';
-import { WORKERS_SCHEMA } from './workers-schema.js';
 
 const OptionsSchema = z
   .object({
@@ -63,8 +62,8 @@ const OptionsSchema = z
  *   fraction of a second of commits, never corrupt them — the guarantee SQLite's `synchronous=NORMAL` gives. Default
  *   `true`: every commit is on disk when it returns.
  * - `exclusive`: `true` lets one process only drive the agents of this database (an advisory lock refuses a second,
- *   the mode before issue 27). Default `false`: every runtime that drives agents on it is a *worker*; workers share the
- *   agents through leases (README, "Several processes").
+ *   the mode before workers existed). Default `false`: every runtime that drives agents on it is a *worker*; workers
+ *   share the agents through leases (README, "Several processes").
  * - `leaseMs`: how long a worker's claim on an agent or a due timer lasts unless renewed (default 15,000): what a
  *   worker's death costs its agents before another worker continues them.
  * - `heartbeatMs`: how often a worker renews its leases and heartbeat and checks for pause and delete requests
@@ -80,157 +79,43 @@ const OptionsSchema = z
 export type PostgresStorageOptions = z.input<typeof OptionsSchema>;
 
 /**
- * Schema versions, applied in order. The server-side functions of the hot writes (functions.ts) are created again by
- * each version that changes them (the latest text wins).
+ * Any fixed number: the advisory lock that marks the process that drives the agents (migrations/index.ts has the one
+ * that serialises migrations). It is taken as (number, hash of the schema's name): schemas on one database (tenants,
+ * parallel test suites) never share a runner.
  */
-const MIGRATIONS: ReadonlyArray<{ version: number; name: string; up: string[] }> = [
-  { version: 1, name: 'initial schema', up: [...ACCOUNTS_SCHEMA, ...AGENTS_SCHEMA, ...EXTRAS_SCHEMA] },
-  // When each API key was last used (the console's key list, issue 28).
-  {
-    version: 2,
-    name: 'console: api key last use, sessions',
-    up: [
-      'ALTER TABLE api_keys ADD COLUMN last_used_at TEXT',
-      `CREATE TABLE console_sessions (
-        id_hash TEXT PRIMARY KEY,
-        account_id TEXT NOT NULL,
-        key_hash TEXT NOT NULL,
-        key_id TEXT NOT NULL,
-        expires_at TEXT NOT NULL,
-        ended TEXT
-      )`,
-      'CREATE INDEX console_sessions_expiry ON console_sessions (expires_at)',
-    ],
-  },
-  // Operations (issue 29): the trace context stored with an agent, and the retention sweep's search for old roots.
-  {
-    version: 3,
-    name: 'trace context and retention',
-    up: [
-      'ALTER TABLE agents ADD COLUMN trace_context TEXT',
-      'CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL',
-    ],
-  },
-  { version: 4, name: 'step commit and reservation functions', up: FUNCTIONS_SCHEMA },
-  // Several processes on one database (issue 27): workers, leases, claimed timers (workers-schema.ts).
-  { version: 5, name: 'workers and leases', up: [...WORKERS_SCHEMA, ...FUNCTIONS_SCHEMA] },
-  // A batch of step commits writes one row version per agent (spend, counters and status change in one update), and
-  // ends the lease of an agent it leaves not runnable. The index of lease owners goes: every claim, step and release
-  // paid for it, and the statements that need leased agents find them by id or through agents_claimable.
-  {
-    version: 6,
-    name: 'step commits: one agent row version each',
-    up: ['DROP INDEX IF EXISTS agents_lease_owner', ...FUNCTIONS_SCHEMA],
-  },
-  // LISTEN and NOTIFY are open to every role of the database: the bus's channel name and payload key come from this
-  // secret, which only the schema's own role reads (notify.ts). 32 bytes from two strong-random UUIDs (244 random
-  // bits; gen_random_uuid() is core since PostgreSQL 13, pgcrypto's gen_random_bytes is an extension).
-  {
-    version: 7,
-    name: 'notification secret',
-    up: [
-      'CREATE TABLE bus_secret (id SMALLINT PRIMARY KEY CHECK (id = 1), secret BYTEA NOT NULL)',
-      'REVOKE ALL ON bus_secret FROM PUBLIC',
-      `INSERT INTO bus_secret (id, secret) VALUES (1, decode(replace(gen_random_uuid()::text || gen_random_uuid()::text, '-', ''), 'hex'))`,
-    ],
-  },
-  // Goal search (issue 34): a pg_trgm index over the first 4,096 characters of each goal, ASCII-folded, the expression
-  // agents.ts searches (GOAL_SEARCH_EXPRESSION). pg_trgm ships with PostgreSQL and is a trusted extension, but a role
-  // may still be refused it (or the contrib package be missing): then the migration goes on without the index, and a
-  // search is the same LIKE bounded by its statement timeout and match cap (storage/search.ts). The extension goes
-  // into `public` when it is not there yet, so that no schema of agentry's (a tenant's, a test's) owns it.
-  {
-    version: 8,
-    name: 'goal search index, sessions by account',
-    up: [
-      `DO $$
-       DECLARE ext_schema name;
-       BEGIN
-         BEGIN
-           CREATE EXTENSION IF NOT EXISTS pg_trgm SCHEMA public;
-         EXCEPTION WHEN others THEN
-           RAISE NOTICE 'agentry: pg_trgm is not available (%), goal search runs without its index', SQLERRM;
-         END;
-         SELECT n.nspname INTO ext_schema FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace
-           WHERE e.extname = 'pg_trgm';
-         IF ext_schema IS NOT NULL THEN
-           EXECUTE format(
-             'CREATE INDEX agents_goal_trgm ON agents USING gin '
-             '((translate(left(goal, 4096), %L, %L)) %I.gin_trgm_ops)',
-             'ABCDEFGHIJKLMNOPQRSTUVWXYZ', 'abcdefghijklmnopqrstuvwxyz', ext_schema);
-         END IF;
-       END $$`,
-      // The sign-in cap counts an account's live sessions.
-      'CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at)',
-    ],
-  },
-  // Prompt caching (issue 35): a model call's ledger row says how many of its input tokens were written to and read
-  // from the cache; the step-commit functions write them. 7 and 8 are other changes' numbers.
-  {
-    version: 9,
-    name: 'ledger: prompt-cache tokens',
-    up: [
-      'ALTER TABLE ledger ADD COLUMN tokens_cache_write BIGINT NOT NULL DEFAULT 0',
-      'ALTER TABLE ledger ADD COLUMN tokens_cache_read BIGINT NOT NULL DEFAULT 0',
-      ...FUNCTIONS_SCHEMA,
-    ],
-  },
-];
-
-/**
- * Any fixed numbers: the advisory locks that serialise migrations and mark the process that drives the agents. Each is
- * taken as (number, hash of the schema's name): schemas on one database (tenants, parallel test suites) neither share a
- * runner nor wait for each other's.
- */
-const MIGRATION_LOCK = 7_305_001;
 const RUNNER_LOCK = 7_305_002;
 /** How long a new runner waits for the lock of one that is going away. */
 const RUNNER_LOCK_WAIT_MS = 5_000;
 
-async function migrate(db: Db): Promise<void> {
-  await db.tx(async (q) => {
-    await q('SELECT pg_advisory_xact_lock($1::int, hashtext($2))', [MIGRATION_LOCK, db.schema]);
-    await q(`CREATE SCHEMA IF NOT EXISTS ${db.schema}`);
-    await q(
-      `CREATE TABLE IF NOT EXISTS ${db.schema}.schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)`,
-    );
-    const done = new Set(
-      (await q<{ version: number }>(`SELECT version FROM ${db.schema}.schema_migrations`)).map((r) => r.version),
-    );
-    for (const m of MIGRATIONS) {
-      if (done.has(m.version)) continue;
-      for (const statement of m.up) await q(statement);
-      await q(`INSERT INTO ${db.schema}.schema_migrations (version, name, applied_at) VALUES ($1, $2, $3)`, [
-        m.version,
-        m.name,
-        new Date().toISOString(),
-      ]);
-    }
-  });
-}
+/** The stores' methods that the process's credit floats stand in front of. */
+type FloatedMethods = Pick<
+  StorageAdapter,
+  | 'reserve'
+  | 'release'
+  | 'releaseAgentReservations'
+  | 'settle'
+  | 'commitStep'
+  | 'insertAgents'
+  | 'deleteAgentTree'
+  | 'getAccount'
+  | 'listAccounts'
+  | 'setSubscription'
+  | 'addCredits'
+  | 'findAccountByKeyHash'
+>;
 
 /**
- * Puts the process's credit floats (credit-float.ts) in front of the stores' credit methods: holds carved from a float
- * are made, released and settled in memory, and named to the server when they settle.
+ * The stores' credit methods with the process's credit floats (credit-float.ts) in front: holds carved from a float
+ * are made, released and settled in memory, and named to the server when they settle; accounts read back count what
+ * this process's calls hold, not the float's unused part. `db` is the stores' own methods, which these call through.
  */
-function withFloats(s: StorageAdapter, floats: CreditFloats): void {
-  const db = {
-    reserve: s.reserve.bind(s),
-    release: s.release.bind(s),
-    releaseAgentReservations: s.releaseAgentReservations.bind(s),
-    settle: s.settle.bind(s),
-    commitStep: s.commitStep.bind(s),
-    insertAgents: s.insertAgents.bind(s),
-    deleteAgentTree: s.deleteAgentTree.bind(s),
-    getAccount: s.getAccount.bind(s),
-    listAccounts: s.listAccounts.bind(s),
-    setSubscription: s.setSubscription.bind(s),
-    addCredits: s.addCredits.bind(s),
-    findAccountByKeyHash: s.findAccountByKeyHash.bind(s),
-  };
-  Object.assign(s, {
-    reserveNow: (r: ReservationRequest) => floats.reserveNow(r),
-    async reserve(r: ReservationRequest) {
+function creditsThroughFloats(
+  db: FloatedMethods,
+  floats: CreditFloats,
+): FloatedMethods & Required<Pick<StorageAdapter, 'reserveNow' | 'yieldCredits'>> {
+  return {
+    reserveNow: (r) => floats.reserveNow(r),
+    async reserve(r) {
       const carved = await floats.reserve(r);
       if (carved !== undefined) return carved;
       const refusal = await db.reserve(r);
@@ -241,48 +126,48 @@ function withFloats(s: StorageAdapter, floats: CreditFloats): void {
     },
     // Each path below waits for the float's give-backs it started (a contested account's credits go straight back),
     // so that the gate's word to other workers that credits are back comes after they are.
-    async release(id: string) {
+    async release(id) {
       if (!floats.release(id)) await db.release(id);
       await floats.flush();
     },
-    async releaseAgentReservations(ids: readonly string[]) {
+    async releaseAgentReservations(ids) {
       const n = floats.releaseAgents(ids) + (await db.releaseAgentReservations(ids));
       await floats.flush();
       return n;
     },
-    async settle(settlements: Settlement[]) {
+    async settle(settlements) {
       const named = floats.forServer(settlements);
       const charged = await db.settle(named);
       floats.settled(named, charged);
       await floats.flush();
       return charged;
     },
-    async commitStep(commit: StepCommit) {
+    async commitStep(commit) {
       const named = floats.forServer(commit.settlements ?? []);
       const result = await db.commitStep(named.length ? { ...commit, settlements: named } : commit);
       floats.settled(named, result.charged);
       if (named.length) await floats.flush();
       return result;
     },
-    yieldCredits: (accountId: string) => floats.yield(accountId),
-    async insertAgents(...args: Parameters<StorageAdapter['insertAgents']>) {
+    yieldCredits: (accountId) => floats.yield(accountId),
+    async insertAgents(...args) {
       await db.insertAgents(...args);
       floats.noteAgents(args[0]);
     },
-    async deleteAgentTree(id: string) {
+    async deleteAgentTree(id) {
       const ids = await db.deleteAgentTree(id);
       floats.releaseAgents(ids);
       return ids;
     },
-    getAccount: async (id: string) => floats.view(await db.getAccount(id)),
+    getAccount: async (id) => floats.view(await db.getAccount(id)),
     listAccounts: async () => (await db.listAccounts()).map((a) => floats.view(a)),
-    setSubscription: async (id: string, active: boolean) => floats.view(await db.setSubscription(id, active)),
-    addCredits: async (entry: LedgerRow) => floats.view(await db.addCredits(entry)),
-    findAccountByKeyHash: async (hash: string) => floats.view(await db.findAccountByKeyHash(hash)),
-  });
+    setSubscription: async (id, active) => floats.view(await db.setSubscription(id, active)),
+    addCredits: async (entry) => floats.view(await db.addCredits(entry)),
+    findAccountByKeyHash: async (hash) => floats.view(await db.findAccountByKeyHash(hash)),
+  };
 }
 
-/** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash, issue 17). */
+/** Why a message queued by a worker that is gone is `unknown` (the outbox's own wording for a crash). */
 const UNKNOWN_AFTER_WORKER_GONE =
   'The worker process sending this message stopped after it was recorded and before the provider answered: it may ' +
   'have been sent. It is never sent again automatically.';
@@ -368,8 +253,9 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
           goneAfterMs,
         });
         floats = new CreditFloats(db);
-        Object.assign(adapter, accountsStore(db), agentsStore(db), extrasStore(db));
-        withFloats(adapter as unknown as StorageAdapter, floats);
+        const stores = { ...accountsStore(db), ...agentsStore(db), ...extrasStore(db) };
+        const credits = creditsThroughFloats(stores, floats);
+        Object.assign(adapter, stores, credits);
         if (db.mode === 'workers') {
           const bus = new NotifyBus({
             pool,
@@ -391,7 +277,7 @@ export function postgresStorage(options: PostgresStorageOptions): StorageAdapter
               (q, ids) => releaseHoldsOfWorkers(q, ids),
             ],
             dropOrphanHolds: (q) => releaseOrphanHoldsIn(q, db!.workerId),
-            dropHoldsOf: (ids) => (adapter as unknown as StorageAdapter).releaseAgentReservations(ids),
+            dropHoldsOf: (ids) => credits.releaseAgentReservations(ids),
             // Taken for gone: the sweeper dropped its holds, but a float grown after that sweep may still be there.
             onRevived: async () => {
               floats?.reset();

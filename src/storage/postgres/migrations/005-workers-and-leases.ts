@@ -1,36 +1,47 @@
 /**
- * @module storage/postgres/functions
- * The hot writes of the PostgreSQL adapter as server-side functions (PL/pgSQL), so that each is one round trip: a
- * step commit, a batch of step commits, a reservation. The client sends one JSON document and gets one back; the
- * statements inside run on the server with cached plans. Their semantics are those of the TypeScript versions they
- * replace (the contract suite in `test/storage/contract.ts` checks them):
+ * Migration 5 (PostgreSQL): what lets several runtime processes (workers) share one database.
  *
- * - `agentry_settle(s)`: releases the hold (if still there), debits min(cost, balance), writes the ledger row, counts
- *   the charge on the tree's root and on the agent; returns the charge.
- * - `agentry_commit_step(c)`: settlements, then the agent's row lock, the turn-order check, turns, messages, tool
- *   calls, counters, and the conditional status change; returns `{agent, statusChanged, charged}`. A turn out of order
- *   raises, and the caller's transaction (settlements included) rolls back.
- * - `agentry_commit_steps(cs)`: many step commits in one transaction, set-based: one statement per table for the
- *   whole batch (holds, balances, ledger rows, turns, messages, tool calls), and one new row version per agent (its
- *   spend, counters, patch, lease and status change in one update), the charges computed in order against a running
- *   balance. A commit fenced by a lease that leaves its agent not runnable (finished, paused) also ends the lease, as
- *   the release that would follow it (both step commit functions). If anything in it fails (a turn out of order, an
- *   agent twice), it is rolled back and the batch goes through `agentry_commit_steps_each`: each commit in a
- *   subtransaction of its own, so one that fails changes nothing and the others still commit. Returns one `{ok, value|error}` each. A deadlock or
- *   serialization failure is raised for the whole batch, which the caller retries.
- * - `agentry_settle_all(ss)`: settlements in order, outside a step; returns the charges.
- * - `agentry_float_grow(id, account, need, want, worker, share)` and `agentry_float_shrink(id, account, amount)`: a
- *   worker's float of credits (credit-float.ts) takes up to `want`, but no more than `share` of the available balance
- *   (nothing if `need` is not available; `need` itself always when it is), tagged with the worker; or gives some back.
- * - `agentry_reserve(r)`: the hold if the account's available balance and the tree's cap cover it; returns null or
- *   the refusal (`account`, `tree_cap`).
+ * - `workers`: one row per live worker, its heartbeat in database time. A row whose heartbeat is too old (or that says
+ *   `stopped`) belongs to a worker that is gone: the sweeper cleans up after it and deletes the row.
+ * - `agents.lease_owner / lease_epoch / lease_expires_at`: the worker stepping an agent, the number of times the agent
+ *   was claimed (every claim adds one, so a commit fenced by an old epoch updates nothing), and when the lease ends
+ *   unless renewed. `wake_requested`: the agent has work and no worker took it yet; new rows start with it set, so an
+ *   agent created by any process is claimable.
+ * - `timers.claimed_by / claim_expires_at`: a due timer is claimed like an agent, so it fires once across workers.
+ * - `outbox.worker_id`, `reservations.worker_id`: whose process queued a message or took a hold, so that only a gone
+ *   worker's queued messages become `unknown` and only its holds are dropped.
  *
- * Lock order, as in `accounts.ts`: reservation row, account, agents.
+ * Then the step functions again, as they were when this migration was released: holds and floats tagged with their
+ * worker (the float function gained its worker and share arguments, a new overload beside migration 4's).
  */
+import type { Migration } from './migration.js';
 
-/** Statements of the migration that creates (or replaces) the functions. */
-export const FUNCTIONS_SCHEMA: string[] = [
-  `CREATE OR REPLACE FUNCTION agentry_settle(s jsonb) RETURNS bigint LANGUAGE plpgsql AS $fn$
+export const migration: Migration = {
+  version: 5,
+  name: 'workers and leases',
+  up: `
+CREATE TABLE workers (
+  worker_id TEXT PRIMARY KEY,
+  host TEXT NOT NULL,
+  pid INTEGER NOT NULL,
+  started_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  heartbeat_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+  stopped BOOLEAN NOT NULL DEFAULT false
+);
+ALTER TABLE agents
+  ADD COLUMN lease_owner TEXT,
+  ADD COLUMN lease_epoch BIGINT NOT NULL DEFAULT 0,
+  ADD COLUMN lease_expires_at TIMESTAMPTZ,
+  ADD COLUMN wake_requested BOOLEAN NOT NULL DEFAULT true;
+-- What a claim scans: runnable agents nobody holds that have work, or whose holder's lease may have ended.
+CREATE INDEX agents_claimable ON agents (seq)
+  WHERE status IN ('ACTIVE', 'STARTING_UP') AND (wake_requested OR lease_owner IS NOT NULL);
+CREATE INDEX agents_lease_owner ON agents (lease_owner) WHERE lease_owner IS NOT NULL;
+ALTER TABLE timers ADD COLUMN claimed_by TEXT, ADD COLUMN claim_expires_at TIMESTAMPTZ;
+ALTER TABLE outbox ADD COLUMN worker_id TEXT;
+ALTER TABLE reservations ADD COLUMN worker_id TEXT;
+
+CREATE OR REPLACE FUNCTION agentry_settle(s jsonb) RETURNS bigint LANGUAGE plpgsql AS $fn$
   DECLARE
     e jsonb := s->'ledger';
     hold record;
@@ -48,11 +59,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     IF NOT FOUND THEN RETURN 0; END IF;
     charge := greatest(0, least((e->>'cost')::bigint, bal));
     UPDATE accounts SET balance = balance - charge WHERE id = e->>'account_id';
-    INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at,
-                        tokens_cache_write, tokens_cache_read)
+    INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at)
       VALUES (e->>'account_id', e->>'agent_id', e->>'kind', e->>'item', (e->>'tokens_in')::bigint,
-              (e->>'tokens_out')::bigint, 0 - charge, e->>'created_at',
-              coalesce((e->>'tokens_cache_write')::bigint, 0), coalesce((e->>'tokens_cache_read')::bigint, 0));
+              (e->>'tokens_out')::bigint, 0 - charge, e->>'created_at');
     -- A hold carved from a float (credit-float.ts) shrinks the float by what it cost, at most the hold.
     IF s ? 'float_id' THEN
       SELECT amount INTO float_left FROM reservations WHERE id = s->>'float_id' FOR UPDATE;
@@ -68,9 +77,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     END IF;
     RETURN charge;
   END
-  $fn$`,
+  $fn$;
 
-  `CREATE OR REPLACE FUNCTION agentry_commit_step(c jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION agentry_commit_step(c jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
   DECLARE
     id text := c->>'agent_id';
     p jsonb := c->'patch';
@@ -84,7 +93,6 @@ export const FUNCTIONS_SCHEMA: string[] = [
     tc jsonb;
     a agents;
     changed agents;
-    status_changed boolean := false;
     held record;
   BEGIN
     -- Settlements first: they lock reservation, account, then agents; the agent's own lock comes after them.
@@ -149,19 +157,14 @@ export const FUNCTIONS_SCHEMA: string[] = [
         WHERE agent_id = id AND status IN (SELECT jsonb_array_elements_text(st->'from'))
         RETURNING * INTO changed;
       IF FOUND THEN
-        a := changed;
-        status_changed := true;
+        RETURN jsonb_build_object('agent', to_jsonb(changed) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', true, 'charged', charged);
       END IF;
     END IF;
-    -- Left not runnable (finished, paused): the lease goes back with the step, as a release would.
-    IF c ? 'lease' AND a.status NOT IN ('ACTIVE', 'STARTING_UP') THEN
-      UPDATE agents SET lease_owner = NULL, lease_expires_at = NULL, wake_requested = false WHERE agent_id = id;
-    END IF;
-    RETURN jsonb_build_object('agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', status_changed, 'charged', charged);
+    RETURN jsonb_build_object('agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested', 'statusChanged', false, 'charged', charged);
   END
-  $fn$`,
+  $fn$;
 
-  `CREATE OR REPLACE FUNCTION agentry_commit_steps_each(cs jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION agentry_commit_steps_each(cs jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
   DECLARE
     c jsonb;
     out jsonb := '[]'::jsonb;
@@ -177,12 +180,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     END LOOP;
     RETURN out;
   END
-  $fn$`,
+  $fn$;
 
-  // Every statement in it finds a few hundred rows at most by their keys; the planner, which takes a JSON array for 100
-  // rows, would otherwise scan and hash the whole agents table (10,000 rows and more) for each: no sequential scans.
-  `CREATE OR REPLACE FUNCTION agentry_commit_steps(cs jsonb) RETURNS jsonb LANGUAGE plpgsql
-  SET enable_seqscan = off AS $fn$
+CREATE OR REPLACE FUNCTION agentry_commit_steps(cs jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
   DECLARE
     ids text[];
     h_acct text[];
@@ -196,9 +196,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     charge bigint;
     l_acct text[] := '{}'; l_agent text[] := '{}'; l_kind text[] := '{}'; l_item text[] := '{}';
     l_tin bigint[] := '{}'; l_tout bigint[] := '{}'; l_amount bigint[] := '{}'; l_at text[] := '{}';
-    l_tcw bigint[] := '{}'; l_tcr bigint[] := '{}';
     l_root text[] := '{}'; l_float text[] := '{}'; l_shrink bigint[] := '{}';
     c_cn bigint[] := '{}'; c_sn bigint[] := '{}'; c_charge bigint[] := '{}';
+    changed text[];
     out jsonb;
   BEGIN
     SELECT array_agg(c->>'agent_id' ORDER BY n) INTO ids FROM jsonb_array_elements(cs) WITH ORDINALITY AS x(c, n);
@@ -224,6 +224,10 @@ export const FUNCTIONS_SCHEMA: string[] = [
           SELECT s->'ledger'->>'account_id' FROM jsonb_array_elements(cs) c, jsonb_array_elements(coalesce(c->'settlements', '[]'::jsonb)) s
         ) ORDER BY id FOR UPDATE
       ) locked;
+      IF h_root IS NOT NULL THEN
+        UPDATE agents a SET tree_reserved = a.tree_reserved - t.amount
+          FROM (SELECT g, sum(x) AS amount FROM unnest(h_root, h_amount) AS u(g, x) GROUP BY g) t WHERE a.agent_id = t.g;
+      END IF;
       FOR st IN
         SELECT cn, sn, s FROM jsonb_array_elements(cs) WITH ORDINALITY AS x(c, cn),
           jsonb_array_elements(coalesce(c->'settlements', '[]'::jsonb)) WITH ORDINALITY AS y(s, sn)
@@ -241,8 +245,6 @@ export const FUNCTIONS_SCHEMA: string[] = [
           l_item := l_item || (st.s->'ledger'->>'item');
           l_tin := l_tin || (st.s->'ledger'->>'tokens_in')::bigint;
           l_tout := l_tout || (st.s->'ledger'->>'tokens_out')::bigint;
-          l_tcw := l_tcw || coalesce((st.s->'ledger'->>'tokens_cache_write')::bigint, 0);
-          l_tcr := l_tcr || coalesce((st.s->'ledger'->>'tokens_cache_read')::bigint, 0);
           l_amount := l_amount || (0 - charge);
           l_at := l_at || (st.s->'ledger'->>'created_at');
           l_root := l_root || (st.s->>'root_id');
@@ -255,9 +257,8 @@ export const FUNCTIONS_SCHEMA: string[] = [
       END LOOP;
       IF cardinality(l_acct) > 0 THEN
         UPDATE accounts a SET balance = t.balance FROM unnest(acct_ids, bals) AS t(id, balance) WHERE a.id = t.id;
-        INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at,
-                            tokens_cache_write, tokens_cache_read)
-          SELECT * FROM unnest(l_acct, l_agent, l_kind, l_item, l_tin, l_tout, l_amount, l_at, l_tcw, l_tcr);
+        INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at)
+          SELECT * FROM unnest(l_acct, l_agent, l_kind, l_item, l_tin, l_tout, l_amount, l_at);
         -- Holds carved from a float (credit-float.ts): the float shrinks by what they cost, at most the hold.
         WITH t AS (
           SELECT f, sum(x) AS shrink FROM unnest(l_float, l_shrink) AS u(f, x) WHERE f IS NOT NULL GROUP BY f
@@ -268,22 +269,12 @@ export const FUNCTIONS_SCHEMA: string[] = [
         )
         UPDATE accounts a SET reserved = a.reserved - s.d
           FROM (SELECT account_id, sum(d) AS d FROM upd GROUP BY account_id) s WHERE a.id = s.account_id;
+        UPDATE agents a SET tree_spent = a.tree_spent - t.amount
+          FROM (SELECT r, sum(x) AS amount FROM unnest(l_root, l_amount) AS u(r, x) GROUP BY r) t WHERE a.agent_id = t.r;
+        UPDATE agents a SET credits_spent = a.credits_spent - t.amount
+          FROM (SELECT g, sum(x) AS amount FROM unnest(l_agent, l_amount) AS u(g, x) WHERE g IS NOT NULL GROUP BY g) t
+          WHERE a.agent_id = t.g;
       END IF;
-      -- The trees' sums: holds released, charges spent; one row version per root.
-      IF h_root IS NOT NULL OR cardinality(l_root) > 0 THEN
-        UPDATE agents a SET tree_reserved = a.tree_reserved - t.held, tree_spent = a.tree_spent - t.spent
-          FROM (SELECT r, sum(held) AS held, sum(spent) AS spent FROM (
-                  SELECT r, x AS held, 0::bigint AS spent FROM unnest(h_root, h_amount) AS u(r, x) WHERE r IS NOT NULL
-                  UNION ALL
-                  SELECT r, 0, x FROM unnest(l_root, l_amount) AS u(r, x) WHERE r IS NOT NULL
-                ) v GROUP BY r) t
-          WHERE a.agent_id = t.r;
-      END IF;
-      -- What agents outside the batch spent (the committing agents' own spend goes with their row update below).
-      UPDATE agents a SET credits_spent = a.credits_spent - t.amount
-        FROM (SELECT g, sum(x) AS amount FROM unnest(l_agent, l_amount) AS u(g, x)
-              WHERE g IS NOT NULL AND NOT (g = ANY(ids)) GROUP BY g) t
-        WHERE a.agent_id = t.g;
 
       -- The agents, locked in one order; a missing one (deleted) gets its settlements and nothing else.
       PERFORM 1 FROM agents WHERE agent_id = ANY(ids) ORDER BY agent_id FOR UPDATE;
@@ -322,60 +313,42 @@ export const FUNCTIONS_SCHEMA: string[] = [
         ON CONFLICT (agent_id, tool_use_id) DO UPDATE SET turn_idx = EXCLUDED.turn_idx, name = EXCLUDED.name,
           input = EXCLUDED.input, status = EXCLUDED.status, idempotent = EXCLUDED.idempotent, result = EXCLUDED.result,
           is_error = EXCLUDED.is_error, updated_at = EXCLUDED.updated_at;
-      -- One new row version per agent: its spend, counters, patch, lease and conditional status change together (the
-      -- status change's patch wins over the step's). Its answer is built from the rows the update returns.
-      WITH x AS (
-        SELECT c->>'agent_id' AS id, cn, c->'patch' AS p, c->'lease' AS l,
-          jsonb_array_length(coalesce(c->'messages', '[]'::jsonb)) AS nm,
-          CASE WHEN jsonb_typeof(c->'status') = 'object' THEN c->'status' END AS st,
-          coalesce(c->'status'->'patch', '{}'::jsonb) AS sp
-        FROM jsonb_array_elements(cs) WITH ORDINALITY AS e(c, cn)
-      ), spent AS (
-        SELECT g, sum(x) AS amount FROM unnest(l_agent, l_amount) AS u(g, x) WHERE g IS NOT NULL GROUP BY g
-      ), z AS (
-        SELECT x.*, coalesce(spent.amount, 0) AS amount, a0.status AS was,
-          coalesce(x.st IS NOT NULL AND a0.status IN (SELECT jsonb_array_elements_text(x.st->'from')), false) AS applies
-        FROM x JOIN agents a0 ON a0.agent_id = x.id LEFT JOIN spent ON spent.g = x.id
-      ), y AS (
-        SELECT z.*, CASE WHEN z.applies THEN z.st->>'to' ELSE z.was END AS final FROM z
-      ), u AS (
+      UPDATE agents a SET
+          token_count = a.token_count + coalesce((x.p->>'token_count_delta')::bigint, 0),
+          message_count = a.message_count + x.nm,
+          step_count = a.step_count + coalesce((x.p->>'step_count_delta')::bigint, 0),
+          updated_at = x.p->>'updated_at',
+          progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
+          status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
+          plan = CASE WHEN x.p ? 'plan' THEN x.p->>'plan' ELSE a.plan END,
+          lease_expires_at = CASE WHEN x.l IS NOT NULL
+            THEN now() + (x.l->>'ms')::bigint * interval '1 millisecond' ELSE a.lease_expires_at END
+        FROM (SELECT c->>'agent_id' AS id, c->'patch' AS p, jsonb_array_length(coalesce(c->'messages', '[]'::jsonb)) AS nm,
+                c->'lease' AS l
+              FROM jsonb_array_elements(cs) c) x
+        WHERE a.agent_id = x.id;
+      WITH ch AS (
         UPDATE agents a SET
-            credits_spent = a.credits_spent - y.amount,
-            token_count = a.token_count + coalesce((y.p->>'token_count_delta')::bigint, 0),
-            message_count = a.message_count + y.nm,
-            step_count = a.step_count + coalesce((y.p->>'step_count_delta')::bigint, 0),
-            updated_at = y.p->>'updated_at',
-            status = y.final,
-            progress = CASE WHEN y.applies AND y.sp ? 'progress' THEN (y.sp->>'progress')::double precision
-              WHEN y.p ? 'progress' THEN (y.p->>'progress')::double precision ELSE a.progress END,
-            status_message = CASE WHEN y.applies AND y.sp ? 'status_message' THEN y.sp->>'status_message'
-              WHEN y.p ? 'status_message' THEN y.p->>'status_message' ELSE a.status_message END,
-            started = CASE WHEN y.applies AND y.sp ? 'started' THEN (y.sp->>'started')::boolean ELSE a.started END,
-            active_ms = CASE WHEN y.applies AND y.sp ? 'active_ms' THEN (y.sp->>'active_ms')::bigint ELSE a.active_ms END,
-            active_since = CASE WHEN y.applies AND y.sp ? 'active_since' THEN y.sp->>'active_since'
-              ELSE a.active_since END,
-            plan = CASE WHEN y.p ? 'plan' THEN y.p->>'plan' ELSE a.plan END,
-            -- Left not runnable (finished, paused): the lease goes back with the step, as a release would.
-            lease_owner = CASE WHEN y.l IS NOT NULL AND y.final NOT IN ('ACTIVE', 'STARTING_UP') THEN NULL
-              ELSE a.lease_owner END,
-            lease_expires_at = CASE WHEN y.l IS NULL THEN a.lease_expires_at
-              WHEN y.final NOT IN ('ACTIVE', 'STARTING_UP') THEN NULL
-              ELSE now() + (y.l->>'ms')::bigint * interval '1 millisecond' END,
-            wake_requested = CASE WHEN y.l IS NOT NULL AND y.final NOT IN ('ACTIVE', 'STARTING_UP') THEN false
-              ELSE a.wake_requested END
-          FROM y WHERE a.agent_id = y.id
-          RETURNING a.*, y.cn AS commit_no, y.applies AS status_applied
-      )
+            status = x.st->>'to',
+            progress = CASE WHEN x.sp ? 'progress' THEN (x.sp->>'progress')::double precision ELSE a.progress END,
+            status_message = CASE WHEN x.sp ? 'status_message' THEN x.sp->>'status_message' ELSE a.status_message END,
+            started = CASE WHEN x.sp ? 'started' THEN (x.sp->>'started')::boolean ELSE a.started END,
+            active_ms = CASE WHEN x.sp ? 'active_ms' THEN (x.sp->>'active_ms')::bigint ELSE a.active_ms END,
+            active_since = CASE WHEN x.sp ? 'active_since' THEN x.sp->>'active_since' ELSE a.active_since END
+          FROM (SELECT c->>'agent_id' AS id, c->'status' AS st, coalesce(c->'status'->'patch', '{}'::jsonb) AS sp
+                FROM jsonb_array_elements(cs) c WHERE jsonb_typeof(c->'status') = 'object') x
+          WHERE a.agent_id = x.id AND a.status IN (SELECT jsonb_array_elements_text(x.st->'from'))
+          RETURNING a.agent_id
+      ) SELECT coalesce(array_agg(agent_id), '{}') INTO changed FROM ch;
       SELECT jsonb_agg(jsonb_build_object('ok', true, 'value', jsonb_build_object(
-          'agent', CASE WHEN u.agent_id IS NOT NULL THEN to_jsonb(u) - 'commit_no' - 'status_applied' - 'seq'
-            - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested' END,
-          'statusChanged', coalesce(u.status_applied, false),
-          'charged', coalesce(ch.charged, '[]'::jsonb))) ORDER BY e.cn)
+          'agent', to_jsonb(a) - 'seq' - 'lease_owner' - 'lease_epoch' - 'lease_expires_at' - 'wake_requested',
+          'statusChanged', (x.c->>'agent_id') = ANY(changed),
+          'charged', coalesce(ch.charged, '[]'::jsonb))) ORDER BY x.cn)
         INTO out
-        FROM jsonb_array_elements(cs) WITH ORDINALITY AS e(c, cn)
-        LEFT JOIN u ON u.commit_no = e.cn
-        LEFT JOIN (SELECT v.cn, jsonb_agg(v.charge ORDER BY v.sn) AS charged
-                   FROM unnest(c_cn, c_sn, c_charge) AS v(cn, sn, charge) GROUP BY v.cn) ch ON ch.cn = e.cn;
+        FROM jsonb_array_elements(cs) WITH ORDINALITY AS x(c, cn)
+        LEFT JOIN agents a ON a.agent_id = x.c->>'agent_id'
+        LEFT JOIN (SELECT u.cn, jsonb_agg(u.charge ORDER BY u.sn) AS charged
+                   FROM unnest(c_cn, c_sn, c_charge) AS u(cn, sn, charge) GROUP BY u.cn) ch ON ch.cn = x.cn;
       RETURN out;
     EXCEPTION
       WHEN deadlock_detected OR serialization_failure THEN RAISE;
@@ -384,9 +357,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
         RETURN agentry_commit_steps_each(cs);
     END;
   END
-  $fn$`,
+  $fn$;
 
-  `CREATE OR REPLACE FUNCTION agentry_settle_all(ss jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION agentry_settle_all(ss jsonb) RETURNS jsonb LANGUAGE plpgsql AS $fn$
   DECLARE
     s jsonb;
     charged jsonb := '[]'::jsonb;
@@ -396,9 +369,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     END LOOP;
     RETURN charged;
   END
-  $fn$`,
+  $fn$;
 
-  `CREATE OR REPLACE FUNCTION agentry_float_grow(fid text, acct text, need bigint, want bigint, wid text,
+CREATE OR REPLACE FUNCTION agentry_float_grow(fid text, acct text, need bigint, want bigint, wid text,
     share double precision) RETURNS bigint
   LANGUAGE plpgsql AS $fn$
   DECLARE
@@ -414,9 +387,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     UPDATE accounts SET reserved = reserved + g WHERE id = acct;
     RETURN g;
   END
-  $fn$`,
+  $fn$;
 
-  `CREATE OR REPLACE FUNCTION agentry_float_shrink(fid text, acct text, amt bigint) RETURNS bigint
+CREATE OR REPLACE FUNCTION agentry_float_shrink(fid text, acct text, amt bigint) RETURNS bigint
   LANGUAGE plpgsql AS $fn$
   DECLARE
     left_now bigint;
@@ -434,9 +407,9 @@ export const FUNCTIONS_SCHEMA: string[] = [
     UPDATE accounts SET reserved = reserved - d WHERE id = acct;
     RETURN d;
   END
-  $fn$`,
+  $fn$;
 
-  `CREATE OR REPLACE FUNCTION agentry_reserve(r jsonb) RETURNS text LANGUAGE plpgsql AS $fn$
+CREATE OR REPLACE FUNCTION agentry_reserve(r jsonb) RETURNS text LANGUAGE plpgsql AS $fn$
   DECLARE
     amount bigint := (r->>'amount')::bigint;
     acct record;
@@ -458,5 +431,6 @@ export const FUNCTIONS_SCHEMA: string[] = [
     END IF;
     RETURN NULL;
   END
-  $fn$`,
-];
+  $fn$;
+`,
+};
