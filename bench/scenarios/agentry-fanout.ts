@@ -119,10 +119,12 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
   });
   await o.onOpen?.(runtime);
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   const roots: string[] = [];
   for (let p = 0; p < o.parents; p++) roots.push((await runtime.create({ goal: `fan out ${o.n} #${p}` })).agent_id);
   const finals = await Promise.all(roots.map((id) => runtime.waitFor(id)));
   const wallMs = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
   await o.onFinished?.();
 
   // Check the work really happened: every child COMPLETED, every answer saved, the ledger balances.
@@ -146,6 +148,8 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     wall_ms: Math.round(wallMs),
     child_steps_per_s: Math.round((2 * children) / (wallMs / 1000)),
     us_per_child: Math.round((wallMs * 1000) / children),
+    // This process's CPU (all its threads) over the same window: on a busy machine it drifts less than the wall.
+    cpu_ms: Math.round((cpu.user + cpu.system) / 1000),
     peak_rss_mb: peakRssMb(),
     ledger_rows: ledger.length,
     credits_spent: Math.round((o.credits ?? 1e9) * 1e6 - account.balance) / 1e6,

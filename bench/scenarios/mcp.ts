@@ -18,7 +18,9 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { ToolContext } from 'agentry-runtime';
 import { peakRssMb, report } from '../lib/measure.js';
+import { benchToolContext } from '../lib/tool-context.js';
 
 const { values } = parseArgs({
   options: { n: { type: 'string', default: '200' }, first: { type: 'string', default: '10' } },
@@ -34,7 +36,7 @@ interface Built {
     prices: { models: Record<string, never>; tools: Record<string, number> },
   ) => {
     startAll(): Promise<void>;
-    tools(): ReadonlyArray<{ name: string; run(input: unknown, ctx: unknown): Promise<unknown> }>;
+    tools(): ReadonlyArray<{ name: string; run(input: unknown, ctx: ToolContext): Promise<unknown> }>;
     close(): Promise<void>;
   };
   parseMcpServers(input: unknown): unknown[];
@@ -65,12 +67,8 @@ function findFixtureRoot(): string {
 }
 
 const server = { command: process.execPath, args: [fixture] };
-const never = new AbortController().signal;
-const ctx = {
-  signal: never,
-  pauseSignal: never,
-  artifacts: { put: () => Promise.reject(new Error('no artifacts in the bench')) },
-};
+// The context a tool gets in an agent's step, as the library types it (an agent, signals that never abort).
+const ctx = benchToolContext();
 
 const stats = (ms: number[]) => {
   const s = [...ms].sort((a, b) => a - b);

@@ -123,7 +123,8 @@ export async function observeChat(
   generate: () => Promise<ModelResponse>,
 ): Promise<ModelResponse> {
   const chat = run?.chat(request, info);
-  if (!chat) return generate();
+  // Nothing observes the call: no wrapper, and its cost is not worked out for nobody.
+  if (!chat || chat === noChatTelemetry) return generate();
   try {
     const response = await chat.within(generate);
     chat.end({ response, chargedMicros: costOf(response) });
@@ -134,9 +135,18 @@ export async function observeChat(
   }
 }
 
-const noChat: ChatTelemetry = { within: (fn) => fn(), end: () => undefined };
+/**
+ * The telemetry of a model call that nobody observes. An observer returns this very object for a call it does not
+ * record (a span its sampler dropped): {@link observeChat} then runs the call bare.
+ */
+export const noChatTelemetry: ChatTelemetry = { within: (fn) => fn(), end: () => undefined };
 const noTool: ToolTelemetry = { traceparent: null, within: (fn) => fn(), end: () => undefined };
-const noRun: RunTelemetry = { chat: () => noChat, tool: () => noTool, event: () => undefined, end: () => undefined };
+const noRun: RunTelemetry = {
+  chat: () => noChatTelemetry,
+  tool: () => noTool,
+  event: () => undefined,
+  end: () => undefined,
+};
 
 /** The default: observes nothing. */
 export const noTelemetry: Telemetry = { agentRun: () => noRun };

@@ -26,6 +26,7 @@ import {
   type Tracer,
   type TracerProvider,
 } from '@opentelemetry/api';
+import { noChatTelemetry } from '../core/telemetry.js';
 import type {
   AgentCreatedInfo,
   AgentRunInfo,
@@ -73,13 +74,36 @@ function modelAttributes(agent: AgentRow, info: ModelInfo): Attributes {
 }
 
 function agentAttributes(agent: AgentRow): Attributes {
-  return {
+  const attributes: Attributes = {
     'gen_ai.agent.id': agent.agent_id,
     'gen_ai.agent.name': agentName(agent),
     'gen_ai.conversation.id': agent.root_id,
-    ...(agent.parent_id !== null ? { 'agentry.parent_agent_id': agent.parent_id } : {}),
   };
+  if (agent.parent_id !== null) attributes['agentry.parent_agent_id'] = agent.parent_id;
+  return attributes;
 }
+
+/**
+ * Starts a span with only the attributes a sampler may decide by (`sampling`, the few the GenAI conventions name for
+ * it), and adds the others only when the span records. A span that is dropped (sampled out, or no SDK registered)
+ * builds none of them: `rest` is never called. A recorded span pays the same, since the SDK copies and checks the
+ * attributes given at the start twice before it sets them, and those set later once.
+ */
+export function startSpanLazily(
+  tracer: Tracer,
+  name: string,
+  kind: SpanKind,
+  parent: Context,
+  sampling: Attributes,
+  rest: (span: Span) => void,
+): Span {
+  const span = tracer.startSpan(name, { kind, attributes: sampling }, parent);
+  if (span.isRecording()) rest(span);
+  return span;
+}
+
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_SPAN_ID = '0'.repeat(16);
 
 /** W3C `traceparent` of a span, or null for a span that records nothing (no SDK). */
 export function traceparentOf(span: Span): string | null {
@@ -88,14 +112,21 @@ export function traceparentOf(span: Span): string | null {
   return `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
 }
 
+/** {@link traceparentOf} of a span the SDK records: its ids are valid by construction, so they are not checked. */
+function traceparentOfRecorded(span: Span): string {
+  const sc = span.spanContext();
+  return `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
 /** The context a stored `traceparent` names (as a remote parent), or the root context when there is none. */
 export function contextOfTraceparent(traceparent: string | null | undefined): Context {
   const m = traceparent ? TRACEPARENT.exec(traceparent) : null;
-  if (!m) return ROOT_CONTEXT;
+  // The pattern has checked the ids' form; a valid span context only has to be other than all zeros.
+  if (!m || m[1] === ZERO_TRACE_ID || m[2] === ZERO_SPAN_ID) return ROOT_CONTEXT;
   const sc = { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16) & TraceFlags.SAMPLED, isRemote: true };
-  return trace.isSpanContextValid(sc) ? trace.setSpanContext(ROOT_CONTEXT, sc) : ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, sc);
 }
 
 /** `error.type`: the provider's HTTP status when it said one, else the error's class. */
@@ -173,58 +204,57 @@ export class OtelTracing implements Telemetry {
     // The caller's trace, when it sent one that parses; else whatever span is active here (an embedding app's).
     const callers = info.traceparent ? contextOfTraceparent(info.traceparent) : ROOT_CONTEXT;
     const parent = trace.getSpanContext(callers) ? callers : otelContext.active();
-    const span = this.tracer.startSpan(
+    const span = startSpanLazily(
+      this.tracer,
       `create_agent ${name}`,
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: {
-          'gen_ai.operation.name': 'create_agent',
-          ...modelAttributes(agent, info),
-          ...agentAttributes(agent),
-          ...(this.capture
-            ? {
-                'gen_ai.input.messages': JSON.stringify([
-                  { role: 'user', parts: [{ type: 'text', content: agent.goal }] },
-                ]),
-              }
-            : {}),
-        },
-      },
+      SpanKind.INTERNAL,
       parent,
+      { 'gen_ai.operation.name': 'create_agent', ...modelAttributes(agent, info) },
+      (recording) => {
+        recording.setAttributes(agentAttributes(agent));
+        if (this.capture) {
+          recording.setAttribute(
+            'gen_ai.input.messages',
+            JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: agent.goal }] }]),
+          );
+        }
+      },
     );
     span.end();
     return traceparentOf(span);
   }
 
   agentRun(agent: AgentRow, info: AgentRunInfo): RunTelemetry {
-    const name = agentName(agent);
     const parent = agent.trace_context ? contextOfTraceparent(agent.trace_context) : otelContext.active();
-    const span = this.tracer.startSpan(
-      `invoke_agent ${name}`,
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: {
-          'gen_ai.operation.name': 'invoke_agent',
-          ...modelAttributes(agent, info),
-          ...agentAttributes(agent),
-        },
-      },
+    // Built once for the stretch: every chat and tool span of the agent carries the same ones (the SDK copies them).
+    let agentAttrs: Attributes | undefined;
+    const span = startSpanLazily(
+      this.tracer,
+      `invoke_agent ${agentName(agent)}`,
+      SpanKind.INTERNAL,
       parent,
+      { 'gen_ai.operation.name': 'invoke_agent', ...modelAttributes(agent, info) },
+      (recording) => {
+        agentAttrs = agentAttributes(agent);
+        recording.setAttributes(agentAttrs);
+      },
     );
-    if (!span.isRecording()) return noRecording;
+    if (!agentAttrs) return droppedRun(span);
     if (info.recovered) span.addEvent('agentry.crash_recovery', { 'agentry.step_count': agent.step_count });
     this.runs.set(agent.agent_id, span);
     const runContext = trace.setSpan(parent, span);
+    const attrs = agentAttrs;
     let reserved = 0;
     let charged = 0;
+    const addCharged = (c: number) => (charged += c);
     return {
       chat: (request, chatInfo) => {
         reserved += chatInfo.reservedMicros;
-        return this.chat(runContext, agent, request, chatInfo, (c) => (charged += c));
+        return this.chat(runContext, attrs, request, chatInfo, addCharged);
       },
       tool: (use, toolInfo) => {
         reserved += toolInfo.reservedMicros;
-        return this.tool(runContext, agent, use, toolInfo, (c) => (charged += c));
+        return this.tool(runContext, attrs, use, toolInfo, addCharged);
       },
       event: (eventName, attributes) => span.addEvent(eventName, attributes),
       end: () => {
@@ -254,37 +284,43 @@ export class OtelTracing implements Telemetry {
 
   private chat(
     parent: Context,
-    agent: AgentRow,
+    agentAttrs: Attributes,
     request: ModelRequest,
     info: ChatInfo,
     onCharged: (micros: number) => void,
   ): ChatTelemetry {
-    const span = this.tracer.startSpan(
+    const span = startSpanLazily(
+      this.tracer,
       `chat ${info.upstreamModel}`,
+      SpanKind.CLIENT,
+      parent,
       {
-        kind: SpanKind.CLIENT,
-        attributes: {
-          'gen_ai.operation.name': 'chat',
-          'gen_ai.provider.name': info.providerName,
-          'gen_ai.request.model': info.upstreamModel,
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.provider.name': info.providerName,
+        'gen_ai.request.model': info.upstreamModel,
+      },
+      (recording) => {
+        recording.setAttributes(agentAttrs);
+        recording.setAttributes({
           'agentry.model': request.model,
           'gen_ai.request.max_tokens': request.maxTokens,
           'agentry.credits.reserved': credits(info.reservedMicros),
-          ...agentAttributes(agent),
-          ...(this.capture
-            ? {
-                'gen_ai.system_instructions': JSON.stringify([{ type: 'text', content: request.system }]),
-                'gen_ai.input.messages': messagesJson(request),
-              }
-            : {}),
-        },
+        });
+        if (this.capture) {
+          recording.setAttributes({
+            'gen_ai.system_instructions': JSON.stringify([{ type: 'text', content: request.system }]),
+            'gen_ai.input.messages': messagesJson(request),
+          });
+        }
       },
-      parent,
     );
-    const active = trace.setSpan(parent, span);
+    const recording = span.isRecording();
     return {
-      within: (fn) => otelContext.with(active, fn),
+      // The span is the active context even when it records nothing: a sampled-out call says so downstream.
+      within: (fn) => otelContext.with(trace.setSpan(parent, span), fn),
       end: ({ response, error, chargedMicros }) => {
+        if (chargedMicros !== undefined) onCharged(chargedMicros);
+        if (!recording) return span.end();
         if (response) {
           span.setAttributes({
             'gen_ai.response.model': response.model ?? info.upstreamModel,
@@ -294,13 +330,10 @@ export class OtelTracing implements Telemetry {
               (response.usage.cacheReadInputTokens ?? 0) +
               (response.usage.cacheCreationInputTokens ?? 0),
             'gen_ai.usage.output_tokens': response.usage.outputTokens,
-            ...(this.capture ? { 'gen_ai.output.messages': outputJson(response) } : {}),
           });
+          if (this.capture) span.setAttribute('gen_ai.output.messages', outputJson(response));
         }
-        if (chargedMicros !== undefined) {
-          span.setAttribute('agentry.credits.charged', credits(chargedMicros));
-          onCharged(chargedMicros);
-        }
+        if (chargedMicros !== undefined) span.setAttribute('agentry.credits.charged', credits(chargedMicros));
         if (error !== undefined) recordError(span, error);
         span.end();
       },
@@ -309,34 +342,37 @@ export class OtelTracing implements Telemetry {
 
   private tool(
     parent: Context,
-    agent: AgentRow,
+    agentAttrs: Attributes,
     use: ToolUseBlock,
     info: ToolInfo,
     onCharged: (micros: number) => void,
   ): ToolTelemetry {
-    const span = this.tracer.startSpan(
+    const span = startSpanLazily(
+      this.tracer,
       `execute_tool ${use.name}`,
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: {
-          'gen_ai.operation.name': 'execute_tool',
-          'gen_ai.tool.name': use.name,
+      SpanKind.INTERNAL,
+      parent,
+      { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': use.name },
+      (recording) => {
+        recording.setAttributes(agentAttrs);
+        recording.setAttributes({
           'gen_ai.tool.call.id': use.id,
           'gen_ai.tool.type': info.type,
           'agentry.credits.reserved': credits(info.reservedMicros),
-          ...agentAttributes(agent),
-          ...(this.capture ? { 'gen_ai.tool.call.arguments': JSON.stringify(use.input ?? {}) } : {}),
-        },
+        });
+        if (this.capture) recording.setAttribute('gen_ai.tool.call.arguments', JSON.stringify(use.input ?? {}));
       },
-      parent,
     );
-    const active = trace.setSpan(parent, span);
+    const recording = span.isRecording();
     return {
-      traceparent: traceparentOf(span),
-      within: (fn) => otelContext.with(active, fn),
+      // A plain value, not a getter: V8 allocates objects with accessors so that 10,000 of them cost more in garbage
+      // collection than working the string out for every call.
+      traceparent: recording ? traceparentOfRecorded(span) : traceparentOf(span),
+      within: (fn) => otelContext.with(trace.setSpan(parent, span), fn),
       end: ({ isError, error, suspended, chargedMicros }) => {
-        span.setAttribute('agentry.credits.charged', credits(chargedMicros));
         onCharged(chargedMicros);
+        if (!recording) return span.end();
+        span.setAttribute('agentry.credits.charged', credits(chargedMicros));
         if (suspended) span.setAttribute('agentry.tool.suspended', true);
         if (!info.registered) recordError(span, new Error('unknown tool'), 'no tool of that name');
         else if (error !== undefined) recordError(span, error);
@@ -350,9 +386,19 @@ export class OtelTracing implements Telemetry {
   }
 }
 
-const noRecording: RunTelemetry = {
-  chat: () => ({ within: (fn) => fn(), end: () => undefined }),
-  tool: () => ({ traceparent: null, within: (fn) => fn(), end: () => undefined }),
-  event: (_name: string, _attributes?: TelemetryAttributes) => undefined,
-  end: () => undefined,
-};
+/**
+ * A stretch of work whose `invoke_agent` span records nothing: no spans under it. Its span context still goes to the
+ * children it spawns (and to MCP servers) when it has one: a span a sampler dropped has one, marked not sampled, so
+ * the children's spans are dropped alike instead of starting traces of their own. Without an SDK it is the caller's
+ * trace context the agent was created with, passed on, or none.
+ */
+function droppedRun(span: Span): RunTelemetry {
+  const traceparent = traceparentOf(span);
+  const tool: ToolTelemetry = { traceparent, within: (fn) => fn(), end: () => undefined };
+  return {
+    chat: () => noChatTelemetry,
+    tool: () => tool,
+    event: (_name: string, _attributes?: TelemetryAttributes) => undefined,
+    end: () => undefined,
+  };
+}
