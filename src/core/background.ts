@@ -15,7 +15,7 @@ import { isoTime, type Clock } from './clock.js';
 import type { CreditGate } from './credit-gate.js';
 import { modelCost, modelReservation, settlementOf, toolPrice, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
-import { changeStatus } from './loop.js';
+import { changeStatus } from './status-change.js';
 import { toMessage, toStatusForm } from './records.js';
 import { microsToCredits } from './schemas.js';
 

@@ -10,30 +10,20 @@
  */
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
-import { isAbortError, isoTime, type Clock } from './clock.js';
+import { isAbortError, isoTime } from './clock.js';
 import { estimateTokens, fitContext } from './context.js';
-import type { CreditGate } from './credit-gate.js';
-import {
-  affordableOutputTokens,
-  modelCost,
-  modelHold,
-  meteredCost,
-  settlementOf,
-  toolReservation,
-  type PriceTable,
-} from './credits.js';
-import type { RuntimeEvents } from './events.js';
+import { affordableOutputTokens, modelCost, modelHold, meteredCost, settlementOf, toolReservation } from './credits.js';
 import { exactInputTokens, inputBoundsOf } from './input-bound.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
 import { microsToCredits } from './schemas.js';
-import { nextStatus, type AgentStatus, type StatusTrigger } from './status.js';
+import { activeMs, changeStatus, emitStatus, startAgent, statusChange } from './status-change.js';
+import { CONTINUE, STOP, type RunControl, type StepDeps, type StepOutcome } from './step-types.js';
 import {
   ModelError,
   totalTokens,
   type ContentBlock,
   type ModelMessage,
-  type ModelProvider,
   type ModelRequest,
   type ModelResponse,
   type ToolResultBlock,
@@ -44,9 +34,7 @@ import type {
   AgentRow,
   MessageRow,
   Settlement,
-  StatusChange,
   StepCommitResult,
-  StorageAdapter,
   ToolCallRow,
   TurnRow,
 } from '../storage/adapter.js';
@@ -58,148 +46,12 @@ import {
   type Tool,
   type ToolContext,
 } from '../tools/define-tool.js';
-import type { SubAgentHost } from './sub-agents.js';
-import type { ToolPlatform } from '../tools/platform.js';
-import { SUBMIT_REMINDER, type Toolbox, type Toolboxes } from './toolbox.js';
-import type { ArtifactLimits } from '../storage/adapter.js';
+import { SUBMIT_REMINDER, type Toolbox } from './toolbox.js';
 import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
-import { modelInfoOf, observeChat, type RunTelemetry, type Telemetry, type ToolTelemetry } from './telemetry.js';
+import { modelInfoOf, observeChat, type ToolTelemetry } from './telemetry.js';
 import { limitName, reserveCredits } from './step-credits.js';
 import { firstEditedMessage, MIN_THINKING_BUDGET } from '../models/thinking.js';
-
-export interface StepLimits {
-  /** Model turns an agent may take before it FAILs. */
-  maxSteps: number;
-  /** Milliseconds an agent may spend ACTIVE before it FAILs. */
-  maxWallClockMs: number;
-  /** `max_tokens` of every model call. */
-  maxOutputTokens: number;
-  /**
-   * The least `max_tokens` a call may be lowered to when the balance cannot cover `maxOutputTokens`; below it the
-   * agent is OUT_OF_CREDITS.
-   */
-  minOutputTokens: number;
-  /** Longer tool results are cut to this many characters before the model sees them. */
-  maxToolResultChars: number;
-  /** Retries of a retryable model error (after the provider's own) before the agent FAILs. */
-  maxModelRetries: number;
-}
-
-/** What a step needs from the runtime. */
-export interface StepDeps {
-  storage: StorageAdapter;
-  /** Every credit reservation goes through it: a reservation that other calls' holds block waits its turn. */
-  credits: CreditGate;
-  model: ModelProvider;
-  /** The system prompt, tools and step limit of each agent. */
-  toolboxes: Toolboxes;
-  /** The guarded fetch and page reading behind `ctx.fetch` / `ctx.readPage`; null when no entry point provided them. */
-  platform: ToolPlatform | null;
-  artifactLimits: ArtifactLimits;
-  prices: PriceTable;
-  clock: Clock;
-  events: RuntimeEvents;
-  limits: StepLimits;
-  subAgents: SubAgentHost;
-  /** Runs a model call in the models lane. */
-  inModelLane<T>(fn: () => Promise<T>): Promise<T>;
-  /** Holds every model call of the runtime back for `ms` (the provider said it is rate limited or overloaded). */
-  backOffModels(ms: number): void;
-  /** Runs a tool call in its lane. */
-  inToolLane<T>(lane: string, fn: () => Promise<T>): Promise<T>;
-  /**
-   * Starts the tools that start on first use (MCP servers) before a step reads the agent's tools; undefined when
-   * there is nothing to wait for. Absent when the runtime has no such tools.
-   */
-  prepareTools?(): Promise<void> | undefined;
-  /**
-   * Wakes the agent at `at` (ms since the epoch) with a durable timer: a call that waits until then
-   * (`ctx.waitUntil`) runs again. Without it, such a call waits for a wake-up only.
-   */
-  wakeAt?(agentId: string, at: number): Promise<void>;
-  /**
-   * Several workers on one database (storage/workers.ts): asked right before a model call starts, true while this
-   * worker holds the agent's lease and the agent is runnable. Absent: one process drives the agents.
-   */
-  mayProceed?(agentId: string): Promise<boolean>;
-  /** Whether an agent's account may run it (subscription-check.ts); absent: always. */
-  subscriptions?: { isActive(accountId: string): Promise<boolean> };
-  /** Traces and metrics (core/telemetry.ts); absent: nothing is observed. */
-  telemetry?: Telemetry & { wasRecovered?(agentId: string): boolean };
-  /**
-   * The runtime's logger: a provider failure that fails an agent is a warning (the provider's, not ours); anything
-   * else a model call throws is an internal error.
-   */
-  logger?: { warn(obj: object, msg?: string): void; error(obj: object, msg?: string): void };
-}
-
-/**
- * Abort handles of one running agent: pause aborts `model`; delete and forced shutdown abort both. The tools handle is
- * made on first use: most tool calls never look at their signal, and 10,000 agents need not each carry one.
- */
-export class RunControl {
-  readonly model = new AbortController();
-  private toolsController: AbortController | undefined;
-  private toolsAbortReason: unknown;
-  /** The observed stretch of work (an `invoke_agent` span) this driver runs, from its first step to its exit. */
-  trace: RunTelemetry | undefined;
-  /** Retryable model failures in a row, for backoff. */
-  modelFailures = 0;
-  /** Rate-limit answers in a row (they back off the whole model lane, and do not count as failures). */
-  rateLimited = 0;
-  /**
-   * The tool calls the last model turn of this driver saved, and the turn log as it left it, so the next step need not
-   * read them back. Only the driver that wrote them uses it (one driver per agent, one runner per database); any other
-   * path (resume, recovery) reads storage.
-   */
-  savedToolCalls: { turnIdx: number; rows: ToolCallRow[]; uses: ToolUseBlock[]; turns: TurnRow[] } | undefined;
-  /**
-   * The agent's row as this driver's last commit returned it, for the step that follows at once. It is as fresh as a
-   * read would be (the commit's own transaction read it back), so the next step need not read it again. Not used
-   * once the model signal aborted: a pause or delete in this process changed the row after that commit.
-   */
-  committedRow: AgentRow | undefined;
-
-  /** The row of the last commit, once; undefined when it must be read again. */
-  takeCommittedRow(): AgentRow | undefined {
-    const row = this.committedRow;
-    this.committedRow = undefined;
-    return this.model.signal.aborted || this.toolsAborted ? undefined : row;
-  }
-
-  /** Aborted when the agent is deleted or the runtime shuts down hard; tool calls see it as `ctx.signal`. */
-  get toolsSignal(): AbortSignal {
-    if (!this.toolsController) {
-      this.toolsController = new AbortController();
-      if (this.toolsAbortReason !== undefined) this.toolsController.abort(this.toolsAbortReason);
-    }
-    return this.toolsController.signal;
-  }
-
-  get toolsAborted(): boolean {
-    return this.toolsAbortReason !== undefined;
-  }
-
-  abortTools(reason: unknown): void {
-    this.toolsAbortReason ??= reason;
-    this.toolsController?.abort(reason);
-  }
-
-  /** Stops everything: the model request and the tool calls. */
-  abortAll(reason: unknown): void {
-    this.model.abort(reason);
-    this.abortTools(reason);
-  }
-}
-
-export type StepOutcome =
-  /** More to do right away. */
-  | { kind: 'continue' }
-  /** Not runnable any more (done, paused, out of credits, failed, deleted). */
-  | { kind: 'stop' }
-  /** A transient failure: run again after a while. */
-  | { kind: 'retry'; afterMs: number };
 
 const DEFAULT_CONTEXT_WINDOW = 200_000;
 
@@ -209,9 +61,6 @@ let holdSeq = 0;
 function nextHoldId(): string {
   return HOLD_PREFIX + (++holdSeq).toString(36);
 }
-
-const CONTINUE: StepOutcome = { kind: 'continue' };
-const STOP: StepOutcome = { kind: 'stop' };
 
 /** Rate-limit answers an agent sits out before it fails: with backoff up to a minute, about an hour. */
 const MAX_RATE_LIMIT_RETRIES = 60;
@@ -223,10 +72,6 @@ function isRateLimit(err: ModelError): boolean {
 const UNKNOWN_OUTCOME =
   'The outcome of this call is unknown: the process running it stopped before its result was saved. ' +
   'It was not repeated, because this tool is not safe to run twice. Check its effect before trying again.';
-
-export function newRunControl(): RunControl {
-  return new RunControl();
-}
 
 /** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
 export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
@@ -282,7 +127,7 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
   if (last?.role !== 'assistant') return runModelTurn(deps, agent, turns, control);
 
   if (agent.status === 'STARTING_UP') {
-    agent = await start(deps, agent);
+    agent = await startAgent(deps, agent);
     if (!agent) return STOP;
   }
   const toolUses = parseBlocks(last.content).filter((b): b is ToolUseBlock => b.type === 'tool_use');
@@ -292,15 +137,6 @@ export async function runStep(deps: StepDeps, agentId: string, control: RunContr
     return STOP;
   }
   return runToolCalls(deps, agent, last.idx, toolUses, control);
-}
-
-/** STARTING_UP -> ACTIVE: the agent has a run slot (and, before a model turn, its first credits held). */
-async function start(deps: StepDeps, agent: AgentRow): Promise<AgentRow | null> {
-  return changeStatus(deps, agent, 'start', {
-    started: true,
-    active_since: isoTime(deps.clock.now()),
-    status_message: 'Starting',
-  });
 }
 
 async function runModelTurn(
@@ -441,7 +277,7 @@ async function runModelTurn(
   if (agent.status === 'STARTING_UP') {
     // Only now, with its first credits held, does a spawned agent become ACTIVE: one that cannot pay stops as
     // OUT_OF_CREDITS straight from STARTING_UP.
-    const started = await start(deps, agent);
+    const started = await startAgent(deps, agent);
     if (!started) {
       await deps.credits.release(reservationId);
       return STOP;
@@ -997,44 +833,6 @@ async function stopForCredits(
   });
 }
 
-/** The status change a trigger makes from the agent's current status, with ACTIVE-time bookkeeping. */
-export function statusChange(
-  agent: AgentRow,
-  trigger: StatusTrigger,
-  nowMs: number,
-  patch: StatusChange['patch'] = {},
-): StatusChange | undefined {
-  const to = nextStatus(agent.status, trigger);
-  if (to === null || to === agent.status) return undefined;
-  const extra: NonNullable<StatusChange['patch']> = { ...patch };
-  if (agent.status === 'ACTIVE' && to !== 'ACTIVE') {
-    extra.active_ms = activeMs(agent, nowMs);
-    extra.active_since = null;
-  }
-  if (to === 'ACTIVE' && agent.status !== 'ACTIVE') extra.active_since = isoTime(nowMs);
-  return { from: [agent.status], to, patch: extra };
-}
-
-/** Applies a status change and emits it. Returns the updated row, or null if the agent moved meanwhile. */
-export async function changeStatus(
-  deps: Pick<StepDeps, 'storage' | 'clock' | 'events'>,
-  agent: AgentRow,
-  trigger: StatusTrigger,
-  patch: StatusChange['patch'] = {},
-): Promise<AgentRow | null> {
-  const nowMs = deps.clock.now();
-  const change = statusChange(agent, trigger, nowMs, patch);
-  if (!change) return null;
-  const updated = await deps.storage.changeStatus(agent.agent_id, change, isoTime(nowMs));
-  if (updated) emitStatus(deps.events, updated, agent.status);
-  return updated;
-}
-
-export function emitStatus(events: RuntimeEvents, row: AgentRow, previous: AgentStatus): void {
-  for (const hook of events.statusHooks) hook(row, previous);
-  if (events.listenerCount('agent.status') > 0) events.emit('agent.status', { agent: toStatusForm(row), previous });
-}
-
 /** After a commit: the settled holds' credits go to waiting reservations, and listeners hear what changed. */
 function afterCommit(
   deps: StepDeps,
@@ -1067,11 +865,6 @@ function afterCommit(
     if (events.listenerCount('agent.progress') > 0) events.emit('agent.progress', { agent: toStatusForm(after) });
   }
   if (result.statusChanged) emitStatus(events, after, before.status);
-}
-
-export function activeMs(agent: AgentRow, nowMs: number): number {
-  const since = agent.active_since ? Date.parse(agent.active_since) : nowMs;
-  return agent.active_ms + Math.max(0, nowMs - since);
 }
 
 /** Tokens of the system prompt and tool definitions: the same for every step, so counted once. */

@@ -6,7 +6,7 @@
  */
 import { isoTime } from './clock.js';
 import type { Reservation } from './credit-gate.js';
-import type { RunControl, StepDeps } from './loop.js';
+import type { RunControl, StepDeps } from './step-types.js';
 import { toStatusForm } from './records.js';
 import type { AgentRow } from '../storage/adapter.js';
 

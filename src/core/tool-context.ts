@@ -11,7 +11,7 @@ import type { AgentRow } from '../storage/adapter.js';
 import { normaliseUrlForMatch } from '../tools/citations.js';
 import { ToolSuspension, type PageRead, type ToolContext } from '../tools/define-tool.js';
 import { isoTime } from './clock.js';
-import type { RunControl, StepDeps } from './loop.js';
+import type { RunControl, StepDeps } from './step-types.js';
 import { toStatusForm } from './records.js';
 
 const NO_PLATFORM =
