@@ -12,7 +12,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { isAbortError, isoTime } from './clock.js';
 import { estimateTokens, fitContext } from './context.js';
-import { affordableOutputTokens, modelCost, modelHold, meteredCost, settlementOf, toolReservation } from './credits.js';
+import { affordableOutputTokens, modelCost, modelHold, meteredCost, toolReservation } from './credits.js';
 import { exactInputTokens, inputBoundsOf } from './input-bound.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
@@ -50,17 +50,11 @@ import { SUBMIT_REMINDER, type Toolbox } from './toolbox.js';
 import { createToolContext } from './tool-context.js';
 import { SUBSCRIPTION_PAUSED } from './subscription-check.js';
 import { modelInfoOf, observeChat, type ToolTelemetry } from './telemetry.js';
-import { limitName, reserveCredits } from './step-credits.js';
+import { limitName, releaseLeftHolds, reserveCredits, stopForCredits } from './step-credits.js';
+import type { CreditHold } from './credit-hold.js';
 import { firstEditedMessage, MIN_THINKING_BUDGET } from '../models/thinking.js';
 
 const DEFAULT_CONTEXT_WINDOW = 200_000;
-
-/** Hold ids only need to be unique among live holds: a per-process prefix and a counter (no UUID per step). */
-const HOLD_PREFIX = `h${randomUUID().slice(0, 8)}:`;
-let holdSeq = 0;
-function nextHoldId(): string {
-  return HOLD_PREFIX + (++holdSeq).toString(36);
-}
 
 /** Rate-limit answers an agent sits out before it fails: with backoff up to a minute, about an hour. */
 const MAX_RATE_LIMIT_RETRIES = 60;
@@ -75,6 +69,15 @@ const UNKNOWN_OUTCOME =
 
 /** Runs the next piece of work of one agent. Never throws for the agent's own failures; storage errors propagate. */
 export async function runStep(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
+  try {
+    return await nextPieceOfWork(deps, agentId, control);
+  } finally {
+    // Every hold ends with its step: the ordinary paths settle or release theirs; one that threw releases here.
+    if (control.holds.size > 0) await releaseLeftHolds(control, 'its step ended without settling it');
+  }
+}
+
+async function nextPieceOfWork(deps: StepDeps, agentId: string, control: RunControl): Promise<StepOutcome> {
   // Read every step, or taken from the commit that just ended the last one: another process (the CLI next to
   // `agentry serve`) may have paused it.
   const committed = control.takeCommittedRow();
@@ -216,15 +219,18 @@ async function runModelTurn(
   // A call that may write the prompt cache can be billed its whole input at the cache-write price (DESIGN §5).
   const cacheable = () => deps.model.promptCache !== false && request.promptCache !== false;
   const worstCase = () => modelHold(price, inputBound, request.maxTokens, cacheable());
-  const reservationId = nextHoldId();
+  let hold: CreditHold;
   for (;;) {
     // An agent that waits holds nothing: the previous calls' hold, which would settle with this turn, settles now.
-    const reservation = await reserveCredits(deps, agent, reservationId, worstCase(), control, savePending);
+    const reservation = await reserveCredits(deps, agent, worstCase(), 'model call', control, savePending);
     if (reservation === 'aborted') {
       await savePending();
       return STOP; // paused or deleted while waiting for credits
     }
-    if (reservation.granted) break;
+    if (reservation.granted) {
+      hold = reservation.hold;
+      break;
+    }
     if (pending?.settlements.length) {
       // The previous calls' own hold is still open (it settles with this turn): settle it first, then ask again.
       await savePending();
@@ -279,7 +285,7 @@ async function runModelTurn(
     // OUT_OF_CREDITS straight from STARTING_UP.
     const started = await startAgent(deps, agent);
     if (!started) {
-      await deps.credits.release(reservationId);
+      await hold.release('the agent did not start');
       return STOP;
     }
     agent = started;
@@ -301,7 +307,7 @@ async function runModelTurn(
       );
     });
   } catch (err) {
-    await deps.credits.release(reservationId);
+    await hold.release('the model call did not answer');
     const stopped = control.model.signal.aborted || isAbortError(err);
     await savePending(stopped ? undefined : 'Thinking');
     if (stopped) return STOP; // paused, deleted or shutting down: redo later
@@ -370,7 +376,7 @@ async function runModelTurn(
     is_error: false,
     updated_at: now,
   }));
-  const settlement = settlementOf(agent, reservationId, {
+  const settlement = hold.settlement({
     kind: 'model',
     item: agent.model,
     tokensIn: tokens.input,
@@ -419,7 +425,7 @@ async function runModelTurn(
       ? statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' })
       : undefined,
   });
-  afterCommit(deps, agent, result, messages, settlements);
+  afterCommit(deps, agent, result, messages, settlements, [...(pending?.holds ?? []), hold]);
   if (done) bounds.forget(agent.agent_id);
   if (!result.agent) return STOP;
   if (done) return STOP;
@@ -477,9 +483,9 @@ async function runToolCalls(
   const total = [...prices.values()].reduce((a, b) => a + b, 0);
   /** Units metered tools reported (`ctx.meter`), by call. */
   const metered = new Map<string, number>();
-  const reservationId = nextHoldId();
+  let hold: CreditHold | undefined;
   if (total > 0) {
-    const reservation = await reserveCredits(deps, agent, reservationId, total, control);
+    const reservation = await reserveCredits(deps, agent, total, 'tool calls', control);
     if (reservation === 'aborted') return STOP; // paused or deleted while waiting: the calls run on resume
     if (!reservation.granted) {
       await stopForCredits(deps, agent, {
@@ -491,6 +497,7 @@ async function runToolCalls(
       });
       return STOP;
     }
+    hold = reservation.hold;
   }
 
   // Calls that must never run twice are recorded as started before they run, and only while the agent is ACTIVE: a
@@ -499,7 +506,7 @@ async function runToolCalls(
   if (unsafe.length > 0) {
     const started = unsafe.map((c): ToolCallRow => ({ ...c.record, status: 'started', updated_at: now() }));
     if (!(await deps.storage.putToolCalls(started, 'ACTIVE'))) {
-      if (total > 0) await deps.credits.release(reservationId);
+      await hold?.release('its calls did not start: the agent is not active');
       return STOP;
     }
   }
@@ -563,7 +570,7 @@ async function runToolCalls(
   const settlements: Settlement[] = priced
     .filter((c) => !unfinished.has(c.use.id))
     .map((c) =>
-      settlementOf(agent, reservationId, {
+      hold!.settlement({
         kind: 'tool',
         item: c.tool!.name,
         cost: c.tool!.meter
@@ -572,6 +579,9 @@ async function runToolCalls(
         at,
       }),
     );
+
+  // The hold ends with the commit that carries its settlements, or is released when no call it covered finished.
+  const holds = hold && settlements.length > 0 ? [hold] : [];
 
   if (unfinished.size > 0) {
     // A call that must never run twice was marked started; one that suspended did not finish, and runs again when its
@@ -590,8 +600,8 @@ async function runToolCalls(
       },
     });
     // A hold no settlement consumed is released: the waiting calls reserve again when they re-run.
-    if (total > 0 && settlements.length === 0) await deps.credits.release(reservationId);
-    afterCommit(deps, agent, result, [], settlements);
+    if (holds.length === 0) await hold?.release('no call it covered finished');
+    afterCommit(deps, agent, result, [], settlements, holds);
     if (result.agent) {
       for (const id of waiting) {
         const r = results.get(id)!;
@@ -617,6 +627,7 @@ async function runToolCalls(
     },
     toolCalls: finished,
     settlements,
+    holds,
     reported,
   };
 
@@ -659,6 +670,8 @@ interface PendingResults {
   turn: TurnRow;
   toolCalls: ToolCallRow[];
   settlements: Settlement[];
+  /** The holds `settlements` settle: they end once the commit that carries them is applied. */
+  holds: CreditHold[];
   reported: ProgressReport;
 }
 
@@ -686,7 +699,7 @@ async function completeWithResult(
     patch: { ...reportedPatch(pending.reported), updated_at: at },
     status: statusChange(agent, 'complete', deps.clock.now(), { progress: 1, status_message: 'Completed' }),
   });
-  afterCommit(deps, agent, result, [message], pending.settlements);
+  afterCommit(deps, agent, result, [message], pending.settlements, pending.holds);
   inputBoundsOf(deps.model).forget(agent.agent_id);
   return STOP;
 }
@@ -709,7 +722,7 @@ async function commitToolResults(
       updated_at: pending.turn.created_at,
     },
   });
-  afterCommit(deps, agent, result, [], pending.settlements);
+  afterCommit(deps, agent, result, [], pending.settlements, pending.holds);
   return result;
 }
 
@@ -812,37 +825,17 @@ function describeToolCalls(box: Toolbox, uses: ToolUseBlock[]): string {
   return uses.length > 1 ? `${text} (+${uses.length - 1} more)` : text;
 }
 
-/**
- * Reserves credits for a call. While other calls' holds are in the way it waits, and the agent says so; a pause or
- * delete ends the wait ('aborted'). A waiting agent must hold nothing itself (the holds a wait is for must belong to
- * calls in flight, or two waiting agents could wait for each other): `beforeWait` settles what it still holds.
- */
-/**
- * OUT_OF_CREDITS, with a message that names what the next step needed and what was left, in credits, e.g. "Out of
- * credits: the next step needs 13.577 credits (exactly 25,874 input tokens and 256 output tokens); the account balance
- * has 12.8 credits left".
- */
-async function stopForCredits(
-  deps: StepDeps,
-  agent: AgentRow,
-  stop: { needed: number; left: number; limit: string; what: string; exact: boolean },
-): Promise<void> {
-  const needs = `${stop.exact ? '' : 'up to '}${microsToCredits(stop.needed)} credits`;
-  await changeStatus(deps, agent, 'exhaust_credits', {
-    status_message: `Out of credits: the next step needs ${needs} (${stop.what}); ${stop.limit} has ${microsToCredits(Math.max(0, stop.left))} credits left`,
-  });
-}
-
-/** After a commit: the settled holds' credits go to waiting reservations, and listeners hear what changed. */
+/** After a commit: the holds it settled end (their credits go to waiting reservations), and listeners hear of it. */
 function afterCommit(
   deps: StepDeps,
   before: AgentRow,
   result: StepCommitResult,
   messages: MessageRow[],
   settlements: Settlement[],
+  holds: readonly CreditHold[],
 ): void {
   const { events } = deps;
-  deps.credits.settled(settlements);
+  for (const h of holds) h.settled();
   if (events.listenerCount('credits.charged') > 0) {
     settlements.forEach((s, i) => {
       events.emit('credits.charged', {

@@ -7,6 +7,7 @@
  */
 import type { Clock } from './clock.js';
 import type { CreditGate } from './credit-gate.js';
+import type { CreditHold } from './credit-hold.js';
 import type { PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
 import type { SubAgentHost } from './sub-agents.js';
@@ -108,6 +109,11 @@ export class RunControl {
    * once the model signal aborted: a pause or delete in this process changed the row after that commit.
    */
   committedRow: AgentRow | undefined;
+  /**
+   * The credit holds the current step made (core/step-credits.ts). Each ends on the step's ordinary paths; whatever a
+   * step that threw leaves open is released when it ends, so that no hold outlives its step.
+   */
+  readonly holds = new Set<CreditHold>();
 
   /** The row of the last commit, once; undefined when it must be read again. */
   takeCommittedRow(): AgentRow | undefined {
