@@ -1,6 +1,6 @@
 /**
  * @module core/credit-gate
- * Credit reservations that wait their turn (DESIGN §5).
+ * Credit reservations that wait their turn, and the registry of the holds they make.
  *
  * Storage refuses a reservation when the available balance (balance less open holds) cannot cover it. Holds are
  * temporary: they belong to model and tool calls in flight, which always end. So a refusal that only holds cause is
@@ -13,9 +13,11 @@
  * first request that still does not fit. 10,000 waiting agents cost 10,000 small records and no wake-up storm.
  *
  * Every reservation of the runtime goes through one gate, which therefore knows which holds are live; a wait is only
- * entered while a live hold stands in the way, which is what guarantees that every wait ends.
+ * entered while a live hold stands in the way, which is what guarantees that every wait ends. A granted reservation is
+ * a {@link CreditHold} (core/credit-hold.ts), the one object through which it is settled or released; the gate counts
+ * it until it ends (`openHolds`).
  *
- * Several workers on one database (storage with `workers`, issue 27): each process has its own gate, and the holds of
+ * Several workers on one database (storage with `workers`): each process has its own gate, and the holds of
  * the others are rows this gate does not track. A refused request whose settled balance would cover it then also waits
  * while *other workers* hold credits of its account (or tree): the account's `reserved` less what this gate holds. It
  * is asked again when a worker says on the bus (`credits` topic) that credits of the account came back, and, because
