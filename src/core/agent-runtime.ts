@@ -25,7 +25,8 @@ import { isoTime, systemClock, type Clock } from '../base/clock.js';
 import { CreditGate } from './credit-gate.js';
 import { mergePrices, PriceTableSchema, type PriceTable } from './credits.js';
 import { RuntimeEvents, type AgentEvents, type AgentEventName } from './events.js';
-import { changeStatus, type StepDeps } from './loop.js';
+import { changeStatus } from './status-change.js';
+import type { StepDeps } from './step-types.js';
 import { SubscriptionCheck } from './subscription-check.js';
 import { createPlanTool } from './plan.js';
 import {

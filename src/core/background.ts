@@ -9,13 +9,14 @@ import { randomUUID } from 'node:crypto';
 import { AgentryError } from '../errors.js';
 import type { ModelProvider, ModelRequest } from '../models/provider.js';
 import { totalTokens } from '../models/provider.js';
-import type { AgentRow, MessageRow, Settlement, StorageAdapter } from '../storage/adapter.js';
+import type { AgentRow, MessageRow, StorageAdapter } from '../storage/adapter.js';
 import type { PlatformServices } from '../tools/platform.js';
 import { isoTime, type Clock } from '../base/clock.js';
 import type { CreditGate } from './credit-gate.js';
-import { modelCost, modelReservation, settlementOf, toolPrice, type PriceTable } from './credits.js';
+import type { CreditHold, HoldCharge } from './credit-hold.js';
+import { modelCost, modelReservation, toolPrice, type PriceTable } from './credits.js';
 import type { RuntimeEvents } from './events.js';
-import { changeStatus } from './loop.js';
+import { changeStatus } from './status-change.js';
 import { toMessage, toStatusForm } from './records.js';
 import { microsToCredits } from './schemas.js';
 
@@ -40,15 +41,11 @@ export type BackgroundServices = Pick<
   'chargeTool' | 'askModel' | 'generate' | 'appendMessage' | 'setStatusMessage'
 >;
 
-/** Background holds need unique ids among live holds, like the loop's. */
-const HOLD_PREFIX = `bg${randomUUID().slice(0, 8)}:`;
-let holdSeq = 0;
-
 export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
   const { storage, credits, clock, events } = deps;
 
   /**
-   * Holds `amount` for the agent and answers the hold's id; on a refusal answers null, after stopping the agent as
+   * Holds `amount` for the agent and answers the hold; on a refusal answers null, after stopping the agent as
    * OUT_OF_CREDITS (what the loop does) unless `stopWhenRefused` is false (a call in flight reports it instead).
    */
   const hold = async (
@@ -56,16 +53,15 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     amount: number,
     what: string,
     stopWhenRefused = true,
-  ): Promise<string | null> => {
-    const id = HOLD_PREFIX + (++holdSeq).toString(36);
-    const reservation = await credits.reserve({
-      id,
+  ): Promise<CreditHold | null> => {
+    const reservation = await credits.hold({
       account_id: agent.account_id,
       agent_id: agent.agent_id,
       root_id: agent.root_id,
       amount,
+      purpose: `background: ${what}`,
     });
-    if (reservation.granted) return id;
+    if (reservation.granted) return reservation.hold;
     if (!stopWhenRefused) return null;
     const limit = reservation.refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
     await changeStatus(deps, agent, 'exhaust_credits', {
@@ -74,24 +70,18 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     return null;
   };
 
-  const settle = async (agent: AgentRow, settlement: Settlement): Promise<void> => {
-    let charged: number[];
-    try {
-      charged = await storage.settle([settlement]);
-    } catch (err) {
-      await credits.release(settlement.reservation_id);
-      throw err;
-    }
-    credits.settled([settlement]);
+  /** Settles a hold on its own (a failed settlement releases it) and tells `credits.charged` listeners. */
+  const settle = async (agent: AgentRow, held: CreditHold, charge: HoldCharge): Promise<void> => {
+    const charged = await held.settle(charge);
     if (events.listenerCount('credits.charged') > 0) {
       events.emit('credits.charged', {
         account_id: agent.account_id,
         agent_id: agent.agent_id,
-        kind: settlement.ledger.kind as 'model' | 'tool',
-        item: settlement.ledger.item ?? '',
-        credits: microsToCredits(charged[0] ?? 0),
-        tokens_in: settlement.ledger.tokens_in,
-        tokens_out: settlement.ledger.tokens_out,
+        kind: charge.kind,
+        item: charge.item,
+        credits: microsToCredits(charged),
+        tokens_in: charge.tokensIn ?? 0,
+        tokens_out: charge.tokensOut ?? 0,
       });
     }
   };
@@ -113,8 +103,8 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     // The same strict bound as the loop's: a call can never cost more than it held.
     const worstCase = modelReservation(price, request);
     const stopWhenRefused = options.signal === undefined;
-    const id = await hold(agent, worstCase, 'a model call', stopWhenRefused);
-    if (id === null) {
+    const held = await hold(agent, worstCase, 'a model call', stopWhenRefused);
+    if (held === null) {
       throw new AgentryError(
         'insufficient_credits',
         `The agent is out of credits: a model call needs up to ${microsToCredits(worstCase)} credits and was not made`,
@@ -126,21 +116,18 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
         deps.model.generate(request, { signal: options.signal ?? new AbortController().signal }),
       );
     } catch (err) {
-      await credits.release(id);
+      await held.release('the model call did not answer');
       throw err;
     }
     const tokens = totalTokens(response.usage);
-    await settle(
-      agent,
-      settlementOf(agent, id, {
-        kind: 'model',
-        item: agent.model,
-        tokensIn: tokens.input,
-        tokensOut: tokens.output,
-        cost: Math.min(worstCase, modelCost(price, response.usage)),
-        at: isoTime(clock.now()),
-      }),
-    );
+    await settle(agent, held, {
+      kind: 'model',
+      item: agent.model,
+      tokensIn: tokens.input,
+      tokensOut: tokens.output,
+      cost: Math.min(worstCase, modelCost(price, response.usage)),
+      at: isoTime(clock.now()),
+    });
     return response;
   };
 
@@ -150,12 +137,9 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
       if (!agent) return false;
       const amount = Math.ceil(toolPrice(deps.prices, toolName, ownPrice) * units);
       if (amount === 0) return true;
-      const id = await hold(agent, amount, `a ${toolName} check`);
-      if (id === null) return false;
-      await settle(
-        agent,
-        settlementOf(agent, id, { kind: 'tool', item: toolName, cost: amount, at: isoTime(clock.now()) }),
-      );
+      const held = await hold(agent, amount, `a ${toolName} check`);
+      if (held === null) return false;
+      await settle(agent, held, { kind: 'tool', item: toolName, cost: amount, at: isoTime(clock.now()) });
       return true;
     },
 

@@ -1,6 +1,6 @@
 /**
  * @module core/credit-gate
- * Credit reservations that wait their turn (DESIGN §5).
+ * Credit reservations that wait their turn, and the registry of the holds they make.
  *
  * Storage refuses a reservation when the available balance (balance less open holds) cannot cover it. Holds are
  * temporary: they belong to model and tool calls in flight, which always end. So a refusal that only holds cause is
@@ -13,9 +13,11 @@
  * first request that still does not fit. 10,000 waiting agents cost 10,000 small records and no wake-up storm.
  *
  * Every reservation of the runtime goes through one gate, which therefore knows which holds are live; a wait is only
- * entered while a live hold stands in the way, which is what guarantees that every wait ends.
+ * entered while a live hold stands in the way, which is what guarantees that every wait ends. A granted reservation is
+ * a {@link CreditHold} (core/credit-hold.ts), the one object through which it is settled or released; the gate counts
+ * it until it ends (`openHolds`).
  *
- * Several workers on one database (storage with `workers`, issue 27): each process has its own gate, and the holds of
+ * Several workers on one database (storage with `workers`): each process has its own gate, and the holds of
  * the others are rows this gate does not track. A refused request whose settled balance would cover it then also waits
  * while *other workers* hold credits of its account (or tree): the account's `reserved` less what this gate holds. It
  * is asked again when a worker says on the bus (`credits` topic) that credits of the account came back, and, because
@@ -27,6 +29,7 @@
  */
 import type { ReservationRefusal, ReservationRequest, Settlement, StorageAdapter } from '../storage/adapter.js';
 import type { WorkerBus } from '../storage/workers.js';
+import { CreditHold, nextHoldId, type HoldKeeper } from './credit-hold.js';
 import { ExpiringMarks } from '../base/expiring-marks.js';
 
 /** What a reservation came to. */
@@ -38,11 +41,22 @@ export type Reservation =
    */
   | { granted: false; refusal: ReservationRefusal; payable: number };
 
+/** What {@link CreditGate.hold} came to: the hold, or the refusal with what could be paid. */
+export type HoldResult = { granted: true; hold: CreditHold } | Extract<Reservation, { granted: false }>;
+
+/** A hold asked for: whose credits, how many, and what for (the gate picks its id). */
+export interface HoldRequest extends Omit<ReservationRequest, 'id'> {
+  /** What the credits are held for, in words ("model call", "tool calls", …). */
+  purpose: string;
+}
+
 export interface ReserveOptions {
   /** Aborting it takes the request out of its queue; `reserve` then rejects with the signal's reason. */
   signal?: AbortSignal;
   /** Called once if the request has to wait, with the number of live holds it waits behind. */
   onWait?(heldBy: number): void;
+  /** What the credits are held for, kept on the hold the reservation makes. */
+  purpose?: string;
 }
 
 export interface CreditGateOptions {
@@ -91,14 +105,6 @@ interface Queue {
   remote: boolean;
 }
 
-interface LiveHold {
-  accountId: string;
-  accountKey: string;
-  treeKey: string;
-  agentId: string;
-  amount: number;
-}
-
 type Outcome =
   { kind: 'granted' } | { kind: 'refused'; result: Reservation } | { kind: 'wait'; key: string; remote: boolean };
 
@@ -107,7 +113,10 @@ const treeKey = (id: string) => `t:${id}`;
 
 export class CreditGate {
   private readonly queues = new Map<string, Queue>();
-  private readonly live = new Map<string, LiveHold>();
+  /** The holds this gate granted that have not ended, by id: the registry of open holds. */
+  private readonly live = new Map<string, CreditHold>();
+  /** How the holds this gate made reach storage and tell it that they ended. */
+  private readonly keeper: HoldKeeper;
   /** Live holds per queue key (account and tree). */
   private readonly liveCount = new Map<string, number>();
   /** Live holds per agent: an agent never waits for its own holds, which it settles only after the call it asks for. */
@@ -131,6 +140,7 @@ export class CreditGate {
     private readonly options: CreditGateOptions = {},
   ) {
     this.pollMs = options.pollMs ?? 1_000;
+    this.keeper = { storage, ended: (hold) => this.untrack(hold) };
   }
 
   /** Stops listening to the other workers and polling; waiting requests stay as they are. */
@@ -140,6 +150,32 @@ export class CreditGate {
     this.pollTimer = undefined;
     this.unsubscribe?.();
     this.unsubscribe = undefined;
+  }
+
+  /** Holds granted and not yet settled or released. */
+  get openHolds(): number {
+    return this.live.size;
+  }
+
+  /** The open holds of one agent. */
+  openHoldsOf(agentId: string): number {
+    return this.liveByAgent.get(agentId) ?? 0;
+  }
+
+  /**
+   * Holds credits for a call about to run, as {@link reserve} does, and answers the hold itself: the object through
+   * which it is settled or released (core/credit-hold.ts).
+   */
+  async hold(request: HoldRequest, options: Omit<ReserveOptions, 'purpose'> = {}): Promise<HoldResult> {
+    const { purpose, ...rest } = request;
+    const id = nextHoldId();
+    const reservation = await this.reserve({ id, ...rest }, { ...options, purpose });
+    if (!reservation.granted) return reservation;
+    // Granted and counted in one step; only an agent deleted in between (agentsGone) can have ended it since. The
+    // caller then gets the ended hold, and its model signal, aborted by the delete, stops it.
+    const hold = this.live.get(id) ?? new CreditHold(this.keeper, { id, ...rest }, purpose);
+    if (!this.live.has(id)) hold.gone('its agent was deleted');
+    return { granted: true, hold };
   }
 
   /** Requests waiting, over all queues. */
@@ -164,7 +200,7 @@ export class CreditGate {
     if (this.storage.reserveNow && this.idle(request)) {
       try {
         if (this.storage.reserveNow(request) === null) {
-          this.track(request);
+          this.track(request, options.purpose);
           return Promise.resolve({ granted: true });
         }
       } catch (error) {
@@ -187,23 +223,28 @@ export class CreditGate {
     });
   }
 
-  /** Drops a hold without spending it, and lets waiting requests have its credits. */
+  /**
+   * Drops a hold by its id without spending it, and lets waiting requests have its credits: the hold's own
+   * {@link CreditHold.release} when the gate made it, for callers that reserved by id.
+   */
   async release(reservationId: string): Promise<void> {
-    await this.storage.release(reservationId);
-    this.forget([reservationId]);
+    const hold = this.live.get(reservationId);
+    if (hold) await hold.release('released by id');
+    else await this.storage.release(reservationId);
   }
 
-  /** Call after storage applied these settlements (their holds are gone): waiting requests may fit now. */
+  /**
+   * Call after storage applied these settlements (their holds are gone): the holds end, and waiting requests may fit
+   * now. For callers that reserved by id; a step ends its {@link CreditHold}s itself.
+   */
   settled(settlements: readonly Settlement[]): void {
-    if (settlements.length > 0) this.forget(settlements.map((s) => s.reservation_id));
+    for (const s of settlements) this.live.get(s.reservation_id)?.settled();
   }
 
-  /** Call after storage dropped every hold of these agents (deleted, or recovered after a crash). */
+  /** Call after storage dropped every hold of these agents (deleted): their holds end without a word to storage. */
   agentsGone(agentIds: readonly string[]): void {
     const gone = new Set(agentIds);
-    const ids: string[] = [];
-    for (const [id, hold] of this.live) if (gone.has(hold.agentId)) ids.push(id);
-    this.forget(ids);
+    for (const hold of [...this.live.values()]) if (gone.has(hold.agentId)) hold.gone('its agent was deleted');
   }
 
   /** Call after credits were added to an account: its waiting requests may fit now (in every worker). */
@@ -212,40 +253,34 @@ export class CreditGate {
     this.shared()?.publish('credits', `free:${accountId}`);
   }
 
-  private track(request: ReservationRequest): void {
-    const hold: LiveHold = {
-      accountId: request.account_id,
-      accountKey: accountKey(request.account_id),
-      treeKey: treeKey(request.root_id),
-      agentId: request.agent_id,
-      amount: request.amount,
-    };
-    this.live.set(request.id, hold);
-    this.count(this.liveCount, hold.accountKey, 1);
-    this.count(this.liveCount, hold.treeKey, 1);
+  /** A granted reservation becomes a hold the gate counts until it ends. */
+  private track(request: ReservationRequest, purpose = 'a reservation'): void {
+    const hold = new CreditHold(this.keeper, request, purpose);
+    const account = accountKey(hold.accountId);
+    const tree = treeKey(hold.rootId);
+    this.live.set(hold.id, hold);
+    this.count(this.liveCount, account, 1);
+    this.count(this.liveCount, tree, 1);
     this.count(this.liveByAgent, hold.agentId, 1);
-    this.count(this.liveAmount, hold.accountKey, hold.amount);
-    this.count(this.liveAmount, hold.treeKey, hold.amount);
+    this.count(this.liveAmount, account, hold.amount);
+    this.count(this.liveAmount, tree, hold.amount);
   }
 
-  private forget(reservationIds: readonly string[]): void {
-    const keys = new Set<string>();
-    const accounts = new Set<string>();
-    for (const id of reservationIds) {
-      const hold = this.live.get(id);
-      if (!hold) continue;
-      this.live.delete(id);
-      this.count(this.liveCount, hold.accountKey, -1);
-      this.count(this.liveCount, hold.treeKey, -1);
-      this.count(this.liveByAgent, hold.agentId, -1);
-      this.count(this.liveAmount, hold.accountKey, -hold.amount);
-      this.count(this.liveAmount, hold.treeKey, -hold.amount);
-      keys.add(hold.accountKey).add(hold.treeKey);
-      accounts.add(hold.accountId);
-    }
-    for (const key of keys) this.pump(key);
-    // Other workers wait for these accounts: their credits are back in the database now (storage has applied it).
-    for (const account of accounts) if (this.contested.has(account)) this.bus?.publish('credits', `free:${account}`);
+  /** A hold ended (every end comes through CreditHold): its credits may let waiting requests through. */
+  private untrack(hold: CreditHold): void {
+    if (this.live.get(hold.id) !== hold) return;
+    this.live.delete(hold.id);
+    const account = accountKey(hold.accountId);
+    const tree = treeKey(hold.rootId);
+    this.count(this.liveCount, account, -1);
+    this.count(this.liveCount, tree, -1);
+    this.count(this.liveByAgent, hold.agentId, -1);
+    this.count(this.liveAmount, account, -hold.amount);
+    this.count(this.liveAmount, tree, -hold.amount);
+    this.pump(account);
+    this.pump(tree);
+    // Other workers wait for this account: its credits are back in the database now (storage has applied it).
+    if (this.contested.has(hold.accountId)) this.bus?.publish('credits', `free:${hold.accountId}`);
   }
 
   /**
@@ -391,7 +426,7 @@ export class CreditGate {
       }
       let outcome: Outcome;
       try {
-        outcome = await this.decide(waiter.request);
+        outcome = await this.decide(waiter.request, waiter.options.purpose);
       } catch (error) {
         this.finish(q, waiter);
         waiter.reject(error);
@@ -402,12 +437,11 @@ export class CreditGate {
         let failure: unknown;
         if (outcome.kind === 'granted') {
           try {
-            await this.storage.release(waiter.request.id);
+            // Forgotten even when storage fails (CreditHold.release): a hold the gate counts for good would hold the
+            // others back for good.
+            await this.live.get(waiter.request.id)?.release('its reservation was aborted as it was granted');
           } catch (error) {
             failure = error;
-          } finally {
-            // Forgotten even when storage failed: a hold the gate counts for good would hold the others back for good.
-            this.forget([waiter.request.id]);
           }
         }
         if (!waiter.settled) {
@@ -445,12 +479,12 @@ export class CreditGate {
    * (its account queue and its trees' queues would otherwise interleave): a hold storage has made is then counted
    * before any other request of the account is judged, and a refusal is never judged against holds it never saw.
    */
-  private decide(request: ReservationRequest): Promise<Outcome> {
+  private decide(request: ReservationRequest, purpose: string | undefined): Promise<Outcome> {
     return this.exclusive(request.account_id, async () => {
       for (let retries = 0; ; retries++) {
         const refusal = await this.storage.reserve(request);
         if (refusal === null) {
-          this.track(request);
+          this.track(request, purpose);
           return { kind: 'granted' };
         }
         const verdict = await this.judge(request, refusal);

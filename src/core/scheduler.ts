@@ -7,7 +7,8 @@
 import type { Clock } from '../base/clock.js';
 import { ConcurrencyLane, RateLimitedLane, type Lane } from './lane.js';
 import { LeaseLostError, type WorkerCoordination } from '../storage/workers.js';
-import { newRunControl, runStep, type RunControl, type StepDeps } from './loop.js';
+import { runStep } from './loop.js';
+import { newRunControl, type RunControl, type StepDeps } from './step-types.js';
 
 export interface SchedulerOptions {
   /** Agents stepping at once. */

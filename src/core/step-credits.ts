@@ -1,33 +1,39 @@
 /**
  * @module core/step-credits
- * The credits a step holds before it calls the model or a priced tool: a reservation through the credit gate that may
- * wait for other calls' holds (core/credit-gate.ts), with the agent saying so while it waits. Split from loop.ts,
- * which decides what a step does with the answer.
+ * The budget phase of a step: the credits it holds before it calls the model or a priced tool. A reservation goes
+ * through the credit gate and may wait for other calls' holds (core/credit-gate.ts), with the agent saying so while
+ * it waits; a granted one is a {@link CreditHold} the step ends, and one the balance refuses stops the agent as
+ * OUT_OF_CREDITS with a message that says what was needed.
  */
 import { isoTime } from '../base/clock.js';
-import type { Reservation } from './credit-gate.js';
-import type { RunControl, StepDeps } from './loop.js';
+import type { HoldResult } from './credit-gate.js';
+import type { CreditHold } from './credit-hold.js';
 import { toStatusForm } from './records.js';
+import { microsToCredits } from './schemas.js';
+import { changeStatus } from './status-change.js';
+import type { RunControl, StepDeps } from './step-types.js';
 import type { AgentRow } from '../storage/adapter.js';
 
 /**
- * Holds `amount` for the agent's next call. Resolves with the gate's answer (granted, or refused with what is payable),
- * or `aborted` when the agent was paused or deleted while it waited; `beforeWait` runs once when it has to wait.
+ * Holds `amount` for the agent's next call. Resolves with the gate's answer (the hold, or refused with what is
+ * payable), or `aborted` when the agent was paused or deleted while it waited; `beforeWait` runs once when it has to
+ * wait. The hold is also kept on `control.holds`, so that the step ends it whatever path it leaves by.
  */
 export async function reserveCredits(
   deps: StepDeps,
   agent: AgentRow,
-  reservationId: string,
   amount: number,
+  /** What the credits are held for, kept on the hold. */
+  purpose: string,
   control: RunControl,
   /** Runs when the reservation has to wait, before the agent says it waits. */
   beforeWait?: () => Promise<void>,
-): Promise<Reservation | 'aborted'> {
+): Promise<HoldResult | 'aborted'> {
   let waiting: Promise<unknown> | undefined;
-  let reservation: Reservation | 'aborted';
+  let reservation: HoldResult;
   try {
-    reservation = await deps.credits.reserve(
-      { id: reservationId, account_id: agent.account_id, agent_id: agent.agent_id, root_id: agent.root_id, amount },
+    reservation = await deps.credits.hold(
+      { account_id: agent.account_id, agent_id: agent.agent_id, root_id: agent.root_id, amount, purpose },
       {
         signal: control.model.signal,
         onWait: (heldBy) => {
@@ -44,15 +50,45 @@ export async function reserveCredits(
     if (control.model.signal.aborted) return 'aborted';
     throw err;
   }
+  if (reservation.granted) control.holds.add(reservation.hold);
   try {
     await waiting;
   } catch (err) {
     // What the wait saved failed (a storage error): a hold granted meanwhile must not stay behind, or others would
     // wait for it until a restart.
-    if (reservation.granted) await deps.credits.release(reservationId);
+    if (reservation.granted) await reservation.hold.release('saving before the wait failed');
     throw err;
   }
   return reservation;
+}
+
+/** Ends whatever the step still holds: a step that threw (a storage error, a lease lost) settles nothing more. */
+export async function releaseLeftHolds(control: RunControl, reason: string): Promise<void> {
+  const left: CreditHold[] = [...control.holds].filter((h) => h.isOpen);
+  control.holds.clear();
+  for (const hold of left) {
+    try {
+      await hold.release(reason);
+    } catch {
+      // The gate forgot it anyway; storage drops what is left of it on recovery or when the lease goes.
+    }
+  }
+}
+
+/**
+ * OUT_OF_CREDITS, with a message that names what the next step needed and what was left, in credits, e.g. "Out of
+ * credits: the next step needs 13.577 credits (exactly 25,874 input tokens and 256 output tokens); the account balance
+ * has 12.8 credits left".
+ */
+export async function stopForCredits(
+  deps: StepDeps,
+  agent: AgentRow,
+  stop: { needed: number; left: number; limit: string; what: string; exact: boolean },
+): Promise<void> {
+  const needs = `${stop.exact ? '' : 'up to '}${microsToCredits(stop.needed)} credits`;
+  await changeStatus(deps, agent, 'exhaust_credits', {
+    status_message: `Out of credits: the next step needs ${needs} (${stop.what}); ${stop.limit} has ${microsToCredits(Math.max(0, stop.left))} credits left`,
+  });
 }
 
 async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: number): Promise<void> {

@@ -24,7 +24,7 @@ import {
 import type { ChildSpec } from '../storage/adapter.js';
 import { isoTime, type Clock } from '../base/clock.js';
 import type { RuntimeEvents } from './events.js';
-import { changeStatus } from './loop.js';
+import { changeStatus } from './status-change.js';
 import { progressWhileWaiting } from './plan.js';
 import { toStatusForm } from './records.js';
 import { MAX_GOAL_LENGTH } from './schemas.js';

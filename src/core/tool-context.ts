@@ -10,7 +10,7 @@ import type { ToolUseBlock } from '../models/provider.js';
 import type { AgentRow } from '../storage/adapter.js';
 import { ToolSuspension, type PageRead, type ToolContext } from '../tools/define-tool.js';
 import { isoTime } from '../base/clock.js';
-import type { RunControl, StepDeps } from './loop.js';
+import type { RunControl, StepDeps } from './step-types.js';
 import { toStatusForm } from './records.js';
 
 const NO_PLATFORM =

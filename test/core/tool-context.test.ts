@@ -7,8 +7,8 @@ import { describe, expect, it } from 'vitest';
 import { memoryStorage, type AgentRow } from 'agentry-runtime';
 
 const T0 = new Date(0).toISOString();
-import type { StepDeps } from '../../src/core/loop.js';
-import { newRunControl } from '../../src/core/loop.js';
+import type { StepDeps } from '../../src/core/step-types.js';
+import { newRunControl } from '../../src/core/step-types.js';
 import { createToolContext } from '../../src/core/tool-context.js';
 import { agentRow } from './gate-fixtures.js';
 
