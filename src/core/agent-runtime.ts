@@ -44,7 +44,7 @@ import { SubAgentCoordinator } from './sub-agents.js';
 import { monitorTimerId, TimerService } from './timers.js';
 import { backgroundServices } from './background.js';
 import { modelInfoOf, TelemetryHub, type Telemetry } from './telemetry.js';
-import type * as OtelModuleNs from '../observability/otel.js';
+import { defaultModel, defaultStorage, defaultTracing } from './runtime-defaults.js';
 import { RetentionOptionsSchema, RetentionSweeper, sweepFinished, type SweepResult } from './retention.js';
 import {
   AgentStatusSchema,
@@ -444,13 +444,14 @@ export class AgentRuntime {
    * Opens a runtime: validates options, migrates storage, makes sure the default account exists, and resumes every
    * agent that was ACTIVE when the last process stopped (from its last saved step).
    *
-   * Defaults: `$AGENTRY_DB` (a SQLite path, or a `postgres://` URL for PostgreSQL) else `./agentry.db`, and the Anthropic provider configured from the environment.
+   * Defaults (chosen by the package's entry point, `src/defaults.ts`): `$AGENTRY_DB` (a SQLite path, or a
+   * `postgres://` URL for PostgreSQL) else `./agentry.db`, and the Anthropic provider configured from the environment.
    */
   static async open(options: RuntimeOptions = {}): Promise<AgentRuntime> {
     const o = parseArgs(RuntimeOptionsSchema, options, 'runtime options');
     const storage = o.storage ?? (await defaultStorage());
     // A manual runtime (the CLI's admin commands, tests) steps nothing by itself: no warning about a missing model.
-    const model = o.model ?? (await defaultModel(o.scheduler === 'auto'));
+    const model = o.model ?? (await defaultModel({ warnWithoutKey: o.scheduler === 'auto' }));
     const prices = mergePrices(o.prices);
     const clock = o.clock ?? systemClock;
     if (!model.models.includes(o.defaultModel)) {
@@ -492,7 +493,10 @@ export class AgentRuntime {
       await mcp?.close();
       throw err;
     }
-    if (o.tracing !== false) await runtime.installTracing(o.tracing ?? {});
+    if (o.tracing !== false) {
+      const tracer = await defaultTracing(o.tracing ?? {});
+      if (tracer) runtime.instrument(tracer);
+    }
     await runtime.ensureDefaultAccount();
     await runtime.attachPlatform();
     await runtime.recover();
@@ -556,25 +560,6 @@ export class AgentRuntime {
 
   private get runSlots(): number {
     return this.options.concurrency.runSlots ?? this.options.concurrency.models + this.options.concurrency.tools;
-  }
-
-  /** Tracing through @opentelemetry/api when it is installed; without it, none. */
-  private async installTracing(o: {
-    captureMessageContent?: boolean | undefined;
-    tracerProvider?: object | undefined;
-  }): Promise<void> {
-    let otel: typeof OtelModuleNs;
-    try {
-      otel = await import('../observability/otel.js');
-    } catch {
-      return; // @opentelemetry/api is an optional peer
-    }
-    this.instrument(
-      new otel.OtelTracing({
-        ...(o.captureMessageContent !== undefined ? { captureMessageContent: o.captureMessageContent } : {}),
-        ...(o.tracerProvider !== undefined ? { tracerProvider: o.tracerProvider as never } : {}),
-      }),
-    );
   }
 
   /** Public model ids that `create()` accepts. */
@@ -1125,32 +1110,4 @@ function decodeCursor(cursor: string): string {
     throw new AgentryError('invalid_request', 'Invalid cursor: pass back the next_cursor of a previous page');
   }
   return text.slice(3);
-}
-
-async function defaultStorage(): Promise<StorageAdapter> {
-  const target = process.env.AGENTRY_DB ?? './agentry.db';
-  if (/^postgres(ql)?:\/\//.test(target)) {
-    const { postgresStorage } = await import('../storage/postgres/index.js');
-    return postgresStorage({ connectionString: target });
-  }
-  const { sqliteStorage } = await import('../storage/sqlite/index.js');
-  return sqliteStorage({ path: target });
-}
-
-/** Whether this process has already been told that no model is configured: once is enough. */
-let warnedNoModel = false;
-
-async function defaultModel(warnWithoutKey: boolean): Promise<ModelProvider> {
-  const { anthropicProvider, hasAnthropicCredentials } = await import('../models/anthropic.js');
-  if (warnWithoutKey && !hasAnthropicCredentials() && !warnedNoModel) {
-    // The runtime still opens (reads, admin and a later key all work), but every agent would fail at its first step.
-    warnedNoModel = true;
-    process.emitWarning(
-      'agentry: no model is configured. ANTHROPIC_API_KEY (or ANTHROPIC_BASE_URL) is not set and AgentRuntime.open() ' +
-        'got no `model`, so every agent will fail at its first step. Set the key, or pass `model` ' +
-        '(`scriptedModel` from agentry-runtime/testing runs offline).',
-      { code: 'AGENTRY_NO_MODEL' },
-    );
-  }
-  return anthropicProvider();
 }
