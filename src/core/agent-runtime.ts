@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
-import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
+import type { AgentRow, IdempotencyRecord, SharedLocation, StorageAdapter } from '../storage/adapter.js';
 import type { ToolPlatform, ToolStatus } from '../tools/platform.js';
 import type { Accounts } from './accounts.js';
 import { deleteTree, pauseTree, resumeTree } from './agent-control.js';
@@ -69,7 +69,19 @@ export interface AccountScope {
   accountId?: string;
 }
 
-const ScopeSchema = z.object({ accountId: z.string().min(1).max(200).optional() }).strict();
+const ScopeId = z.string().min(1).max(200);
+const ScopeSchema = z.object({ accountId: ScopeId.optional() }).strict();
+const IdempotencyKey = z.string().min(1).max(255);
+const IdempotencyRecordSchema = z
+  .object({
+    account_id: ScopeId,
+    key: IdempotencyKey,
+    request_hash: z.string(),
+    response: z.string(),
+    status: z.number().int(),
+    created_at: z.string(),
+  })
+  .strict();
 const AgentIdSchema = z.string().min(1).max(200);
 
 /**
@@ -410,6 +422,39 @@ export class AgentRuntime {
     // A wait of its agent that had only this monitor left ends now (its call sees no active monitor).
     this.scheduler.kick(monitor.agent_id);
     return toMonitorInfo(cancelled);
+  }
+
+  /**
+   * Where another thread can open this runtime's storage read-only, or null when it cannot (in-memory data,
+   * PostgreSQL). `startServer` answers polls on a thread of its own from it, opened there with `openSharedReader`.
+   *
+   * @example
+   * const location = runtime.sharedStorageLocation(); // { kind: 'sqlite', path: './agentry.db' }, or null
+   */
+  sharedStorageLocation(): SharedLocation | null {
+    return this.storage.sharedLocation?.() ?? null;
+  }
+
+  /**
+   * What a create under an `Idempotency-Key` stored for an account, or null: the HTTP layer replays it for a retry of
+   * `POST /api/agents`. See {@link storeIdempotentResult}.
+   *
+   * @example
+   * const stored = await runtime.idempotentResult(accountId, request.headers.get('idempotency-key')!);
+   */
+  async idempotentResult(accountId: string, key: string): Promise<IdempotencyRecord | null> {
+    return this.storage.getIdempotency(
+      parseArgs(ScopeId, accountId, 'account id'),
+      parseArgs(IdempotencyKey, key, 'idempotency key'),
+    );
+  }
+
+  /**
+   * Stores what a create under an `Idempotency-Key` answered. Another process may store first: then its record
+   * stays, and {@link idempotentResult} tells which one won.
+   */
+  async storeIdempotentResult(record: IdempotencyRecord): Promise<void> {
+    await this.storage.putIdempotency(parseArgs(IdempotencyRecordSchema, record, 'idempotency record'));
   }
 
   /** Resolves when no agent is stepping or waiting for a run slot in this process. */
