@@ -34,7 +34,6 @@ import {
   type RuntimeWiring,
 } from './runtime-wiring.js';
 import {
-  AgentStatusSchema,
   CreateAgentOptionsSchema,
   ListAgentsOptionsSchema,
   type Agent,
@@ -51,38 +50,23 @@ import type { Scheduler } from './scheduler.js';
 import type { AgentStatus } from './status.js';
 import type { Telemetry } from './telemetry.js';
 import { monitorTimerId, type TimerService } from './timers.js';
+import {
+  AgentIdSchema,
+  IdempotencyKey,
+  IdempotencyRecordSchema,
+  ScopeId,
+  ScopeSchema,
+  WaitForOptionsSchema,
+} from './runtime-arguments.js';
 import { parseArgs } from './validate.js';
 
 export { DEFAULT_SYSTEM_PROMPT } from './runtime-options.js';
 export type { RuntimeLogger, RuntimeOptions } from './runtime-options.js';
 
-const WaitForOptionsSchema = z
-  .object({
-    until: z.array(AgentStatusSchema).min(1).optional(),
-    signal: z.custom<AbortSignal>((v) => v instanceof AbortSignal, 'must be an AbortSignal').optional(),
-    accountId: z.string().optional(),
-  })
-  .strict();
-
 /** Scopes a call to one account (the HTTP layer passes the caller's): another account's agent is `not_found`. */
 export interface AccountScope {
   accountId?: string;
 }
-
-const ScopeId = z.string().min(1).max(200);
-const ScopeSchema = z.object({ accountId: ScopeId.optional() }).strict();
-const IdempotencyKey = z.string().min(1).max(255);
-const IdempotencyRecordSchema = z
-  .object({
-    account_id: ScopeId,
-    key: IdempotencyKey,
-    request_hash: z.string(),
-    response: z.string(),
-    status: z.number().int(),
-    created_at: z.string(),
-  })
-  .strict();
-const AgentIdSchema = z.string().min(1).max(200);
 
 /**
  * An in-process agent runtime. Open one per process (or per database), create agents, poll or subscribe.
@@ -102,10 +86,7 @@ export class AgentRuntime {
   readonly accounts: Accounts;
   /** The account `create()` uses when none is given. */
   readonly defaultAccountId: string;
-  /**
-   * The runtime's storage. Applications and the HTTP layer go through the methods here instead: this is for a
-   * storage's own extras (the CLI's `gc` converts an old SQLite file through it).
-   */
+  /** The runtime's storage, for its own extras (the CLI's `gc`); records have methods here, which HTTP uses. */
   readonly storage: StorageAdapter;
   /** The prices the runtime bills by: the defaults merged with the `prices` option. */
   readonly prices: PriceTable;
@@ -122,9 +103,7 @@ export class AgentRuntime {
   private constructor(base: RuntimeBase) {
     this.parts = wireRuntime(base, (id) => this.delete(id).then(() => undefined));
     ({ accounts: this.accounts, events: this.events, scheduler: this.scheduler, timers: this.timers } = this.parts);
-    this.platform = base.platform;
-    this.storage = base.storage;
-    this.prices = base.prices;
+    ({ platform: this.platform, storage: this.storage, prices: this.prices } = base);
     this.defaultAccountId = base.options.defaultAccount.id;
   }
 
@@ -225,6 +204,9 @@ export class AgentRuntime {
    * Creates an agent and starts it. The agent's first message is the goal.
    * Throws `invalid_request` (bad goal or unknown model), `not_found` (unknown account), `subscription_inactive`,
    * or `insufficient_credits` (no available balance).
+   *
+   * @example
+   * const { agent_id } = await runtime.create({ goal: 'Compare the three cheapest flights to Lisbon', maxCredits: 5 });
    */
   async create(options: CreateAgentOptions): Promise<AgentCreated> {
     this.assertOpen();
@@ -232,7 +214,12 @@ export class AgentRuntime {
     return toCreatedForm(await createRootAgent(this.parts, o, this.models));
   }
 
-  /** The agent (status form) and its public transcript. */
+  /**
+   * The agent (status form) and its public transcript.
+   *
+   * @example
+   * const { status, progress, messages } = await runtime.get(agentId);
+   */
   async get(agentId: string, scope: AccountScope = {}): Promise<AgentWithMessages> {
     const row = await this.row(agentId, scope);
     return toAgentWithMessages(
@@ -260,6 +247,9 @@ export class AgentRuntime {
    * Pauses an agent and its sub-agents at once: an in-flight model request is aborted (and redone on resume), a
    * running tool call finishes and its result is saved. Pausing a PAUSED agent is a no-op; a finished one is
    * `invalid_state`.
+   *
+   * @example
+   * await runtime.pause(agentId); // later: await runtime.resume(agentId)
    */
   async pause(agentId: string, scope: AccountScope = {}): Promise<Agent> {
     return toStatusForm(await pauseTree(this.parts, () => this.row(agentId, scope)));
@@ -268,12 +258,21 @@ export class AgentRuntime {
   /**
    * Resumes a PAUSED or OUT_OF_CREDITS agent (and its paused or stopped sub-agents) from its last saved step.
    * Throws `insufficient_credits` when the account has nothing available, `invalid_state` for a finished agent.
+   *
+   * @example
+   * await runtime.accounts.addCredits(accountId, 10);
+   * await runtime.resume(agentId); // an OUT_OF_CREDITS agent continues from its last saved step
    */
   async resume(agentId: string, scope: AccountScope = {}): Promise<Agent> {
     return toStatusForm(await resumeTree(this.parts, () => this.row(agentId, scope)));
   }
 
-  /** Deletes an agent with its sub-agents, messages and turns, aborting their in-flight work. */
+  /**
+   * Deletes an agent with its sub-agents, messages and turns, aborting their in-flight work.
+   *
+   * @example
+   * await runtime.delete(agentId, { accountId }); // `not_found` for another account's agent
+   */
   async delete(agentId: string, scope: AccountScope = {}): Promise<{ agent_id: string; deleted: true }> {
     const row = await this.row(agentId, scope);
     await deleteTree(this.parts, row);
@@ -284,6 +283,9 @@ export class AgentRuntime {
    * Resolves with the agent once its status is one of `until` (default: any status it will not leave on its own:
    * COMPLETED, FAILED, PAUSED, OUT_OF_CREDITS). Rejects with `not_found` if it is deleted meanwhile, or with the
    * signal's reason when `signal` aborts.
+   *
+   * @example
+   * const done = await runtime.waitFor(agentId, { until: ['COMPLETED', 'FAILED'], signal: AbortSignal.timeout(60_000) });
    */
   async waitFor(agentId: string, options: z.input<typeof WaitForOptionsSchema> = {}): Promise<Agent> {
     const o = parseArgs(WaitForOptionsSchema, options, 'waitFor options');
