@@ -13,11 +13,15 @@ import { createBuiltinPlatform } from './builtins.js';
 import { provideToolPlatform } from './tools/platform.js';
 import { provideMcpToolSource } from './tools/tool-source.js';
 import { createMcpToolSource } from './mcp/tool-source.js';
+import { provideRuntimeDefaults } from './core/runtime-defaults.js';
+import { packageDefaults } from './defaults.js';
 
 // The entry point is the composition root: it gives the core its built-in tools (the core imports no backend).
 provideToolPlatform(createBuiltinPlatform);
 // …and the MCP client behind the `mcpServers` option.
 provideMcpToolSource(createMcpToolSource);
+// …and what AgentRuntime.open() uses when it is not given a storage, a model or `tracing: false` (src/defaults.ts).
+provideRuntimeDefaults(packageDefaults);
 
 export { AgentRuntime, DEFAULT_SYSTEM_PROMPT } from './core/agent-runtime.js';
 export type { RuntimeOptions, AccountScope, RuntimeLogger } from './core/agent-runtime.js';

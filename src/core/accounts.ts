@@ -246,6 +246,20 @@ export class Accounts {
   }
 
   /**
+   * The account an API key belongs to, by the key's hash ({@link hashApiKey}), active or not; null for an unknown or
+   * deleted key. Unlike {@link authenticate} it records no use: the HTTP layer's event streams check their key with
+   * it while they last.
+   *
+   * @example
+   * const account = await runtime.accounts.findByKeyHash(hashApiKey(key));
+   * const mayRead = account !== null && account.subscription_active;
+   */
+  async findByKeyHash(keyHash: string): Promise<AccountInfo | null> {
+    const row = await this.storage.findAccountByKeyHash(parseArgs(Id, keyHash, 'keyHash'));
+    return row ? toInfo(row) : null;
+  }
+
+  /**
    * When each of the account's keys was last used to authenticate (accurate to about a minute; polls answered by
    * `startServer`'s own thread are not counted), by key id. Keys never used are absent.
    */

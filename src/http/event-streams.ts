@@ -13,7 +13,7 @@
  *
  * One timer checks every key once per interval, however many streams it has open, and only while any stream is open.
  */
-import type { StorageAdapter } from '../storage/adapter.js';
+import type { Accounts } from '../core/accounts.js';
 
 /** Limits on event streams (`eventStreams` option of createFetchHandler). */
 export interface EventStreamLimits {
@@ -82,7 +82,8 @@ export class EventStreamRegistry {
   private checking = false;
 
   constructor(
-    private readonly storage: Pick<StorageAdapter, 'findAccountByKeyHash'>,
+    /** The runtime's accounts: a stream's key is checked again every `recheckMs` while it lasts. */
+    private readonly accounts: Pick<Accounts, 'findByKeyHash'>,
     readonly limits: EventStreamLimits,
     private readonly now: () => number = Date.now,
   ) {}
@@ -134,8 +135,8 @@ export class EventStreamRegistry {
         try {
           if (group.allowed) allowed = await group.allowed();
           else {
-            const account = await this.storage.findAccountByKeyHash(keyHash);
-            allowed = account !== null && account.subscription_active && account.id === group.accountId;
+            const account = await this.accounts.findByKeyHash(keyHash);
+            allowed = account !== null && account.subscription_active && account.account_id === group.accountId;
           }
         } catch {
           allowed = true; // storage unreachable this round: judged at the next

@@ -362,8 +362,8 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
   const now = o.now ?? Date.now;
   const buckets = o.rateLimit === false ? null : new TokenBuckets(o.rateLimit, now);
   const guard = o.failedAuthLimit === false ? null : new FailedAuthGuard(o.failedAuthLimit, now);
-  const streams = new EventStreamRegistry(runtime.storage, o.eventStreams);
-  const idempotent = new IdempotentCreates(runtime.storage, () => isoTime(now()));
+  const streams = new EventStreamRegistry(runtime.accounts, o.eventStreams);
+  const idempotent = new IdempotentCreates(runtime, () => isoTime(now()));
   const prefix = `${o.basePath}/api/`;
   let openApiText: string | undefined;
   const consoleRoutes =
@@ -618,8 +618,14 @@ export function createFetchHandler(runtime: AgentRuntime, options: FetchHandlerO
    */
   async function assertStillExists(createdBody: string, accountId: string): Promise<void> {
     const { agent_id } = JSON.parse(createdBody) as { agent_id: string };
-    const row = await runtime.storage.getAgent(agent_id);
-    if (!row || row.account_id !== accountId) {
+    const exists = await runtime.get(agent_id, { accountId }).then(
+      () => true,
+      (error: unknown) => {
+        if (error instanceof AgentryError && error.code === 'not_found') return false;
+        throw error;
+      },
+    );
+    if (!exists) {
       throw new AgentryError(
         'not_found',
         `The agent ${agent_id} this Idempotency-Key created was deleted; send a new key to create another`,

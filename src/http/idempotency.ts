@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { AgentryError } from '../errors.js';
-import type { StorageAdapter } from '../storage/adapter.js';
+import type { AgentRuntime } from '../core/agent-runtime.js';
 
 /** Printable ASCII, no spaces, at most 255 characters. */
 const KEY_PATTERN = /^[\x21-\x7e]{1,255}$/;
@@ -44,11 +44,14 @@ function canonicalJson(value: unknown): string {
   return JSON.stringify(value);
 }
 
+/** Where the results are kept: the runtime's storage, through the runtime. */
+export type IdempotencyRecords = Pick<AgentRuntime, 'idempotentResult' | 'storeIdempotentResult'>;
+
 export class IdempotentCreates {
   private readonly inFlight = new Map<string, Promise<unknown>>();
 
   constructor(
-    private readonly storage: StorageAdapter,
+    private readonly records: IdempotencyRecords,
     private readonly now: () => string,
   ) {}
 
@@ -67,12 +70,12 @@ export class IdempotentCreates {
     for (let waiting = this.inFlight.get(slot); waiting; waiting = this.inFlight.get(slot)) {
       await waiting.catch(() => {});
     }
-    const stored = await this.storage.getIdempotency(accountId, key);
+    const stored = await this.records.idempotentResult(accountId, key);
     if (stored) return replay(stored.request_hash, hash, stored.status, stored.response);
 
     const work = (async (): Promise<StoredResult> => {
       const result = await create();
-      await this.storage.putIdempotency({
+      await this.records.storeIdempotentResult({
         account_id: accountId,
         key,
         request_hash: hash,
@@ -80,7 +83,7 @@ export class IdempotentCreates {
         status: result.status,
         created_at: this.now(),
       });
-      const winner = await this.storage.getIdempotency(accountId, key);
+      const winner = await this.records.idempotentResult(accountId, key);
       if (winner && winner.response !== result.body) {
         await undo(result.body);
         return replay(winner.request_hash, hash, winner.status, winner.response);

@@ -1,11 +1,12 @@
 /**
  * @module http/poll-thread
  * The HTTP server's thread (see server.ts). It owns the listening socket. Polls — `GET {basePath}/api/agents/{id}` —
- * are answered here, from a read-only connection to the runtime's SQLite file, so they stay fast while the runtime's
- * thread is busy stepping agents. Every other request is handed to the runtime's thread whole (method, URL, headers,
- * body) and its response comes back, streamed for Server-Sent Events.
+ * are answered here, from a read-only connection to the runtime's SQLite file (`runtime.sharedStorageLocation()`,
+ * opened by the storage layer's `openSharedReader`), so they stay fast while the runtime's thread is busy stepping
+ * agents. Every other request is handed to the runtime's thread whole (method, URL, headers, body) and its response
+ * comes back, streamed for Server-Sent Events.
  *
- * It is also the edge that strangers reach first, so it spends nothing on them (issue 24):
+ * It is also the edge that strangers reach first, so it spends nothing on them:
  * - a body is read only for a request whose `x-api-key` authenticates (or that carries a live console session's
  *   cookie); any other is handed on without it (the router
  *   then answers 401, or 404/405, which it decides before reading a body) and its connection is closed after the
@@ -29,7 +30,8 @@ import { Accounts } from '../core/accounts.js';
 import { systemClock } from '../base/clock.js';
 import { statusExtras, toAgentWithMessages } from '../core/records.js';
 import { notFound } from '../errors.js';
-import { sqliteStorage } from '../storage/sqlite/index.js';
+import type { SharedLocation } from '../storage/adapter.js';
+import { openSharedReader } from '../storage/shared-reader.js';
 import { cookieValue, SESSION_COOKIE, sessionIdHash } from './console/sessions.js';
 import { headerOf, plainPollPath, writePlain } from './node-handler.js';
 import { createPollResponder } from './poll.js';
@@ -40,7 +42,8 @@ import { newRequestId, plainError } from './responses.js';
 import type { ResponseInfo } from './fetch-handler.js';
 
 export interface PollThreadData {
-  sqlitePath: string;
+  /** Where the runtime's data is (`runtime.sharedStorageLocation()`): this thread opens it read-only. */
+  location: SharedLocation;
   port: number;
   host: string;
   basePath: string;
@@ -113,7 +116,7 @@ function logAnswered(method: string | undefined, route: string, status: number, 
   });
 }
 
-const storage = sqliteStorage({ path: data.sqlitePath, readonly: true });
+const storage = openSharedReader(data.location);
 const accounts = new Accounts(storage, systemClock);
 /**
  * The file's change counter as of the start of this turn of the event loop. Reading it starts a read transaction,

@@ -76,7 +76,7 @@ const ServerOnlySchema = z
   .passthrough();
 
 /**
- * Starts the HTTP service (README.md#http-service) on a port.
+ * Starts agentry's HTTP service (the routes of `createFetchHandler`) on a port.
  *
  * @example
  * import { AgentRuntime, sqliteStorage } from 'agentry-runtime';
@@ -97,11 +97,11 @@ export async function startServer(runtime: AgentRuntime, options: ServerOptions 
     ...handlerOptions
   } = parseArgs(ServerOnlySchema, options, 'startServer options') as ServerOptions;
   const fetchHandler = createFetchHandler(runtime, handlerOptions);
-  const location = runtime.storage.sharedLocation?.() ?? null;
+  const location = runtime.sharedStorageLocation();
   const bodyLimitBytes = handlerOptions.bodyLimitBytes ?? DEFAULT_BODY_LIMIT_BYTES;
   if (pollThread && location !== null) {
     return startWithPollThread(fetchHandler, handlerOptions, {
-      sqlitePath: location.path,
+      location,
       port,
       host,
       basePath: handlerOptions.basePath ?? '',

@@ -470,6 +470,15 @@ export interface ConsoleSessionRow {
   ended: string | null;
 }
 
+/**
+ * Where another thread finds a storage's data: plain data, so it can be sent to the thread, which opens it with
+ * `openSharedReader` (storage/shared-reader.ts).
+ */
+export interface SharedLocation {
+  kind: 'sqlite';
+  path: string;
+}
+
 export interface IdempotencyRecord {
   account_id: string;
   key: string;
@@ -501,7 +510,7 @@ export interface StorageAdapter {
    * How another thread can open the same data (read-only), or null when it cannot (private in-memory data). The HTTP
    * server's poll thread uses it to answer polls from a connection of its own.
    */
-  sharedLocation?(): { kind: 'sqlite'; path: string } | null;
+  sharedLocation?(): SharedLocation | null;
   /**
    * Present (after `init()`) when several runtime processes may drive this storage's agents at once: PostgreSQL unless
    * opened `exclusive` (storage/workers.ts). Absent: one process drives them (`acquireRunnerLock`).
