@@ -37,6 +37,8 @@ import {
   toOutboxEntry,
   toListItem,
   toStatusForm,
+  toSubAgentCounts,
+  toTreeTotals,
 } from './records.js';
 import { Lanes, Scheduler } from './scheduler.js';
 import { RemoteAgents } from './remote-agents.js';
@@ -58,6 +60,7 @@ import {
   type AgentWithMessages,
   type CreateAgentOptions,
   type ListAgentsOptions,
+  type TreeTotals,
   type MonitorInfo,
   type OutboxEntry,
 } from './schemas.js';
@@ -673,6 +676,39 @@ export class AgentRuntime {
       await this.storage.listMessages(row.agent_id),
       await statusExtras(this.storage, row),
     );
+  }
+
+  /**
+   * The agent in status form with its direct children counted by status and its whole tree summed (`sub_agents`,
+   * `tree`), without its transcript: two indexed queries, cheap enough for a dashboard to ask every second while a
+   * tree runs.
+   */
+  async treeStatus(agentId: string, scope: AccountScope = {}): Promise<Agent> {
+    const row = await this.row(agentId, scope);
+    if (row.sub_agent_count === 0) return toStatusForm(row);
+    const [children, tree] = await Promise.all([
+      this.storage.countChildrenByStatus(row.agent_id, ''),
+      this.storage.treeTotals([row.agent_id]),
+    ]);
+    return toStatusForm(row, {
+      subAgents: toSubAgentCounts(children),
+      tree: tree[0] && toTreeTotals(tree[0]),
+    });
+  }
+
+  /**
+   * Each agent's tree summed (the agent and all its descendants), by agent id, in one storage query: for lists that
+   * show what each tree cost. Unknown ids, and with `accountId` another account's, are left out.
+   */
+  async treeTotals(agentIds: readonly string[], scope: AccountScope = {}): Promise<Record<string, TreeTotals>> {
+    this.assertOpen();
+    const ids = parseArgs(z.array(AgentIdSchema).max(1000), [...agentIds], 'agent ids');
+    const { accountId } = parseArgs(ScopeSchema, scope, 'scope');
+    const out: Record<string, TreeTotals> = {};
+    for (const t of await this.storage.treeTotals(ids)) {
+      if (accountId === undefined || t.account_id === accountId) out[t.agent_id] = toTreeTotals(t);
+    }
+    return out;
   }
 
   /**

@@ -3,12 +3,28 @@
 // twice). What the stream does not carry (tool calls, artifacts, monitors, outbox, children) is read again after
 // each change, at most once a second.
 import { call, root } from '../api.js';
-import { count, credits, fact, h, percent, replace, statusBadge, time } from '../dom.js';
+import {
+  agentIdLink,
+  copyButton,
+  count,
+  credits,
+  duration,
+  fact,
+  h,
+  percent,
+  replace,
+  statusBadge,
+  time,
+} from '../dom.js';
 import { openEventStream } from '../event-stream.js';
 import { childrenList } from './children.js';
 
 const TERMINAL = new Set(['COMPLETED', 'FAILED']);
 const DETAIL_EVERY_MS = 1000;
+/** How often a running tree's counts and totals are asked for: the page is never more than this (plus one answer) behind. */
+const SUMMARY_EVERY_MS = 1000;
+/** Statuses in which an agent may still change (its tree's counts are polled while any of the tree is in one). */
+const SETTLED = new Set(['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS']);
 
 export function agentPage(main, [agentId], app) {
   let agent = null;
@@ -17,6 +33,7 @@ export function agentPage(main, [agentId], app) {
   let closeStream = null;
   let detailTimer = null;
   let detailAgain = false;
+  let summaryTimer = null;
   const seen = new Set();
 
   const title = h('h1', { class: 'goal' }, 'Agent');
@@ -26,6 +43,7 @@ export function agentPage(main, [agentId], app) {
   const progressText = h('span');
   const statusMessage = h('p', { class: 'status-message' });
   const facts = h('dl', { class: 'facts' });
+  const treeFacts = h('dl', { class: 'facts', 'aria-label': 'Whole tree' });
   const pause = h('button', { type: 'button', onclick: () => control('pause') }, 'Pause');
   const resume = h('button', { type: 'button', onclick: () => control('resume') }, 'Resume');
   const del = h('button', { type: 'button', class: 'danger', onclick: askDelete }, 'Delete');
@@ -36,6 +54,14 @@ export function agentPage(main, [agentId], app) {
   const artifacts = h('div');
   const monitors = h('div');
   const outbox = h('div');
+  // Cards with nothing to show stay hidden: an agent without tools, artifacts, monitors or messages sent is not three
+  // empty boxes.
+  const card = (title, body) => h('section', { class: 'card', hidden: true }, h('h2', {}, title), body);
+  const toolCallsCard = card('Tool calls', toolCalls);
+  const artifactsCard = card('Artifacts', artifacts);
+  const monitorsCard = card('Monitors', monitors);
+  const outboxCard = card('Outbox', outbox);
+  const back = h('a', { href: `${root}/agents`, 'data-nav': true }, '← Back to the list');
   // The children's first page is asked for at once, beside the agent itself: for a tree of 10,000 it is the first
   // screen, and waiting for the agent first would add a round trip. Shown once the agent says it has children.
   const children = childrenList(agentId);
@@ -50,7 +76,7 @@ export function agentPage(main, [agentId], app) {
   );
 
   main.append(
-    h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, '← Back to the list')),
+    h('p', {}, back),
     h(
       'section',
       { class: 'card' },
@@ -58,16 +84,17 @@ export function agentPage(main, [agentId], app) {
       h('div', { class: 'row' }, status, progress, progressText, connection),
       statusMessage,
       facts,
+      treeFacts,
       h('div', { class: 'row controls' }, pause, resume, del),
       confirmBox,
       controlError,
     ),
     childrenSection,
     h('section', { class: 'card' }, h('h2', {}, 'Transcript'), transcript),
-    h('section', { class: 'card' }, h('h2', {}, 'Tool calls'), toolCalls),
-    h('section', { class: 'card' }, h('h2', {}, 'Artifacts'), artifacts),
-    h('section', { class: 'card' }, h('h2', {}, 'Monitors'), monitors),
-    h('section', { class: 'card' }, h('h2', {}, 'Outbox'), outbox),
+    toolCallsCard,
+    artifactsCard,
+    monitorsCard,
+    outboxCard,
   );
 
   function showAgent(next) {
@@ -79,17 +106,78 @@ export function agentPage(main, [agentId], app) {
     statusMessage.textContent = agent.status_message ?? '';
     replace(
       facts,
+      fact(
+        'Agent id',
+        h('span', { class: 'id' }, h('code', {}, agent.agent_id), ' ', copyButton(agent.agent_id, 'Copy agent id')),
+      ),
       fact('Model', agent.model),
       fact('Tokens', count(agent.token_count ?? 0)),
       fact('Credits spent', credits(agent.credits_spent ?? 0)),
       fact('Messages', count(agent.message_count ?? 0)),
       fact('Created', time(agent.created_at)),
       fact('Updated', time(agent.updated_at)),
-      agent.parent_id
-        ? fact('Parent', h('a', { href: `${root}/agents/${agent.parent_id}`, 'data-nav': true }, 'parent agent'))
-        : null,
+      agent.parent_id ? fact('Parent', agentIdLink(root, agent.parent_id)) : null,
     );
+    if (agent.parent_id) {
+      back.setAttribute('href', `${root}/agents/${agent.parent_id}`);
+      back.textContent = '← Back to the parent';
+    }
+    showTree(agent);
     syncControls();
+  }
+
+  /** The whole tree's sums (this agent and all below it), when it has children. */
+  function showTree(a) {
+    const tree = a.tree;
+    treeFacts.hidden = !tree;
+    if (!tree) return;
+    const running = Object.entries(tree.by_status).some(([s, n]) => n > 0 && !SETTLED.has(s));
+    const end = running ? Date.now() : new Date(tree.last_updated_at).getTime();
+    replace(
+      treeFacts,
+      fact('Tree agents', count(tree.agents)),
+      fact('Tree tokens', count(tree.tokens)),
+      fact('Tree credits spent', h('span', { class: 'tree-credits' }, credits(tree.credits_spent))),
+      fact('Tree wall time', duration(end - new Date(tree.first_created_at).getTime())),
+    );
+  }
+
+  /** Counts of the children by status, as the server last said. */
+  function showCounts(a) {
+    const subs = a.sub_agents;
+    if (!subs || subs.total === 0) return;
+    replace(
+      counts,
+      Object.entries(subs.by_status).map(([s, n]) =>
+        h('span', { class: 'count', 'data-status': s }, statusBadge(s), ' ', h('span', { class: 'n' }, count(n))),
+      ),
+    );
+  }
+
+  /**
+   * While any agent of the tree may still change, its counts and sums are asked for every second (a parent waiting
+   * for its children emits nothing while they run, so its own events cannot keep them current).
+   */
+  function summarySoon() {
+    if (stopped || summaryTimer) return;
+    summaryTimer = setTimeout(async () => {
+      try {
+        const answer = await call('GET', `agents/${agentId}/summary`);
+        if (stopped) return;
+        const a = answer.agent;
+        agent = { ...agent, ...a };
+        showTree(a);
+        showCounts(a);
+        summaryTimer = null;
+        const tree = a.tree;
+        const moving = tree
+          ? Object.entries(tree.by_status).some(([s, n]) => n > 0 && !SETTLED.has(s))
+          : !SETTLED.has(a.status);
+        if (moving) summarySoon();
+      } catch {
+        summaryTimer = null;
+      }
+    }, SUMMARY_EVERY_MS);
   }
 
   /** Buttons follow the status, and none works while a request is in flight (a double click sends one). */
@@ -117,6 +205,7 @@ export function agentPage(main, [agentId], app) {
   function showDetail(detail) {
     showAgent(detail.agent);
     detail.messages.forEach(addMessage);
+    toolCallsCard.hidden = detail.tool_calls.length === 0;
     replace(
       toolCalls,
       detail.tool_calls.length
@@ -141,6 +230,7 @@ export function agentPage(main, [agentId], app) {
         : h('p', { class: 'muted' }, 'No tool calls.'),
     );
     const list = detail.agent.artifacts ?? [];
+    artifactsCard.hidden = list.length === 0;
     replace(
       artifacts,
       list.length
@@ -159,6 +249,7 @@ export function agentPage(main, [agentId], app) {
         : h('p', { class: 'muted' }, 'No artifacts.'),
     );
     const watched = detail.agent.monitors ?? [];
+    monitorsCard.hidden = watched.length === 0;
     replace(
       monitors,
       watched.length
@@ -169,6 +260,7 @@ export function agentPage(main, [agentId], app) {
           )
         : h('p', { class: 'muted' }, 'No monitors.'),
     );
+    outboxCard.hidden = detail.outbox.length === 0;
     replace(
       outbox,
       detail.outbox.length
@@ -186,10 +278,8 @@ export function agentPage(main, [agentId], app) {
       if (childrenShown) children.reload();
       childrenShown = true;
       childrenSection.hidden = false;
-      replace(
-        counts,
-        Object.entries(subs.by_status).map(([s, n]) => h('span', { class: 'count' }, statusBadge(s), ' ', count(n))),
-      );
+      showCounts(detail.agent);
+      summarySoon();
     }
   }
 
@@ -256,6 +346,7 @@ export function agentPage(main, [agentId], app) {
       const answer = await call('POST', `agents/${agentId}/${action}`);
       showAgent(answer.agent);
       if (action === 'resume' && !closeStream) connect();
+      if (action === 'resume' && agent.sub_agent_count > 0) summarySoon();
     } catch (error) {
       controlError.textContent = error.message;
     } finally {
@@ -321,6 +412,7 @@ export function agentPage(main, [agentId], app) {
     closeStream?.();
     closeStream = null;
     clearTimeout(detailTimer);
+    clearTimeout(summaryTimer);
     children.stop();
   }
 

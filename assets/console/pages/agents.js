@@ -1,7 +1,7 @@
 // The dashboard: a "New agent" form and the account's agents (status filter, search in goals, pages), kept current
 // by asking again every few seconds while the page is open.
 import { call, query, root } from '../api.js';
-import { count, h, percent, replace, statusBadge, time } from '../dom.js';
+import { count, credits, h, percent, replace, statusBadge, time } from '../dom.js';
 
 const PAGE_SIZE = 20;
 const REFRESH_MS = 2000;
@@ -83,7 +83,9 @@ export function agentsPage(main, _params, app) {
           h(
             'tr',
             {},
-            ['Goal', 'Status', 'Progress', 'Tokens', 'Created'].map((t) => h('th', { scope: 'col' }, t)),
+            ['Goal', 'Status', 'Progress', 'Tokens', 'Credits', 'Sub-agents', 'Created'].map((t) =>
+              h('th', { scope: 'col' }, t),
+            ),
           ),
         ),
         body,
@@ -104,7 +106,7 @@ export function agentsPage(main, _params, app) {
       listError.textContent = '';
       replace(
         body,
-        page.data.length ? page.data.map(row) : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No agents yet.')),
+        page.data.length ? page.data.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No agents yet.')),
       );
       const last = Math.min(page.offset + page.data.length, page.total);
       summary.textContent = page.total ? `${count(page.offset + 1)}–${count(last)} of ${count(page.total)}` : '';
@@ -118,6 +120,7 @@ export function agentsPage(main, _params, app) {
   }
 
   function row(agent) {
+    const tree = agent.tree;
     return h(
       'tr',
       {},
@@ -130,7 +133,10 @@ export function agentsPage(main, _params, app) {
         ' ',
         percent(agent.progress),
       ),
-      h('td', {}, count(agent.token_count)),
+      // A root's cost is its whole tree's: its own tokens alone would hide what its sub-agents spent.
+      h('td', { class: 'num' }, count(tree ? tree.tokens : agent.token_count)),
+      h('td', { class: 'num' }, credits(tree ? tree.credits_spent : agent.credits_spent)),
+      h('td', { class: 'num' }, tree ? count(tree.agents - 1) : '—'),
       h('td', {}, time(agent.created_at)),
     );
   }

@@ -73,7 +73,7 @@ export function apiMethods(parts: string[]): readonly string[] | null {
   if (b === undefined) return ['GET', 'POST'];
   if (c === undefined) return d === undefined ? ['GET', 'DELETE'] : null;
   if (c === 'pause' || c === 'resume') return d === undefined ? ['POST'] : null;
-  if (c === 'children' || c === 'events') return d === undefined ? ['GET'] : null;
+  if (c === 'children' || c === 'events' || c === 'summary') return d === undefined ? ['GET'] : null;
   if (c === 'artifacts') return d !== undefined && d !== '' ? ['GET', 'HEAD'] : null;
   return null;
 }
@@ -88,10 +88,23 @@ function queryOf(url: URL): Record<string, string> {
  */
 const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row).goal });
 
-/** A page of agents as the console's lists take it; `truncated` when a goal search stopped at its bounds. */
-function pageBody(page: AgentSearchPage, q: { offset: number; limit: number }) {
+/**
+ * A page of agents as the console's lists take it, each agent that has children with its tree summed (one query for
+ * the page); `truncated` when a goal search stopped at its bounds.
+ */
+async function pageBody(
+  runtime: AgentRuntime,
+  accountId: string,
+  page: AgentSearchPage,
+  q: { offset: number; limit: number },
+) {
+  const parents = page.rows.filter((r) => r.sub_agent_count > 0).map((r) => r.agent_id);
+  const trees = parents.length === 0 ? {} : await runtime.treeTotals(parents, { accountId });
   return {
-    data: page.rows.map(listed),
+    data: page.rows.map((row) => {
+      const tree = trees[row.agent_id];
+      return tree === undefined ? listed(row) : { ...listed(row), tree };
+    }),
     total: page.total,
     offset: q.offset,
     limit: q.limit,
@@ -163,7 +176,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, pageBody(page, q));
+    return jsonResponse(200, await pageBody(runtime, identity.accountId, page, q));
   }
 
   const agentId = agentIdOf(b);
@@ -180,6 +193,8 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     const agent = c === 'pause' ? await runtime.pause(agentId, scope) : await runtime.resume(agentId, scope);
     return jsonResponse(200, { agent });
   }
+  // What a running tree's page asks every second: the agent, its children by status and its tree summed.
+  if (c === 'summary') return jsonResponse(200, { agent: await runtime.treeStatus(agentId, scope) });
   if (c === 'children') {
     const parent = await runtime.get(agentId, scope); // 404 for another account's agent
     const q = parseArgs(PageQuerySchema, queryOf(url), 'query');
@@ -192,7 +207,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, pageBody(page, q));
+    return jsonResponse(200, await pageBody(runtime, identity.accountId, page, q));
   }
   if (c === 'artifacts') {
     const { artifact, data } = await runtime.getArtifact(agentId, artifactIdOf(d!), scope);

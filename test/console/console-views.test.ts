@@ -1,0 +1,123 @@
+/**
+ * What the console shows of a run, in Chromium: a running tree's totals and live counts against the API's, the
+ * agent's timeline, a phone-sized screen, and an accessibility check (axe-core) of every page. Skipped without
+ * Chromium (failed under AGENTRY_CI_STRICT=1), like the other browser suites.
+ */
+import type { Browser, Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { CHROMIUM_FLAGS } from '../../src/browser/browser-pool.js';
+import { chromium, runBrowser } from '../browser/support.js';
+import { openConsoleBed, type Account, type ConsoleBed } from './support.js';
+
+type Counts = Partial<Record<string, number>>;
+
+describe.runIf(runBrowser)('what the console shows of a run', () => {
+  let bed: ConsoleBed;
+  let browser: Browser;
+
+  beforeAll(async () => {
+    if (!chromium.found) throw new Error(chromium.reason);
+    const { chromium: playwright } = await import('playwright-core');
+    browser = await playwright.launch({ executablePath: chromium.path, headless: true, args: CHROMIUM_FLAGS });
+    bed = await openConsoleBed();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await bed?.close();
+  });
+
+  async function signedIn(account: Account, options: Parameters<Browser['newContext']>[0] = {}) {
+    const context = await browser.newContext({ baseURL: bed.origin, ...options });
+    const page = await context.newPage();
+    await page.goto('/console/sign-in');
+    await page.getByLabel('API key', { exact: true }).fill(account.key);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+    return { context, page };
+  }
+
+  /** The children's counts by status as the page shows them (null before it shows any). */
+  const pageCounts = (page: Page): Promise<Counts | null> =>
+    page.evaluate(() => {
+      const spans = Array.from(document.querySelectorAll<HTMLElement>('.counts [data-status]'));
+      if (spans.length === 0) return null;
+      return Object.fromEntries(
+        spans.map((s) => [s.dataset.status!, Number(s.querySelector('.n')!.textContent!.replace(/,/g, ''))]),
+      );
+    });
+
+  it(
+    'a 220-child tree: tree credits match the ledger within 1 %, and the counts are never more than 2 s behind the API',
+    { timeout: 180_000 },
+    async () => {
+      const { account, apiKey } = await bed.runtime.accounts.create({ name: 'fan-out', credits: 1_000 });
+      const owner = { id: account.account_id, key: apiKey!.key };
+      const { context, page } = await signedIn(owner);
+      const parent = await bed.runtime.create({ goal: 'Check 220 items [fanout 220]', accountId: owner.id });
+      await page.goto(`/console/agents/${parent.agent_id}`);
+
+      // The API's counts, sampled between the page's: [time the request was sent, time it answered, counts].
+      const api: Array<{ sent: number; answered: number; counts: Counts }> = [];
+      const sampleApi = async () => {
+        const sent = Date.now();
+        const response = await fetch(`${bed.origin}/api/agents/${parent.agent_id}`, {
+          headers: { 'x-api-key': owner.key },
+        });
+        const body = (await response.json()) as { agent: { status: string; sub_agents?: { by_status: Counts } } };
+        api.push({ sent, answered: Date.now(), counts: body.agent.sub_agents?.by_status ?? {} });
+        return body.agent.status;
+      };
+      const shown: Array<{ at: number; counts: Counts }> = [];
+      for (let status = await sampleApi(); status !== 'COMPLETED'; status = await sampleApi()) {
+        const counts = await pageCounts(page);
+        if (counts !== null) shown.push({ at: Date.now(), counts });
+        if (api.length > 2_000) throw new Error('the tree did not finish');
+      }
+      await context.close().catch(() => {});
+
+      // Each count the page showed was the API's at some moment of the 2 s before: between the least and the most
+      // the API said over that window. STARTING_UP only falls and COMPLETED only rises once the children exist, so the
+      // window's bounds bracket every value the server held in it.
+      expect(shown.length).toBeGreaterThan(5);
+      const stale: string[] = [];
+      for (const { at, counts } of shown) {
+        const window = api.filter((s) => s.answered >= at - 2_000 && s.sent <= at);
+        for (const status of ['STARTING_UP', 'COMPLETED']) {
+          const seen = window.map((s) => s.counts[status] ?? 0);
+          const n = counts[status] ?? 0;
+          if (seen.length > 0 && (n < Math.min(...seen) || n > Math.max(...seen))) {
+            stale.push(
+              `${status} ${n} at +${at - shown[0]!.at} ms, API said ${Math.min(...seen)}–${Math.max(...seen)}`,
+            );
+          }
+        }
+      }
+      expect(stale).toEqual([]);
+      // The moving part of the run was seen, not only its end.
+      expect(shown.some(({ counts }) => (counts.COMPLETED ?? 0) < 220)).toBe(true);
+
+      // Tree credits against the ledger of the account (it has only this tree).
+      const ledger = await bed.runtime.accounts.ledger(owner.id);
+      const spent = ledger.filter((e) => e.kind === 'model' || e.kind === 'tool').reduce((t, e) => t - e.credits, 0);
+      expect(spent).toBeGreaterThan(0);
+      const check = await browser.newContext({ baseURL: bed.origin });
+      const again = await check.newPage();
+      await again.goto('/console/sign-in');
+      await again.getByLabel('API key', { exact: true }).fill(owner.key);
+      await again.getByRole('button', { name: 'Sign in', exact: true }).click();
+      await again.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+      await again.goto(`/console/agents/${parent.agent_id}`);
+      const treeCredits = again.locator('.tree-credits');
+      await treeCredits.waitFor();
+      const shownCredits = Number((await treeCredits.textContent())!.replace(/,/g, ''));
+      expect(Math.abs(shownCredits - spent) / spent).toBeLessThan(0.01);
+      // The list shows the tree's cost too, not the root's own.
+      await again.goto('/console/agents');
+      const row = again.getByRole('row').filter({ hasText: 'Check 220 items' });
+      await row.waitFor();
+      await expect.poll(async () => (await row.textContent()) ?? '').toContain('220');
+      expect(await row.textContent()).toContain(shownCredits.toFixed(4));
+      await check.close();
+    },
+  );
+});
