@@ -3,6 +3,8 @@
  * agent's timeline, a phone-sized screen, and an accessibility check (axe-core) of every page. Skipped without
  * Chromium (failed under AGENTRY_CI_STRICT=1), like the other browser suites.
  */
+import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_FLAGS } from '../../src/browser/browser-pool.js';
@@ -10,6 +12,16 @@ import { chromium, runBrowser } from '../browser/support.js';
 import { openConsoleBed, type Account, type ConsoleBed } from './support.js';
 
 type Counts = Partial<Record<string, number>>;
+
+/** axe-core's browser build, added to pages by the tests only (the console's CSP would refuse it: contexts bypass it). */
+const AXE = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8');
+
+interface AxeViolation {
+  id: string;
+  impact: string | null;
+  help: string;
+  nodes: Array<{ target: unknown[] }>;
+}
 
 describe.runIf(runBrowser)('what the console shows of a run', () => {
   let bed: ConsoleBed;
@@ -120,4 +132,90 @@ describe.runIf(runBrowser)('what the console shows of a run', () => {
       await check.close();
     },
   );
+
+  /** A parent with a few children and a leaf with a tool call, for the pages below. */
+  async function someAgents(owner: Account) {
+    const parent = await bed.runtime.create({ goal: 'Check 3 items [fanout 3]', accountId: owner.id });
+    const leaf = await bed.runtime.create({ goal: 'Take notes [steps-a11y]', accountId: owner.id });
+    bed.release('[steps-a11y]#0');
+    await bed.runtime.waitFor(parent.agent_id);
+    return { parent: parent.agent_id, leaf: leaf.agent_id };
+  }
+
+  it('at 390 × 844: no page scrolls sideways, and "Sign out" is in view', { timeout: 120_000 }, async () => {
+    const { account, apiKey } = await bed.runtime.accounts.create({ name: 'phone', credits: 100 });
+    const owner = { id: account.account_id, key: apiKey!.key };
+    const { parent, leaf } = await someAgents(owner);
+    const { context, page } = await signedIn(owner, { viewport: { width: 390, height: 844 } });
+    for (const path of [
+      '/console/agents',
+      '/console/settings',
+      `/console/agents/${parent}`,
+      `/console/agents/${leaf}`,
+    ]) {
+      await page.goto(path);
+      // Measured once the page's first answers are in (its table rows, or its facts).
+      await page.locator('main td, main .facts dd').first().waitFor();
+      const widths = await page.evaluate(() => ({
+        scroll: document.documentElement.scrollWidth,
+        client: document.documentElement.clientWidth,
+      }));
+      expect(widths.scroll, `${path} is wider than the screen`).toBeLessThanOrEqual(widths.client);
+      const signOut = page.getByRole('button', { name: 'Sign out', exact: true });
+      expect(await signOut.isVisible()).toBe(true);
+      const box = (await signOut.boundingBox())!;
+      expect(box.x).toBeGreaterThanOrEqual(0);
+      expect(box.x + box.width, `${path}: Sign out is cut off`).toBeLessThanOrEqual(390);
+    }
+    await context.close();
+  });
+
+  it('axe-core finds no serious or critical violation on any console page', { timeout: 120_000 }, async () => {
+    const { account, apiKey } = await bed.runtime.accounts.create({ name: 'axe', credits: 100 });
+    const owner = { id: account.account_id, key: apiKey!.key };
+    const { parent, leaf } = await someAgents(owner);
+    const context = await browser.newContext({ baseURL: bed.origin, bypassCSP: true });
+    const page = await context.newPage();
+    const found: string[] = [];
+    const check = async (name: string) => {
+      await page.addScriptTag({ content: AXE });
+      const violations = await page.evaluate(async () => {
+        const axe = (window as unknown as { axe: { run(): Promise<{ violations: AxeViolation[] }> } }).axe;
+        return (await axe.run()).violations;
+      });
+      for (const v of violations) {
+        if (v.impact === 'serious' || v.impact === 'critical') {
+          found.push(`${name}: ${v.id} (${v.impact}) ${v.help} at ${JSON.stringify(v.nodes.map((n) => n.target))}`);
+        }
+      }
+    };
+    await page.goto('/console/sign-in');
+    await page.getByLabel('API key', { exact: true }).waitFor();
+    await check('sign-in');
+    await page.getByLabel('API key', { exact: true }).fill('agk_wrong');
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('alert').filter({ hasText: /./ }).waitFor();
+    await check('sign-in, refused');
+    await page.getByLabel('API key', { exact: true }).fill(owner.key);
+    await page.getByRole('button', { name: 'Sign in', exact: true }).click();
+    await page.getByRole('heading', { name: 'Agents', level: 1 }).waitFor();
+    await page.getByRole('link', { name: 'Check 3 items [fanout 3]' }).waitFor();
+    await check('agents');
+    await page.goto('/console/settings');
+    await page.getByRole('heading', { name: 'API keys' }).waitFor();
+    await page.getByRole('row').filter({ hasText: 'agk_' }).first().waitFor();
+    await check('settings');
+    await page.goto(`/console/agents/${parent}`);
+    await page.locator('.vlist-row').first().waitFor();
+    await check('agent with sub-agents');
+    await page.goto(`/console/agents/${leaf}`);
+    await page.getByRole('heading', { name: 'Take notes [steps-a11y]' }).waitFor();
+    await page.locator('.facts dd').first().waitFor();
+    await check('agent');
+    await page.getByRole('button', { name: 'Sign out', exact: true }).click();
+    await page.getByText('You signed out.').waitFor();
+    await check('signed out');
+    await context.close();
+    expect(found).toEqual([]);
+  });
 });

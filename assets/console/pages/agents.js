@@ -16,6 +16,15 @@ export function agentsPage(main, _params, app) {
   // New agent
   const goal = h('textarea', { id: 'goal', name: 'goal', rows: 3, required: true, maxlength: 100000 });
   const model = h('select', { id: 'model', name: 'model' });
+  const maxCredits = h('input', {
+    id: 'max-credits',
+    name: 'max_credits',
+    type: 'number',
+    min: '0.000001',
+    step: 'any',
+    inputmode: 'decimal',
+    placeholder: 'no cap',
+  });
   const start = h('button', { type: 'submit' }, 'Start agent');
   const formError = h('p', { role: 'alert', class: 'error' });
   const form = h(
@@ -25,7 +34,15 @@ export function agentsPage(main, _params, app) {
     formError,
     h('label', { for: 'goal' }, 'Goal'),
     goal,
-    h('div', { class: 'row' }, h('label', { for: 'model' }, 'Model'), model, start),
+    h(
+      'div',
+      { class: 'row' },
+      h('label', { for: 'model' }, 'Model'),
+      model,
+      h('label', { for: 'max-credits' }, 'Max credits'),
+      maxCredits,
+      start,
+    ),
   );
   call('GET', 'models').then(
     ({ models }) =>
@@ -75,20 +92,24 @@ export function agentsPage(main, _params, app) {
       ),
       listError,
       h(
-        'table',
-        {},
+        'div',
+        { class: 'table-wrap' },
         h(
-          'thead',
+          'table',
           {},
           h(
-            'tr',
+            'thead',
             {},
-            ['Goal', 'Status', 'Progress', 'Tokens', 'Credits', 'Sub-agents', 'Created'].map((t) =>
-              h('th', { scope: 'col' }, t),
+            h(
+              'tr',
+              {},
+              ['Goal', 'Status', 'Progress', 'Tokens', 'Credits', 'Sub-agents', 'Created'].map((t) =>
+                h('th', { scope: 'col' }, t),
+              ),
             ),
           ),
+          body,
         ),
-        body,
       ),
       h('div', { class: 'row pager' }, previous, summary, next),
     ),
@@ -155,6 +176,8 @@ export function agentsPage(main, _params, app) {
       const created = await call('POST', 'agents', {
         goal: goal.value,
         ...(model.value ? { model: model.value } : {}),
+        // The whole tree's cap; empty means none.
+        ...(maxCredits.value ? { max_credits: Number(maxCredits.value) } : {}),
       });
       app.navigate(`/agents/${created.agent_id}`);
     } catch (error) {

@@ -83,7 +83,9 @@ export function childrenList(agentId) {
       const row = h(
         'div',
         { class: 'vlist-row', role: 'listitem' },
-        h('span', { class: 'index' }, `#${count(i + 1)}`),
+        // The child's own number (its place among the tasks it was spawned with), not its row: a search shows child 17
+        // as #17, not #1.
+        h('span', { class: 'index' }, `#${count(child.spawn_index === null ? i + 1 : child.spawn_index + 1)}`),
         statusBadge(child.status),
         h('a', { href: `${root}/agents/${child.agent_id}`, 'data-nav': true }, child.goal),
       );
