@@ -8,7 +8,7 @@ import { newAgentId } from './ids.js';
 import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
 import type { ModelProvider } from '../models/provider.js';
-import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
+import type { AgentRow, LedgerRow, StorageAdapter, ToolCallRow, TurnRow } from '../storage/adapter.js';
 import type { Tool } from '../tools/define-tool.js';
 import { ToolRegistry } from '../tools/registry.js';
 import {
@@ -694,6 +694,28 @@ export class AgentRuntime {
       subAgents: toSubAgentCounts(children),
       tree: tree[0] && toTreeTotals(tree[0]),
     });
+  }
+
+  /**
+   * What an agent did, as storage keeps it: its conversation turns, its tool calls (input, result, outcome) and its
+   * own ledger rows (each model call's tokens, cache tokens and credits; each tool charge), oldest first. For views
+   * that lay a run out on a timeline, such as the console's.
+   */
+  async activity(
+    agentId: string,
+    scope: AccountScope = {},
+  ): Promise<{ agent: AgentRow; turns: TurnRow[]; toolCalls: ToolCallRow[]; ledger: LedgerRow[] }> {
+    const row = await this.row(agentId, scope);
+    const [turns, ledger] = await Promise.all([
+      this.storage.listTurns(row.agent_id),
+      this.storage.listLedger(row.account_id),
+    ]);
+    const toolCalls = (
+      await Promise.all(
+        turns.filter((t) => t.role === 'assistant').map((t) => this.storage.listToolCalls(row.agent_id, t.idx)),
+      )
+    ).flat();
+    return { agent: row, turns, toolCalls, ledger: ledger.filter((e) => e.agent_id === row.agent_id) };
   }
 
   /**

@@ -218,4 +218,67 @@ describe.runIf(runBrowser)('what the console shows of a run', () => {
     await context.close();
     expect(found).toEqual([]);
   });
+
+  it(
+    'the agent page lays the run out on a timeline: model calls sum to its tokens and credits, a pause and a resume show',
+    { timeout: 120_000 },
+    async () => {
+      const { account, apiKey } = await bed.runtime.accounts.create({ name: 'timeline', credits: 100 });
+      const owner = { id: account.account_id, key: apiKey!.key };
+      const { context, page } = await signedIn(owner);
+      const created = await bed.runtime.create({ goal: 'Three steps [steps-tl]', accountId: owner.id });
+      await page.goto(`/console/agents/${created.agent_id}`);
+      await page.getByRole('status').filter({ hasText: 'live' }).waitFor();
+      bed.release('[steps-tl]#0');
+      // The first step's tool call is on the timeline; the second model call now waits on its gate: pause it there.
+      await page.locator('.tl-tool').first().waitFor();
+      await page.getByRole('button', { name: 'Pause', exact: true }).click();
+      await page.locator('.tl-status .badge', { hasText: 'PAUSED' }).waitFor();
+      await page.getByRole('button', { name: 'Resume', exact: true }).click();
+      await page.locator('.tl-status .badge', { hasText: 'ACTIVE' }).waitFor();
+      bed.release('[steps-tl]#1');
+      bed.release('[steps-tl]#2');
+      await page.getByRole('status').filter({ hasText: 'finished' }).waitFor();
+      await page.locator('.tl-message', { hasText: 'step 3: all done' }).waitFor();
+
+      const { agent } = await bed.runtime.get(created.agent_id);
+      const rows = await page.locator('.timeline > li').evaluateAll((items) =>
+        items.map((li) => ({
+          kind: li.className,
+          at: li.querySelector('time')?.getAttribute('datetime') ?? '',
+          tokens: Number(li.getAttribute('data-tokens') ?? 0),
+          credits: Number(li.getAttribute('data-credits') ?? 0),
+          text: li.textContent ?? '',
+        })),
+      );
+      const models = rows.filter((r) => r.kind.includes('tl-model'));
+      const tools = rows.filter((r) => r.kind.includes('tl-tool'));
+      expect(models.length).toBeGreaterThanOrEqual(3);
+      expect(tools.length).toBe(2);
+      expect(models.reduce((t, r) => t + r.tokens, 0)).toBe(agent.token_count);
+      const spent = [...models, ...tools].reduce((t, r) => t + r.credits, 0);
+      expect(Math.abs(spent - agent.credits_spent)).toBeLessThan(1e-6);
+      // The model calls' credits are the ledger's model rows for this agent.
+      const ledger = await bed.runtime.accounts.ledger(owner.id);
+      const modelCredits = ledger.filter((e) => e.kind === 'model').reduce((t, e) => t - e.credits, 0);
+      expect(Math.abs(models.reduce((t, r) => t + r.credits, 0) - modelCredits)).toBeLessThan(1e-6);
+
+      // In time order, the pause before the resume, both after the first tool call and before the end.
+      const times = rows.map((r) => r.at);
+      expect(times.every((t) => t !== '')).toBe(true);
+      expect([...times].sort()).toEqual(times);
+      const index = (test: (r: (typeof rows)[number]) => boolean) => rows.findIndex(test);
+      const paused = index((r) => r.kind.includes('tl-status') && r.text.includes('PAUSED'));
+      const resumed = index(
+        (r) => r.kind.includes('tl-status') && r.text.includes('ACTIVE') && r.text.includes('from PAUSED'),
+      );
+      const firstTool = index((r) => r.kind.includes('tl-tool'));
+      const done = index((r) => r.text.includes('step 3: all done'));
+      expect(firstTool).toBeGreaterThanOrEqual(0);
+      expect(paused).toBeGreaterThan(firstTool);
+      expect(resumed).toBeGreaterThan(paused);
+      expect(done).toBeGreaterThan(resumed);
+      await context.close();
+    },
+  );
 });

@@ -49,15 +49,16 @@ export function agentPage(main, [agentId], app) {
   const del = h('button', { type: 'button', class: 'danger', onclick: askDelete }, 'Delete');
   const confirmBox = h('div', { class: 'confirm', hidden: true });
   const controlError = h('p', { role: 'alert', class: 'error' });
-  const transcript = h('ol', { class: 'transcript', 'aria-label': 'Transcript' });
-  const toolCalls = h('div');
+  // The timeline: messages arrive live from the stream; model calls, tool calls and status changes from each read of
+  // the detail. All are kept in time order in one list.
+  const transcript = h('ol', { class: 'transcript timeline', 'aria-label': 'Timeline' });
   const artifacts = h('div');
   const monitors = h('div');
   const outbox = h('div');
   // Cards with nothing to show stay hidden: an agent without tools, artifacts, monitors or messages sent is not three
   // empty boxes.
   const card = (title, body) => h('section', { class: 'card', hidden: true }, h('h2', {}, title), body);
-  const toolCallsCard = card('Tool calls', toolCalls);
+  const timelineNote = h('p', { class: 'muted small-print' });
   const artifactsCard = card('Artifacts', artifacts);
   const monitorsCard = card('Monitors', monitors);
   const outboxCard = card('Outbox', outbox);
@@ -90,8 +91,13 @@ export function agentPage(main, [agentId], app) {
       controlError,
     ),
     childrenSection,
-    h('section', { class: 'card' }, h('h2', {}, 'Transcript'), transcript),
-    toolCallsCard,
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'timeline' },
+      h('h2', { id: 'timeline' }, 'Timeline'),
+      transcript,
+      timelineNote,
+    ),
     artifactsCard,
     monitorsCard,
     outboxCard,
@@ -191,44 +197,43 @@ export function agentPage(main, [agentId], app) {
   function addMessage(message) {
     if (seen.has(message.message_id)) return;
     seen.add(message.message_id);
-    transcript.append(
+    inTimeOrder(
       h(
         'li',
-        { class: `message ${message.role === 'USER' ? 'user' : 'assistant'}` },
+        { class: `message tl tl-message ${message.role === 'USER' ? 'user' : 'assistant'}` },
         h('div', { class: 'meta' }, message.role === 'USER' ? 'Goal' : 'Agent', ' · ', time(message.timestamp)),
         // Agent text is shown as text (white-space: pre-wrap), never parsed as HTML or Markdown.
         h('div', { class: 'text' }, message.text),
       ),
+      message.timestamp,
+      1,
     );
+  }
+
+  /**
+   * Puts an entry into the timeline after every entry that is earlier (or as early and of a kind that comes first: a
+   * model call before the message it produced, that message before the tool calls it asked for).
+   */
+  function inTimeOrder(li, at, rank) {
+    li.dataset.at = at;
+    li.dataset.rank = String(rank);
+    let next = transcript.lastElementChild;
+    while (next && (next.dataset.at > at || (next.dataset.at === at && Number(next.dataset.rank) > rank))) {
+      next = next.previousElementSibling;
+    }
+    transcript.insertBefore(li, next ? next.nextSibling : transcript.firstChild);
   }
 
   function showDetail(detail) {
     showAgent(detail.agent);
     detail.messages.forEach(addMessage);
-    toolCallsCard.hidden = detail.tool_calls.length === 0;
-    replace(
-      toolCalls,
-      detail.tool_calls.length
-        ? detail.tool_calls.map((c) =>
-            h(
-              'details',
-              { class: `tool-call${c.is_error ? ' failed' : ''}` },
-              h(
-                'summary',
-                {},
-                h('code', {}, c.name),
-                ' · ',
-                c.status,
-                c.credits === null ? '' : ` · ${credits(c.credits)} credits`,
-              ),
-              h('div', { class: 'meta' }, 'Input'),
-              h('pre', {}, pretty(c.input)),
-              h('div', { class: 'meta' }, 'Result'),
-              h('pre', {}, c.result === null ? '(not finished)' : pretty(c.result)),
-            ),
-          )
-        : h('p', { class: 'muted' }, 'No tool calls.'),
-    );
+    for (const old of transcript.querySelectorAll(':scope > li:not(.tl-message)')) old.remove();
+    for (const entry of detail.timeline ?? []) {
+      if (entry.kind !== 'message') inTimeOrder(timelineRow(entry), entry.at, RANK[entry.kind]);
+    }
+    timelineNote.textContent =
+      'Model call latency runs from the previous step to the settled call (waits for a slot or credits included). ' +
+      `Status changes since ${new Date(detail.statuses_since).toLocaleString('en-GB')}.`;
     const list = detail.agent.artifacts ?? [];
     artifactsCard.hidden = list.length === 0;
     replace(
@@ -422,6 +427,85 @@ export function agentPage(main, [agentId], app) {
     else connect();
   });
   return stop;
+}
+
+/** Of entries at the same moment, which comes first. */
+const RANK = { model_call: 0, message: 1, tool_call: 2, status: 3 };
+
+/** One entry of the timeline as a list item; its kind is its class (and its marker's colour). */
+function timelineRow(e) {
+  const when = h('span', { class: 'tl-time' }, time(e.at));
+  if (e.kind === 'message') {
+    return h(
+      'li',
+      { class: `tl tl-message ${e.role === 'USER' ? 'user' : 'assistant'}` },
+      h('div', { class: 'meta' }, e.role === 'USER' ? 'Goal' : 'Agent', ' · ', when),
+      h('div', { class: 'text' }, e.text),
+    );
+  }
+  if (e.kind === 'model_call') {
+    return h(
+      'li',
+      {
+        class: 'tl tl-model',
+        'data-tokens': e.tokens_in + e.tokens_out,
+        'data-credits': e.credits,
+      },
+      h('div', { class: 'meta' }, 'Model call · ', when),
+      h(
+        'div',
+        {},
+        h('code', {}, e.model),
+        ` · ${duration(e.latency_ms)} · in ${count(e.tokens_in)}`,
+        e.tokens_cache_read || e.tokens_cache_write
+          ? ` (cache read ${count(e.tokens_cache_read)}, cache write ${count(e.tokens_cache_write)})`
+          : '',
+        ` · out ${count(e.tokens_out)} · ${credits(e.credits)} credits`,
+      ),
+    );
+  }
+  if (e.kind === 'tool_call') {
+    const outcome = e.status !== 'finished' ? e.status : e.is_error ? 'failed' : 'ok';
+    return h(
+      'li',
+      { class: 'tl tl-tool', 'data-credits': e.credits ?? 0 },
+      h(
+        'details',
+        { class: `tool-call${e.is_error ? ' failed' : ''}` },
+        h(
+          'summary',
+          {},
+          h('code', {}, e.name),
+          ` · ${outcome}`,
+          e.duration_ms === null ? '' : ` · ${duration(e.duration_ms)}`,
+          e.credits === null ? '' : ` · ${credits(e.credits)} credits`,
+          ' · ',
+          when,
+        ),
+        h('div', { class: 'meta' }, 'Input'),
+        h('pre', {}, pretty(e.input)),
+        h('div', { class: 'meta' }, 'Result'),
+        h('pre', {}, e.result === null ? '(not finished)' : pretty(e.result)),
+      ),
+      e.spawned
+        ? h(
+            'button',
+            {
+              type: 'button',
+              class: 'secondary small',
+              onclick: () => document.getElementById('sub-agents')?.scrollIntoView(),
+            },
+            `${count(e.spawned)} sub-agents: see the tree`,
+          )
+        : null,
+    );
+  }
+  return h(
+    'li',
+    { class: `tl tl-status status-change-${String(e.status).toLowerCase()}` },
+    h('div', { class: 'meta' }, 'Status · ', when),
+    h('div', {}, statusBadge(e.status), ` from ${e.previous}`, e.message ? ` · ${e.message}` : ''),
+  );
 }
 
 /** JSON text shown indented when it parses, as it is otherwise. */
