@@ -44,6 +44,7 @@ export function agentPage(main, [agentId], app) {
   const statusMessage = h('p', { class: 'status-message' });
   const facts = h('dl', { class: 'facts' });
   const treeFacts = h('dl', { class: 'facts', 'aria-label': 'Whole tree' });
+  const creditHint = h('p', { class: 'hint', role: 'status' });
   const pause = h('button', { type: 'button', onclick: () => control('pause') }, 'Pause');
   const resume = h('button', { type: 'button', onclick: () => control('resume') }, 'Resume');
   const del = h('button', { type: 'button', class: 'danger', onclick: askDelete }, 'Delete');
@@ -86,6 +87,7 @@ export function agentPage(main, [agentId], app) {
       statusMessage,
       facts,
       treeFacts,
+      creditHint,
       h('div', { class: 'row controls' }, pause, resume, del),
       confirmBox,
       controlError,
@@ -179,6 +181,14 @@ export function agentPage(main, [agentId], app) {
         const moving = tree
           ? Object.entries(tree.by_status).some(([s, n]) => n > 0 && !SETTLED.has(s))
           : !SETTLED.has(a.status);
+        // Calls wait for credits when what is left (balance less holds) cannot cover the next reservation: a tree
+        // that holds more than is left over is most likely waiting, not slow.
+        const c = answer.credits;
+        creditHint.textContent =
+          moving && c && c.reserved > 0 && c.available < c.reserved
+            ? `Calls of this tree may be waiting for credits: balance ${credits(c.balance)}, held by running calls ` +
+              `${credits(c.reserved)}, available ${credits(c.available)}. They go on as holds are settled.`
+            : '';
         if (moving) summarySoon();
       } catch {
         summaryTimer = null;

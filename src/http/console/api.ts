@@ -205,7 +205,17 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     return jsonResponse(200, { agent });
   }
   // What a running tree's page asks every second: the agent, its children by status and its tree summed.
-  if (c === 'summary') return jsonResponse(200, { agent: await runtime.treeStatus(agentId, scope) });
+  // The account's credits ride along: a tree that seems slow may be waiting for holds to be released.
+  if (c === 'summary') {
+    const [agent, account] = await Promise.all([
+      runtime.treeStatus(agentId, scope),
+      runtime.accounts.get(identity.accountId),
+    ]);
+    return jsonResponse(200, {
+      agent,
+      credits: { balance: account.balance, reserved: account.reserved, available: account.available },
+    });
+  }
   if (c === 'children') {
     const parent = await runtime.get(agentId, scope); // 404 for another account's agent
     const q = parseArgs(PageQuerySchema, queryOf(url), 'query');
