@@ -3,13 +3,14 @@
  * agent's timeline, a phone-sized screen, and an accessibility check (axe-core) of every page. Skipped without
  * Chromium (failed under AGENTRY_CI_STRICT=1), like the other browser suites.
  */
+import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_FLAGS } from '../../src/browser/browser-pool.js';
 import { chromium, runBrowser } from '../browser/support.js';
-import { openConsoleBed, type Account, type ConsoleBed } from './support.js';
+import { insertTree, openConsoleBed, type Account, type ConsoleBed } from './support.js';
 
 type Counts = Partial<Record<string, number>>;
 
@@ -287,4 +288,31 @@ describe.runIf(runBrowser)('what the console shows of a run', () => {
       await context.close();
     },
   );
+
+  it('opens the children of a child below the list: a tree, a level at a time', { timeout: 60_000 }, async () => {
+    const { account, apiKey } = await bed.runtime.accounts.create({ name: 'nested', credits: 10 });
+    const owner = { id: account.account_id, key: apiKey!.key };
+    const parentId = await insertTree(bed.runtime, owner.id, 5);
+    const first = (await bed.runtime.list({ parentId, limit: 100 })).data.find((c) => c.goal.includes('number 1:'))!;
+    const row = (await bed.runtime.storage.getAgent(first.agent_id))!;
+    await bed.runtime.storage.insertAgents(
+      [0, 1].map((i) => ({
+        ...row,
+        agent_id: randomUUID(),
+        parent_id: row.agent_id,
+        spawn_key: `toolu_nested#${i}`,
+        goal: `Grandchild ${i + 1} of child 1`,
+      })),
+      [],
+      [],
+    );
+    const { context, page } = await signedIn(owner);
+    await page.goto(`/console/agents/${parentId}`);
+    await page.getByRole('button', { name: '2 below', exact: true }).click();
+    await page.getByRole('heading', { name: /Sub-agents of #1/ }).waitFor();
+    await page.getByRole('link', { name: 'Grandchild 2 of child 1' }).waitFor();
+    await page.getByRole('button', { name: '2 below', exact: true }).click();
+    await page.getByRole('link', { name: 'Grandchild 2 of child 1' }).waitFor({ state: 'detached' });
+    await context.close();
+  });
 });
