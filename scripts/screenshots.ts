@@ -1,7 +1,8 @@
 /**
- * Regenerates the console screenshots of docs/console.md (docs/images/console-*.png): a runtime on memory storage with a
- * scripted model, a few agents in different states (one with 10,000 sub-agents), the console served on a free port,
- * and the system's Chromium (playwright-core; never a downloaded browser) visiting each main page.
+ * Regenerates the console screenshots of README.md and docs/console.md (docs/images/console-*.png): a runtime on memory
+ * storage with a scripted model, a few agents in different states (one with 10,000 sub-agents), the console served on a
+ * free port, and the system's Chromium (playwright-core; never a downloaded browser) visiting each main page, at a
+ * desktop width and at 390 px.
  *
  *   npm run screenshots          # or: npx tsx scripts/screenshots.ts [output folder]
  */
@@ -102,10 +103,22 @@ try {
 
   await page.goto(`/console/agents/${parentId}`);
   await page.getByText('10,000 sub-agents', { exact: true }).waitFor();
+  await page.locator('.tree-credits').waitFor();
   await page.getByLabel('Search sub-agents', { exact: true }).fill('item 98');
   await page.getByText('111 sub-agents match').waitFor();
   await page.evaluate(() => document.getElementById('sub-agents')?.scrollIntoView());
   await shot('sub-agents');
+
+  const phone = await browser.newContext({ baseURL: server.url, viewport: { width: 390, height: 844 } });
+  const small = await phone.newPage();
+  await small.goto('/console/sign-in');
+  await small.getByLabel('API key', { exact: true }).fill(apiKey!.key);
+  await small.getByRole('button', { name: 'Sign in', exact: true }).click();
+  await small.goto(`/console/agents/${laptops.agent_id}`);
+  await small.getByText('For most people the Air is the better value.').waitFor();
+  await small.screenshot({ path: `${out}/console-phone.png` });
+  console.log(`wrote ${out}/console-phone.png`);
+  await phone.close();
 
   await page.goto('/console/settings');
   await page.getByLabel('Key name', { exact: true }).fill('staging');
@@ -135,9 +148,9 @@ async function insertFanOut(accountId: string, n: number): Promise<string> {
     status: 'PAUSED',
     progress: 0.62,
     status_message: `Waiting for 3,800 of ${n.toLocaleString('en-US')} sub-agents`,
-    token_count: 1_204_331,
+    token_count: 12_331,
     message_count: 1,
-    credits_spent: 41_500_000,
+    credits_spent: 41_500,
     sub_agent_count: 0,
     max_credits: null,
     tree_spent: 0,

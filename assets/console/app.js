@@ -18,8 +18,10 @@ const ROUTES = [
 const app = {
   /** The signed-in account (`{account, sign_out}`), or null. */
   me: null,
-  /** Why the last session ended, shown on the sign-in page once. */
+  /** Why the last session ended, shown on the sign-in page once (as an error). */
   reason: null,
+  /** A word for the sign-in page that is not an error ("You signed out."). */
+  notice: null,
   navigate(path, { replace: replaceState = false } = {}) {
     history[replaceState ? 'replaceState' : 'pushState'](null, '', root + path);
     render();
@@ -87,7 +89,7 @@ async function signOut(event) {
     await call('DELETE', 'session');
   } finally {
     app.me = null;
-    app.reason = 'You signed out.';
+    app.notice = 'You signed out.';
     app.navigate('/sign-in', { replace: true });
   }
 }

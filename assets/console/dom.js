@@ -44,15 +44,76 @@ export function replace(el, ...children) {
 
 const numbers = new Intl.NumberFormat('en-US');
 export const count = (n) => numbers.format(n);
-export const credits = (n) =>
-  new Intl.NumberFormat('en-US', { minimumFractionDigits: 2, maximumFractionDigits: 6 }).format(n);
+// Credits always with four decimals, whatever their size, so that columns of them line up and compare at a glance.
+const fourDecimals = new Intl.NumberFormat('en-US', { minimumFractionDigits: 4, maximumFractionDigits: 4 });
+export const credits = (n) => fourDecimals.format(n);
 export const percent = (p) => `${Math.round(p * 100)}%`;
 
 /** An ISO time as the reader's local date and time. */
-export function time(iso) {
+export function absoluteTime(iso) {
   if (!iso) return '—';
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? '—' : d.toLocaleString('en-GB', { dateStyle: 'medium', timeStyle: 'medium' });
+}
+
+/** A length of time: "850 ms", "12.4 s", "3 min 5 s", "2 h 4 min". */
+export function duration(ms) {
+  if (!Number.isFinite(ms) || ms < 0) return '—';
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const s = Math.round(ms / 1000);
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+/** "just now", "5 s ago", "3 min ago", "2 h ago", "4 days ago". */
+export function relativeTime(iso, now = Date.now()) {
+  const t = new Date(iso).getTime();
+  if (!iso || Number.isNaN(t)) return '—';
+  const s = Math.round((now - t) / 1000);
+  if (s < 2) return 'just now';
+  if (s < 60) return `${s} s ago`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ago`;
+  if (s < 86400) return `${Math.floor(s / 3600)} h ago`;
+  const days = Math.floor(s / 86400);
+  return `${days} day${days === 1 ? '' : 's'} ago`;
+}
+
+/** A time shown relative to now, the absolute time on hover (and for screen readers, in `datetime`). */
+export function time(iso) {
+  if (!iso) return '—';
+  return h('time', { datetime: iso, title: absoluteTime(iso) }, relativeTime(iso));
+}
+
+/** A button that copies `text` to the clipboard and says so. */
+export function copyButton(text, label = 'Copy') {
+  const button = h('button', {
+    type: 'button',
+    class: 'secondary small',
+    'aria-label': `${label}`,
+    onclick: async () => {
+      try {
+        await navigator.clipboard.writeText(text);
+        button.textContent = 'Copied';
+      } catch {
+        button.textContent = 'Copy failed';
+      }
+      setTimeout(() => (button.textContent = 'Copy'), 1500);
+    },
+  });
+  button.textContent = 'Copy';
+  return button;
+}
+
+/** An agent id in full (UUIDv7 ids share their first characters: a prefix says nothing), as a link, with a copy button. */
+export function agentIdLink(root, id) {
+  return h(
+    'span',
+    { class: 'id' },
+    h('a', { href: `${root}/agents/${id}`, 'data-nav': true }, h('code', {}, id)),
+    ' ',
+    copyButton(id, `Copy agent id ${id}`),
+  );
 }
 
 /** A labelled value for the definition lists of the settings and agent pages. */

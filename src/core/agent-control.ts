@@ -5,7 +5,9 @@
  * decides again. With several workers the owner of an agent stepping elsewhere is told on the bus, and aborts.
  */
 import type { AgentRow } from '../storage/adapter.js';
-import { AgentryError } from '../errors.js';
+import { AgentryError, notFound } from '../errors.js';
+import { monitorTimerId, toMonitorInfo } from '../tools/monitors.js';
+import type { MonitorInfo } from './schemas.js';
 import { changeStatus } from './status-change.js';
 import type { StepDeps } from './step-types.js';
 import type { RuntimeWiring } from './runtime-wiring.js';
@@ -113,4 +115,29 @@ function pauseReason(): Error {
   const err = new Error('agent paused');
   err.name = 'AbortError';
   return err;
+}
+
+/**
+ * Cancels a monitor: no more checks, and its queued changes are no longer delivered. Cancelling a cancelled or ended
+ * monitor changes nothing. `not_found` for an unknown id, or a monitor of an agent `read` does not find (another
+ * account's).
+ */
+export async function cancelMonitor(
+  w: RuntimeWiring,
+  monitorId: string,
+  read: (agentId: string) => Promise<AgentRow>,
+): Promise<MonitorInfo> {
+  const monitor = await w.storage.getMonitor(monitorId);
+  if (!monitor) throw notFound('Monitor', monitorId);
+  try {
+    await read(monitor.agent_id);
+  } catch {
+    throw notFound('Monitor', monitorId);
+  }
+  if (monitor.status !== 'active') return toMonitorInfo(monitor);
+  const cancelled = { ...monitor, status: 'cancelled' as const, next_check_at: null };
+  await w.storage.updateMonitor(cancelled, { dropTimer: monitorTimerId(monitorId) });
+  // A wait of its agent that had only this monitor left ends now (its call sees no active monitor).
+  w.scheduler.kick(monitor.agent_id);
+  return toMonitorInfo(cancelled);
 }

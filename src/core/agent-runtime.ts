@@ -3,20 +3,20 @@
  * The `AgentRuntime` facade: the one object an embedding application holds. It validates every call, asks the status
  * table for every move, and leaves stepping to the scheduler.
  */
-import { z } from 'zod';
+import type { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
 import type { AgentRow, IdempotencyRecord, SharedLocation, StorageAdapter } from '../storage/adapter.js';
 import type { ToolPlatform, ToolStatus } from '../tools/platform.js';
 import type { Accounts } from './accounts.js';
-import { deleteTree, pauseTree, resumeTree } from './agent-control.js';
+import { cancelMonitor, deleteTree, pauseTree, resumeTree } from './agent-control.js';
 import { createRootAgent } from './agent-create.js';
 import { listAgents } from './agent-list.js';
+import * as views from './agent-views.js';
 import type { PriceTable } from './credits.js';
 import type { AgentEvents, AgentEventName, RuntimeEvents } from './events.js';
 import {
   statusExtras,
   toAgentWithMessages,
-  toArtifactInfo,
   toCreatedForm,
   toMonitorInfo,
   toOutboxEntry,
@@ -44,12 +44,13 @@ import {
   type CreateAgentOptions,
   type ListAgentsOptions,
   type MonitorInfo,
+  type TreeTotals,
   type OutboxEntry,
 } from './schemas.js';
 import type { Scheduler } from './scheduler.js';
 import type { AgentStatus } from '../base/status.js';
 import type { Telemetry } from './telemetry.js';
-import { monitorTimerId, type TimerService } from './timers.js';
+import type { TimerService } from './timers.js';
 import {
   AgentIdSchema,
   IdempotencyKey,
@@ -229,6 +230,22 @@ export class AgentRuntime {
     );
   }
 
+  /** The agent with its children counted by status and its tree summed, without its transcript: for dashboards. */
+  async treeStatus(agentId: string, scope: AccountScope = {}): Promise<Agent> {
+    return views.treeStatusOf(this.storage, await this.row(agentId, scope));
+  }
+
+  /** What an agent did (turns, tool calls, its own ledger rows), oldest first: for a timeline such as the console's. */
+  async activity(agentId: string, scope: AccountScope = {}): Promise<views.AgentActivity> {
+    return views.activityOf(this.storage, await this.row(agentId, scope));
+  }
+
+  /** Each agent's tree summed, by agent id, in one query; unknown ids (and, scoped, other accounts') left out. */
+  async treeTotals(agentIds: readonly string[], scope: AccountScope = {}): Promise<Record<string, TreeTotals>> {
+    this.assertOpen();
+    return views.treeTotalsOf(this.storage, agentIds, parseArgs(ScopeSchema, scope, 'scope').accountId);
+  }
+
   /**
    * Agents, newest first, in reduced form with the start of their goal and their parent. Pass `next_cursor` back as
    * `cursor` for the next page. Filters: `status`, `parentId` (an id for its children, `null` for roots only) and `q`
@@ -365,11 +382,7 @@ export class AgentRuntime {
     artifactId: string,
     scope: AccountScope = {},
   ): Promise<{ artifact: ArtifactInfo; data: Uint8Array }> {
-    const row = await this.row(agentId, scope);
-    const id = parseArgs(AgentIdSchema, artifactId, 'artifact id');
-    const found = await this.storage.getArtifact(row.agent_id, id);
-    if (!found) throw notFound('Artifact', id);
-    return { artifact: toArtifactInfo(found.row), data: found.data };
+    return views.artifactOf(this.storage, await this.row(agentId, scope), artifactId);
   }
 
   /**
@@ -391,8 +404,7 @@ export class AgentRuntime {
    */
   async pageSnapshot(contentSha256: string): Promise<string | null> {
     this.assertOpen();
-    const sha = parseArgs(z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'), contentSha256, 'content_sha256');
-    return this.storage.getPageText(sha);
+    return views.pageSnapshotOf(this.storage, contentSha256);
   }
 
   /**
@@ -410,20 +422,7 @@ export class AgentRuntime {
    */
   async cancelMonitor(monitorId: string, scope: AccountScope = {}): Promise<MonitorInfo> {
     this.assertOpen();
-    const id = parseArgs(AgentIdSchema, monitorId, 'monitor id');
-    const monitor = await this.storage.getMonitor(id);
-    if (!monitor) throw notFound('Monitor', id);
-    try {
-      await this.row(monitor.agent_id, scope);
-    } catch {
-      throw notFound('Monitor', id);
-    }
-    if (monitor.status !== 'active') return toMonitorInfo(monitor);
-    const cancelled = { ...monitor, status: 'cancelled' as const, next_check_at: null };
-    await this.storage.updateMonitor(cancelled, { dropTimer: monitorTimerId(id) });
-    // A wait of its agent that had only this monitor left ends now (its call sees no active monitor).
-    this.scheduler.kick(monitor.agent_id);
-    return toMonitorInfo(cancelled);
+    return cancelMonitor(this.parts, parseArgs(AgentIdSchema, monitorId, 'monitor id'), (id) => this.row(id, scope));
   }
 
   /**

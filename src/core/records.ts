@@ -3,7 +3,14 @@
  * Storage rows to the public record forms. Wire shape = in-process shape: `runtime.get(id)` returns
  * what `GET /api/agents/{id}` sends.
  */
-import type { AgentRow, ArtifactRow, MessageRow, OutboxRow, StorageAdapter } from '../storage/adapter.js';
+import type {
+  TreeTotalsRow,
+  AgentRow,
+  ArtifactRow,
+  MessageRow,
+  OutboxRow,
+  StorageAdapter,
+} from '../storage/adapter.js';
 import { toMonitorInfo } from '../tools/monitors.js';
 import type { AgentStatus } from '../base/status.js';
 import {
@@ -16,6 +23,7 @@ import {
   type AgentWithMessages,
   type Message,
   type SubAgentCounts,
+  type TreeTotals,
   type ArtifactInfo,
   type MonitorInfo,
   type OutboxCounts,
@@ -37,6 +45,8 @@ export function toCreatedForm(row: AgentRow): AgentCreated {
 export interface StatusExtras {
   /** The agent's children counted by status (agents that spawned). */
   subAgents?: SubAgentCounts | undefined;
+  /** The agent and all its descendants summed (agents that spawned). */
+  tree?: TreeTotals | undefined;
   /** What its tools kept (agents that have any). */
   artifacts?: ArtifactInfo[] | undefined;
   /** The pages it watches (agents that have monitors). */
@@ -66,6 +76,7 @@ export function toStatusForm(row: AgentRow, extras?: StatusExtras): Agent {
     spawn_index: spawnIndexOf(row.spawn_key),
   };
   if (extras?.subAgents) agent.sub_agents = extras.subAgents;
+  if (extras?.tree) agent.tree = extras.tree;
   if (extras?.artifacts?.length) agent.artifacts = extras.artifacts;
   if (extras?.monitors?.length) agent.monitors = extras.monitors;
   if (extras?.outbox) agent.outbox = extras.outbox;
@@ -77,6 +88,18 @@ function spawnIndexOf(spawnKey: string | null): number | null {
   if (spawnKey === null) return null;
   const index = Number(spawnKey.slice(spawnKey.lastIndexOf('#') + 1));
   return Number.isInteger(index) && index >= 0 ? index : null;
+}
+
+/** A tree's sums as the status form shows them: credits, not micro-credits. */
+export function toTreeTotals(row: TreeTotalsRow): TreeTotals {
+  return {
+    agents: row.agents,
+    credits_spent: microsToCredits(row.credits_spent),
+    tokens: row.tokens,
+    by_status: row.by_status,
+    first_created_at: row.first_created_at,
+    last_updated_at: row.last_updated_at,
+  };
 }
 
 /** Children counts as the status form shows them. */
@@ -113,17 +136,22 @@ export function toAgentWithMessages(row: AgentRow, messages: MessageRow[], extra
 
 /** The extras of a `get` answer, read from storage. */
 export async function statusExtras(
-  storage: Pick<StorageAdapter, 'countChildrenByStatus' | 'listArtifacts' | 'listMonitors' | 'countOutbox'>,
+  storage: Pick<
+    StorageAdapter,
+    'countChildrenByStatus' | 'treeTotals' | 'listArtifacts' | 'listMonitors' | 'countOutbox'
+  >,
   row: AgentRow,
 ): Promise<StatusExtras> {
-  const [children, artifacts, monitors, outbox] = await Promise.all([
+  const [children, tree, artifacts, monitors, outbox] = await Promise.all([
     row.sub_agent_count === 0 ? undefined : storage.countChildrenByStatus(row.agent_id, ''),
+    row.sub_agent_count === 0 ? undefined : storage.treeTotals([row.agent_id]),
     storage.listArtifacts(row.agent_id),
     storage.listMonitors(row.agent_id),
     storage.countOutbox(row.agent_id),
   ]);
   return {
     subAgents: children && toSubAgentCounts(children),
+    tree: tree?.[0] && toTreeTotals(tree[0]),
     artifacts: artifacts.map(toArtifactInfo),
     monitors: monitors.map(toMonitorInfo),
     outbox: toOutboxCounts(outbox),

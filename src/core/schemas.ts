@@ -38,6 +38,21 @@ export const SubAgentCountsSchema = z
   .meta({ id: 'SubAgentCounts' });
 export type SubAgentCounts = z.infer<typeof SubAgentCountsSchema>;
 
+/** An agent and all its descendants summed (the `tree` of a status form). */
+export const TreeTotalsSchema = z
+  .object({
+    agents: z.number().int().min(1).describe('agents in the tree, the agent itself included'),
+    credits_spent: z.number().min(0).describe('credits settled by every agent of the tree'),
+    tokens: z.number().int().min(0).describe('tokens of every agent of the tree'),
+    by_status: z
+      .partialRecord(AgentStatusSchema, z.number().int().min(0))
+      .describe("the tree's agents counted by status, the agent itself included"),
+    first_created_at: Timestamp.describe('when its first agent was created'),
+    last_updated_at: Timestamp.describe('when any of its agents last changed'),
+  })
+  .meta({ id: 'TreeTotals' });
+export type TreeTotals = z.infer<typeof TreeTotalsSchema>;
+
 /** An artifact a tool kept with an agent (its bytes: `GET /api/agents/{id}/artifacts/{artifact_id}`). */
 export const ArtifactInfoSchema = z
   .object({
@@ -118,6 +133,9 @@ export const AgentSchema = AgentCreatedSchema.extend({
     .describe("beyond the interface: a sub-agent's 0-based position among the tasks it was spawned with"),
   sub_agents: SubAgentCountsSchema.optional().describe(
     'beyond the interface: direct children counted by status (in answers of get, for agents that have children)',
+  ),
+  tree: TreeTotalsSchema.optional().describe(
+    'beyond the interface: the agent and all its descendants summed (in answers of get, for agents that have children)',
   ),
   artifacts: z
     .array(ArtifactInfoSchema)

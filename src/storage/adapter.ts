@@ -412,6 +412,29 @@ export interface AgentQuery {
   after?: string;
 }
 
+/**
+ * An agent and all its descendants summed (see {@link StorageAdapter.treeTotals}): what the tree cost and where its
+ * agents are, without reading every row into the process.
+ */
+export interface TreeTotalsRow {
+  /** The agent the tree hangs from. */
+  agent_id: string;
+  /** Its account (a tree never spans two). */
+  account_id: string;
+  /** Agents in the tree, the agent itself included. */
+  agents: number;
+  /** Micro-credits settled by all of them (each agent's own `credits_spent`, summed). */
+  credits_spent: number;
+  /** Tokens of all of them (each agent's own `token_count`, summed). */
+  tokens: number;
+  /** The tree's agents counted by status, the agent itself included. */
+  by_status: Partial<Record<AgentStatus, number>>;
+  /** The earliest `created_at` in the tree (ISO): with `last_updated_at`, the tree's wall time. */
+  first_created_at: string;
+  /** The latest `updated_at` in the tree (ISO). */
+  last_updated_at: string;
+}
+
 export interface AgentPage {
   rows: AgentRow[];
   /** Position of the last row, for the next page. */
@@ -585,6 +608,11 @@ export interface StorageAdapter {
   countChildrenByStatus(parentId: string, spawnKeyPrefix: string): Promise<Partial<Record<AgentStatus, number>>>;
   /** Ids of every descendant of `agentId` (not itself). */
   listDescendantIds(agentId: string): Promise<string[]>;
+  /**
+   * Each given agent's tree summed in one query (the agent and every descendant: count, credits, tokens, statuses,
+   * first creation and last update). Unknown ids are left out of the answer; order is not kept.
+   */
+  treeTotals(agentIds: readonly string[]): Promise<TreeTotalsRow[]>;
   /** How many agents are in each status (all accounts): the `agentry_agents` gauge asks at every scrape. */
   countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>>;
 

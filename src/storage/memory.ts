@@ -39,6 +39,7 @@ import type {
   TimerRow,
   ToolCallRow,
   TurnRow,
+  TreeTotalsRow,
 } from './adapter.js';
 import type { AgentStatus } from '../base/status.js';
 import { notFound } from '../errors.js';
@@ -406,6 +407,36 @@ class MemoryStorage implements StorageAdapter {
 
   async listDescendantIds(agentId: string): Promise<string[]> {
     return this.descendants(agentId);
+  }
+
+  async treeTotals(agentIds: readonly string[]): Promise<TreeTotalsRow[]> {
+    const out: TreeTotalsRow[] = [];
+    for (const id of new Set(agentIds)) {
+      const top = this.agents.get(id)?.row;
+      if (!top) continue;
+      const totals: TreeTotalsRow = {
+        agent_id: id,
+        account_id: top.account_id,
+        agents: 0,
+        credits_spent: 0,
+        tokens: 0,
+        by_status: {},
+        first_created_at: top.created_at,
+        last_updated_at: top.updated_at,
+      };
+      for (const member of [id, ...this.descendants(id)]) {
+        const r = this.agents.get(member)?.row;
+        if (!r) continue;
+        totals.agents += 1;
+        totals.credits_spent += r.credits_spent;
+        totals.tokens += r.token_count;
+        totals.by_status[r.status] = (totals.by_status[r.status] ?? 0) + 1;
+        if (r.created_at < totals.first_created_at) totals.first_created_at = r.created_at;
+        if (r.updated_at > totals.last_updated_at) totals.last_updated_at = r.updated_at;
+      }
+      out.push(totals);
+    }
+    return out;
   }
 
   async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {

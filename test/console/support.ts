@@ -6,6 +6,8 @@
  * - `[gate]`: one turn that waits for `release('<goal marker>')`, then answers;
  * - `[steps]`: three turns, each waiting for `release`, each saying "step N" (the restart test);
  * - `[xss]`: a tool call and an artifact whose input, result, name and final text all carry {@link XSS};
+ * - `[fanout N]`: spawns N children (goals `[child] item i`), then answers once they are done;
+ * - `[child]`: answers after 0.8 to 1.6 s of real time, so that a tree of them runs for a few seconds;
  * - anything else: answers "Done." at once.
  */
 import { randomUUID } from 'node:crypto';
@@ -103,6 +105,23 @@ export async function openConsoleBed(options: { sqlitePath?: string } = {}): Pro
         const goal = JSON.stringify(request.messages[0] ?? '');
         const marker = /\[(?:gate|steps)[^\]]*\]/.exec(goal)?.[0];
         if (goal.includes('[hold]')) return { text: 'holding', delayMs: 3_600_000 };
+        const child = /\[child\] item (\d+)/.exec(goal);
+        if (child) return { text: `Item ${child[1]} checked.`, delayMs: 800 + (Number(child[1]) % 5) * 200 };
+        const fanout = /\[fanout (\d+)\]/.exec(goal);
+        if (fanout) {
+          const n = Number(fanout[1]);
+          return turnIndex === 0
+            ? {
+                text: `Spawning ${n} checks.`,
+                toolCalls: [
+                  {
+                    name: 'spawn_sub_agents',
+                    input: { tasks: Array.from({ length: n }, (_, i) => ({ goal: `[child] item ${i + 1}` })) },
+                  },
+                ],
+              }
+            : { text: 'All items checked.' };
+        }
         if (goal.includes('[gate') && marker) {
           await gate(marker).promise;
           return { text: 'Finished: the answer is 42.' };

@@ -1035,6 +1035,52 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect(await s.listDescendantIds('nope')).toEqual([]);
         });
 
+        it('sums each tree in one call: agents, credits, tokens, statuses and its time span', async () => {
+          // Spend and tokens written straight in, as the loop's settlements leave them on each agent.
+          await s.insertAgents(
+            [
+              agent('t-root', { credits_spent: 1_000, token_count: 10, created_at: at(1), updated_at: at(5) }),
+              agent('t-c1', {
+                parent_id: 't-root',
+                root_id: 't-root',
+                status: 'COMPLETED',
+                credits_spent: 200,
+                token_count: 20,
+                created_at: at(2),
+                updated_at: at(9),
+              }),
+              agent('t-g1', {
+                parent_id: 't-c1',
+                root_id: 't-root',
+                status: 'STARTING_UP',
+                credits_spent: 30,
+                token_count: 3,
+                created_at: at(3),
+                updated_at: at(4),
+              }),
+            ],
+            [],
+            [],
+          );
+          const totals = await s.treeTotals(['t-root', 't-c1', 't-g1', 'nope', 't-root']);
+          const byId = Object.fromEntries(totals.map((t) => [t.agent_id, t]));
+          expect(Object.keys(byId).sort()).toEqual(['t-c1', 't-g1', 't-root']);
+          expect(byId['t-root']).toEqual({
+            agent_id: 't-root',
+            account_id: ACCT,
+            agents: 3,
+            credits_spent: 1_230,
+            tokens: 33,
+            by_status: { ACTIVE: 1, COMPLETED: 1, STARTING_UP: 1 },
+            first_created_at: at(1),
+            last_updated_at: at(9),
+          });
+          expect(byId['t-c1']).toMatchObject({ agents: 2, credits_spent: 230, tokens: 23 });
+          expect(byId['t-c1']!.by_status).toEqual({ COMPLETED: 1, STARTING_UP: 1 });
+          expect(byId['t-g1']).toMatchObject({ agents: 1, credits_spent: 30, first_created_at: at(3) });
+          expect(await s.treeTotals([])).toEqual([]);
+        });
+
         it('deletes a subtree with its log and holds, and leaves the rest alone', async () => {
           const deleted = await s.deleteAgentTree('c1');
           expect(deleted[0]).toBe('c1');

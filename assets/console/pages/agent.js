@@ -3,12 +3,28 @@
 // twice). What the stream does not carry (tool calls, artifacts, monitors, outbox, children) is read again after
 // each change, at most once a second.
 import { call, root } from '../api.js';
-import { count, credits, fact, h, percent, replace, statusBadge, time } from '../dom.js';
+import {
+  agentIdLink,
+  copyButton,
+  count,
+  credits,
+  duration,
+  fact,
+  h,
+  percent,
+  replace,
+  statusBadge,
+  time,
+} from '../dom.js';
 import { openEventStream } from '../event-stream.js';
 import { childrenList } from './children.js';
 
 const TERMINAL = new Set(['COMPLETED', 'FAILED']);
 const DETAIL_EVERY_MS = 1000;
+/** How often a running tree's counts and totals are asked for: the page is never more than this (plus one answer) behind. */
+const SUMMARY_EVERY_MS = 1000;
+/** Statuses in which an agent may still change (its tree's counts are polled while any of the tree is in one). */
+const SETTLED = new Set(['COMPLETED', 'FAILED', 'PAUSED', 'OUT_OF_CREDITS']);
 
 export function agentPage(main, [agentId], app) {
   let agent = null;
@@ -17,6 +33,7 @@ export function agentPage(main, [agentId], app) {
   let closeStream = null;
   let detailTimer = null;
   let detailAgain = false;
+  let summaryTimer = null;
   const seen = new Set();
 
   const title = h('h1', { class: 'goal' }, 'Agent');
@@ -26,16 +43,27 @@ export function agentPage(main, [agentId], app) {
   const progressText = h('span');
   const statusMessage = h('p', { class: 'status-message' });
   const facts = h('dl', { class: 'facts' });
+  const treeFacts = h('dl', { class: 'facts', 'aria-label': 'Whole tree' });
+  const creditHint = h('p', { class: 'hint', role: 'status' });
   const pause = h('button', { type: 'button', onclick: () => control('pause') }, 'Pause');
   const resume = h('button', { type: 'button', onclick: () => control('resume') }, 'Resume');
   const del = h('button', { type: 'button', class: 'danger', onclick: askDelete }, 'Delete');
   const confirmBox = h('div', { class: 'confirm', hidden: true });
   const controlError = h('p', { role: 'alert', class: 'error' });
-  const transcript = h('ol', { class: 'transcript', 'aria-label': 'Transcript' });
-  const toolCalls = h('div');
+  // The timeline: messages arrive live from the stream; model calls, tool calls and status changes from each read of
+  // the detail. All are kept in time order in one list.
+  const transcript = h('ol', { class: 'transcript timeline', 'aria-label': 'Timeline' });
   const artifacts = h('div');
   const monitors = h('div');
   const outbox = h('div');
+  // Cards with nothing to show stay hidden: an agent without tools, artifacts, monitors or messages sent is not three
+  // empty boxes.
+  const card = (title, body) => h('section', { class: 'card', hidden: true }, h('h2', {}, title), body);
+  const timelineNote = h('p', { class: 'muted small-print' });
+  const artifactsCard = card('Artifacts', artifacts);
+  const monitorsCard = card('Monitors', monitors);
+  const outboxCard = card('Outbox', outbox);
+  const back = h('a', { href: `${root}/agents`, 'data-nav': true }, '← Back to the list');
   // The children's first page is asked for at once, beside the agent itself: for a tree of 10,000 it is the first
   // screen, and waiting for the agent first would add a round trip. Shown once the agent says it has children.
   const children = childrenList(agentId);
@@ -50,7 +78,7 @@ export function agentPage(main, [agentId], app) {
   );
 
   main.append(
-    h('p', {}, h('a', { href: `${root}/agents`, 'data-nav': true }, '← Back to the list')),
+    h('p', {}, back),
     h(
       'section',
       { class: 'card' },
@@ -58,16 +86,23 @@ export function agentPage(main, [agentId], app) {
       h('div', { class: 'row' }, status, progress, progressText, connection),
       statusMessage,
       facts,
+      treeFacts,
+      creditHint,
       h('div', { class: 'row controls' }, pause, resume, del),
       confirmBox,
       controlError,
     ),
     childrenSection,
-    h('section', { class: 'card' }, h('h2', {}, 'Transcript'), transcript),
-    h('section', { class: 'card' }, h('h2', {}, 'Tool calls'), toolCalls),
-    h('section', { class: 'card' }, h('h2', {}, 'Artifacts'), artifacts),
-    h('section', { class: 'card' }, h('h2', {}, 'Monitors'), monitors),
-    h('section', { class: 'card' }, h('h2', {}, 'Outbox'), outbox),
+    h(
+      'section',
+      { class: 'card', 'aria-labelledby': 'timeline' },
+      h('h2', { id: 'timeline' }, 'Timeline'),
+      transcript,
+      timelineNote,
+    ),
+    artifactsCard,
+    monitorsCard,
+    outboxCard,
   );
 
   function showAgent(next) {
@@ -79,17 +114,86 @@ export function agentPage(main, [agentId], app) {
     statusMessage.textContent = agent.status_message ?? '';
     replace(
       facts,
+      fact(
+        'Agent id',
+        h('span', { class: 'id' }, h('code', {}, agent.agent_id), ' ', copyButton(agent.agent_id, 'Copy agent id')),
+      ),
       fact('Model', agent.model),
       fact('Tokens', count(agent.token_count ?? 0)),
       fact('Credits spent', credits(agent.credits_spent ?? 0)),
       fact('Messages', count(agent.message_count ?? 0)),
       fact('Created', time(agent.created_at)),
       fact('Updated', time(agent.updated_at)),
-      agent.parent_id
-        ? fact('Parent', h('a', { href: `${root}/agents/${agent.parent_id}`, 'data-nav': true }, 'parent agent'))
-        : null,
+      agent.parent_id ? fact('Parent', agentIdLink(root, agent.parent_id)) : null,
     );
+    if (agent.parent_id) {
+      back.setAttribute('href', `${root}/agents/${agent.parent_id}`);
+      back.textContent = '← Back to the parent';
+    }
+    showTree(agent);
     syncControls();
+  }
+
+  /** The whole tree's sums (this agent and all below it), when it has children. */
+  function showTree(a) {
+    const tree = a.tree;
+    treeFacts.hidden = !tree;
+    if (!tree) return;
+    const running = Object.entries(tree.by_status).some(([s, n]) => n > 0 && !SETTLED.has(s));
+    const end = running ? Date.now() : new Date(tree.last_updated_at).getTime();
+    replace(
+      treeFacts,
+      fact('Tree agents', count(tree.agents)),
+      fact('Tree tokens', count(tree.tokens)),
+      fact('Tree credits spent', h('span', { class: 'tree-credits' }, credits(tree.credits_spent))),
+      fact('Tree wall time', duration(end - new Date(tree.first_created_at).getTime())),
+    );
+  }
+
+  /** Counts of the children by status, as the server last said. */
+  function showCounts(a) {
+    const subs = a.sub_agents;
+    if (!subs || subs.total === 0) return;
+    replace(
+      counts,
+      Object.entries(subs.by_status).map(([s, n]) =>
+        h('span', { class: 'count', 'data-status': s }, statusBadge(s), ' ', h('span', { class: 'n' }, count(n))),
+      ),
+    );
+  }
+
+  /**
+   * While any agent of the tree may still change, its counts and sums are asked for every second (a parent waiting
+   * for its children emits nothing while they run, so its own events cannot keep them current).
+   */
+  function summarySoon() {
+    if (stopped || summaryTimer) return;
+    summaryTimer = setTimeout(async () => {
+      try {
+        const answer = await call('GET', `agents/${agentId}/summary`);
+        if (stopped) return;
+        const a = answer.agent;
+        agent = { ...agent, ...a };
+        showTree(a);
+        showCounts(a);
+        summaryTimer = null;
+        const tree = a.tree;
+        const moving = tree
+          ? Object.entries(tree.by_status).some(([s, n]) => n > 0 && !SETTLED.has(s))
+          : !SETTLED.has(a.status);
+        // Calls wait for credits when what is left (balance less holds) cannot cover the next reservation: a tree
+        // that holds more than is left over is most likely waiting, not slow.
+        const c = answer.credits;
+        creditHint.textContent =
+          moving && c && c.reserved > 0 && c.available < c.reserved
+            ? `Calls of this tree may be waiting for credits: balance ${credits(c.balance)}, held by running calls ` +
+              `${credits(c.reserved)}, available ${credits(c.available)}. They go on as holds are settled.`
+            : '';
+        if (moving) summarySoon();
+      } catch {
+        summaryTimer = null;
+      }
+    }, SUMMARY_EVERY_MS);
   }
 
   /** Buttons follow the status, and none works while a request is in flight (a double click sends one). */
@@ -103,44 +207,45 @@ export function agentPage(main, [agentId], app) {
   function addMessage(message) {
     if (seen.has(message.message_id)) return;
     seen.add(message.message_id);
-    transcript.append(
+    inTimeOrder(
       h(
         'li',
-        { class: `message ${message.role === 'USER' ? 'user' : 'assistant'}` },
+        { class: `message tl tl-message ${message.role === 'USER' ? 'user' : 'assistant'}` },
         h('div', { class: 'meta' }, message.role === 'USER' ? 'Goal' : 'Agent', ' · ', time(message.timestamp)),
         // Agent text is shown as text (white-space: pre-wrap), never parsed as HTML or Markdown.
         h('div', { class: 'text' }, message.text),
       ),
+      message.timestamp,
+      1,
     );
+  }
+
+  /**
+   * Puts an entry into the timeline after every entry that is earlier (or as early and of a kind that comes first: a
+   * model call before the message it produced, that message before the tool calls it asked for).
+   */
+  function inTimeOrder(li, at, rank) {
+    li.dataset.at = at;
+    li.dataset.rank = String(rank);
+    let next = transcript.lastElementChild;
+    while (next && (next.dataset.at > at || (next.dataset.at === at && Number(next.dataset.rank) > rank))) {
+      next = next.previousElementSibling;
+    }
+    transcript.insertBefore(li, next ? next.nextSibling : transcript.firstChild);
   }
 
   function showDetail(detail) {
     showAgent(detail.agent);
     detail.messages.forEach(addMessage);
-    replace(
-      toolCalls,
-      detail.tool_calls.length
-        ? detail.tool_calls.map((c) =>
-            h(
-              'details',
-              { class: `tool-call${c.is_error ? ' failed' : ''}` },
-              h(
-                'summary',
-                {},
-                h('code', {}, c.name),
-                ' · ',
-                c.status,
-                c.credits === null ? '' : ` · ${credits(c.credits)} credits`,
-              ),
-              h('div', { class: 'meta' }, 'Input'),
-              h('pre', {}, pretty(c.input)),
-              h('div', { class: 'meta' }, 'Result'),
-              h('pre', {}, c.result === null ? '(not finished)' : pretty(c.result)),
-            ),
-          )
-        : h('p', { class: 'muted' }, 'No tool calls.'),
-    );
+    for (const old of transcript.querySelectorAll(':scope > li:not(.tl-message)')) old.remove();
+    for (const entry of detail.timeline ?? []) {
+      if (entry.kind !== 'message') inTimeOrder(timelineRow(entry), entry.at, RANK[entry.kind]);
+    }
+    timelineNote.textContent =
+      'Model call latency runs from the previous step to the settled call (waits for a slot or credits included). ' +
+      `Status changes since ${new Date(detail.statuses_since).toLocaleString('en-GB')}.`;
     const list = detail.agent.artifacts ?? [];
+    artifactsCard.hidden = list.length === 0;
     replace(
       artifacts,
       list.length
@@ -159,6 +264,7 @@ export function agentPage(main, [agentId], app) {
         : h('p', { class: 'muted' }, 'No artifacts.'),
     );
     const watched = detail.agent.monitors ?? [];
+    monitorsCard.hidden = watched.length === 0;
     replace(
       monitors,
       watched.length
@@ -169,6 +275,7 @@ export function agentPage(main, [agentId], app) {
           )
         : h('p', { class: 'muted' }, 'No monitors.'),
     );
+    outboxCard.hidden = detail.outbox.length === 0;
     replace(
       outbox,
       detail.outbox.length
@@ -186,10 +293,8 @@ export function agentPage(main, [agentId], app) {
       if (childrenShown) children.reload();
       childrenShown = true;
       childrenSection.hidden = false;
-      replace(
-        counts,
-        Object.entries(subs.by_status).map(([s, n]) => h('span', { class: 'count' }, statusBadge(s), ' ', count(n))),
-      );
+      showCounts(detail.agent);
+      summarySoon();
     }
   }
 
@@ -256,6 +361,7 @@ export function agentPage(main, [agentId], app) {
       const answer = await call('POST', `agents/${agentId}/${action}`);
       showAgent(answer.agent);
       if (action === 'resume' && !closeStream) connect();
+      if (action === 'resume' && agent.sub_agent_count > 0) summarySoon();
     } catch (error) {
       controlError.textContent = error.message;
     } finally {
@@ -321,6 +427,7 @@ export function agentPage(main, [agentId], app) {
     closeStream?.();
     closeStream = null;
     clearTimeout(detailTimer);
+    clearTimeout(summaryTimer);
     children.stop();
   }
 
@@ -330,6 +437,85 @@ export function agentPage(main, [agentId], app) {
     else connect();
   });
   return stop;
+}
+
+/** Of entries at the same moment, which comes first. */
+const RANK = { model_call: 0, message: 1, tool_call: 2, status: 3 };
+
+/** One entry of the timeline as a list item; its kind is its class (and its marker's colour). */
+function timelineRow(e) {
+  const when = h('span', { class: 'tl-time' }, time(e.at));
+  if (e.kind === 'message') {
+    return h(
+      'li',
+      { class: `tl tl-message ${e.role === 'USER' ? 'user' : 'assistant'}` },
+      h('div', { class: 'meta' }, e.role === 'USER' ? 'Goal' : 'Agent', ' · ', when),
+      h('div', { class: 'text' }, e.text),
+    );
+  }
+  if (e.kind === 'model_call') {
+    return h(
+      'li',
+      {
+        class: 'tl tl-model',
+        'data-tokens': e.tokens_in + e.tokens_out,
+        'data-credits': e.credits,
+      },
+      h('div', { class: 'meta' }, 'Model call · ', when),
+      h(
+        'div',
+        {},
+        h('code', {}, e.model),
+        ` · ${duration(e.latency_ms)} · in ${count(e.tokens_in)}`,
+        e.tokens_cache_read || e.tokens_cache_write
+          ? ` (cache read ${count(e.tokens_cache_read)}, cache write ${count(e.tokens_cache_write)})`
+          : '',
+        ` · out ${count(e.tokens_out)} · ${credits(e.credits)} credits`,
+      ),
+    );
+  }
+  if (e.kind === 'tool_call') {
+    const outcome = e.status !== 'finished' ? e.status : e.is_error ? 'failed' : 'ok';
+    return h(
+      'li',
+      { class: 'tl tl-tool', 'data-credits': e.credits ?? 0 },
+      h(
+        'details',
+        { class: `tool-call${e.is_error ? ' failed' : ''}` },
+        h(
+          'summary',
+          {},
+          h('code', {}, e.name),
+          ` · ${outcome}`,
+          e.duration_ms === null ? '' : ` · ${duration(e.duration_ms)}`,
+          e.credits === null ? '' : ` · ${credits(e.credits)} credits`,
+          ' · ',
+          when,
+        ),
+        h('div', { class: 'meta' }, 'Input'),
+        h('pre', {}, pretty(e.input)),
+        h('div', { class: 'meta' }, 'Result'),
+        h('pre', {}, e.result === null ? '(not finished)' : pretty(e.result)),
+      ),
+      e.spawned
+        ? h(
+            'button',
+            {
+              type: 'button',
+              class: 'secondary small',
+              onclick: () => document.getElementById('sub-agents')?.scrollIntoView(),
+            },
+            `${count(e.spawned)} sub-agents: see the tree`,
+          )
+        : null,
+    );
+  }
+  return h(
+    'li',
+    { class: `tl tl-status status-change-${String(e.status).toLowerCase()}` },
+    h('div', { class: 'meta' }, 'Status · ', when),
+    h('div', {}, statusBadge(e.status), ` from ${e.previous}`, e.message ? ` · ${e.message}` : ''),
+  );
 }
 
 /** JSON text shown indented when it parses, as it is otherwise. */

@@ -1,7 +1,7 @@
 // The dashboard: a "New agent" form and the account's agents (status filter, search in goals, pages), kept current
 // by asking again every few seconds while the page is open.
 import { call, query, root } from '../api.js';
-import { count, h, percent, replace, statusBadge, time } from '../dom.js';
+import { count, credits, h, percent, replace, statusBadge, time } from '../dom.js';
 
 const PAGE_SIZE = 20;
 const REFRESH_MS = 2000;
@@ -16,6 +16,15 @@ export function agentsPage(main, _params, app) {
   // New agent
   const goal = h('textarea', { id: 'goal', name: 'goal', rows: 3, required: true, maxlength: 100000 });
   const model = h('select', { id: 'model', name: 'model' });
+  const maxCredits = h('input', {
+    id: 'max-credits',
+    name: 'max_credits',
+    type: 'number',
+    min: '0.000001',
+    step: 'any',
+    inputmode: 'decimal',
+    placeholder: 'no cap',
+  });
   const start = h('button', { type: 'submit' }, 'Start agent');
   const formError = h('p', { role: 'alert', class: 'error' });
   const form = h(
@@ -25,7 +34,15 @@ export function agentsPage(main, _params, app) {
     formError,
     h('label', { for: 'goal' }, 'Goal'),
     goal,
-    h('div', { class: 'row' }, h('label', { for: 'model' }, 'Model'), model, start),
+    h(
+      'div',
+      { class: 'row' },
+      h('label', { for: 'model' }, 'Model'),
+      model,
+      h('label', { for: 'max-credits' }, 'Max credits'),
+      maxCredits,
+      start,
+    ),
   );
   call('GET', 'models').then(
     ({ models }) =>
@@ -75,18 +92,24 @@ export function agentsPage(main, _params, app) {
       ),
       listError,
       h(
-        'table',
-        {},
+        'div',
+        { class: 'table-wrap' },
         h(
-          'thead',
+          'table',
           {},
           h(
-            'tr',
+            'thead',
             {},
-            ['Goal', 'Status', 'Progress', 'Tokens', 'Created'].map((t) => h('th', { scope: 'col' }, t)),
+            h(
+              'tr',
+              {},
+              ['Goal', 'Status', 'Progress', 'Tokens', 'Credits', 'Sub-agents', 'Created'].map((t) =>
+                h('th', { scope: 'col' }, t),
+              ),
+            ),
           ),
+          body,
         ),
-        body,
       ),
       h('div', { class: 'row pager' }, previous, summary, next),
     ),
@@ -104,7 +127,7 @@ export function agentsPage(main, _params, app) {
       listError.textContent = '';
       replace(
         body,
-        page.data.length ? page.data.map(row) : h('tr', {}, h('td', { colspan: 5, class: 'muted' }, 'No agents yet.')),
+        page.data.length ? page.data.map(row) : h('tr', {}, h('td', { colspan: 7, class: 'muted' }, 'No agents yet.')),
       );
       const last = Math.min(page.offset + page.data.length, page.total);
       summary.textContent = page.total ? `${count(page.offset + 1)}–${count(last)} of ${count(page.total)}` : '';
@@ -118,6 +141,7 @@ export function agentsPage(main, _params, app) {
   }
 
   function row(agent) {
+    const tree = agent.tree;
     return h(
       'tr',
       {},
@@ -130,7 +154,10 @@ export function agentsPage(main, _params, app) {
         ' ',
         percent(agent.progress),
       ),
-      h('td', {}, count(agent.token_count)),
+      // A root's cost is its whole tree's: its own tokens alone would hide what its sub-agents spent.
+      h('td', { class: 'num' }, count(tree ? tree.tokens : agent.token_count)),
+      h('td', { class: 'num' }, credits(tree ? tree.credits_spent : agent.credits_spent)),
+      h('td', { class: 'num' }, tree ? count(tree.agents - 1) : '—'),
       h('td', {}, time(agent.created_at)),
     );
   }
@@ -149,6 +176,8 @@ export function agentsPage(main, _params, app) {
       const created = await call('POST', 'agents', {
         goal: goal.value,
         ...(model.value ? { model: model.value } : {}),
+        // The whole tree's cap; empty means none.
+        ...(maxCredits.value ? { max_credits: Number(maxCredits.value) } : {}),
       });
       app.navigate(`/agents/${created.agent_id}`);
     } catch (error) {

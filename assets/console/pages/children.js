@@ -1,5 +1,6 @@
 // An agent's sub-agents as a virtualised list: only the rows in view exist in the page (a few dozen elements for
 // 10,000 children), fetched a page at a time by position from the server, which also does the searching by goal.
+// A child that has children of its own opens them below the list, as another such list: a tree, a level at a time.
 import { call, query, root } from '../api.js';
 import { count, h, statusBadge } from '../dom.js';
 
@@ -7,7 +8,7 @@ const ROW_HEIGHT = 34;
 const PAGE_SIZE = 100;
 const OVERSCAN = 6;
 
-export function childrenList(agentId) {
+export function childrenList(agentId, depth = 0) {
   let total = 0;
   let q = '';
   let generation = 0;
@@ -16,10 +17,14 @@ export function childrenList(agentId) {
   const loading = new Set();
 
   const spacer = h('div', { class: 'vlist-spacer' });
+  // The children of the child opened below, with its own list (and so on down the tree).
+  const nested = h('div', { class: 'nested' });
+  let open = null;
   const viewport = h('div', { class: 'vlist', tabindex: 0, role: 'list', 'aria-label': 'Sub-agents' }, spacer);
   const summary = h('p', { class: 'muted', 'aria-live': 'polite' }, 'Loading…');
+  const searchId = `search-children-${depth}`;
   const search = h('input', {
-    id: 'search-children',
+    id: searchId,
     type: 'search',
     autocomplete: 'off',
     oninput: () => {
@@ -30,9 +35,10 @@ export function childrenList(agentId) {
   const element = h(
     'div',
     {},
-    h('div', { class: 'row' }, h('label', { for: 'search-children' }, 'Search sub-agents'), search),
+    h('div', { class: 'row' }, h('label', { for: searchId }, 'Search sub-agents'), search),
     summary,
     viewport,
+    nested,
   );
   viewport.addEventListener('scroll', () => draw(), { passive: true });
 
@@ -83,14 +89,54 @@ export function childrenList(agentId) {
       const row = h(
         'div',
         { class: 'vlist-row', role: 'listitem' },
-        h('span', { class: 'index' }, `#${count(i + 1)}`),
+        // The child's own number (its place among the tasks it was spawned with), not its row: a search shows child 17
+        // as #17, not #1.
+        h('span', { class: 'index' }, `#${count(child.spawn_index === null ? i + 1 : child.spawn_index + 1)}`),
         statusBadge(child.status),
         h('a', { href: `${root}/agents/${child.agent_id}`, 'data-nav': true }, child.goal),
+        child.sub_agent_count > 0
+          ? h(
+              'button',
+              {
+                type: 'button',
+                class: 'secondary small expand',
+                'aria-expanded': open?.id === child.agent_id ? 'true' : 'false',
+                onclick: () => expand(child, i),
+              },
+              `${count(child.sub_agent_count)} below`,
+            )
+          : null,
       );
       row.style.top = `${i * ROW_HEIGHT}px`;
       rows.push(row);
     }
     spacer.replaceChildren(...rows);
+  }
+
+  /** Opens (or closes) the children of a child below the list. */
+  function expand(child, i) {
+    open?.list.stop();
+    if (open?.id === child.agent_id) {
+      open = null;
+      nested.replaceChildren();
+    } else {
+      const list = childrenList(child.agent_id, depth + 1);
+      open = { id: child.agent_id, list };
+      nested.replaceChildren(
+        h(
+          'div',
+          { class: 'nested-level' },
+          h(
+            'h3',
+            {},
+            `Sub-agents of #${count(child.spawn_index === null ? i + 1 : child.spawn_index + 1)}: `,
+            child.goal,
+          ),
+          list.element,
+        ),
+      );
+    }
+    draw();
   }
 
   /** Counts and rows may have changed (children finished): fetch what is in view again. */
@@ -103,5 +149,12 @@ export function childrenList(agentId) {
   }
 
   load(0);
-  return { element, reload, stop: () => clearTimeout(searchTimer) };
+  return {
+    element,
+    reload,
+    stop: () => {
+      clearTimeout(searchTimer);
+      open?.list.stop();
+    },
+  };
 }

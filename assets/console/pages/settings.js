@@ -1,7 +1,7 @@
 // The settings area: subscription, API keys (a new key's full text shown this once, with a copy button; the list
 // shows only the last 4 characters) and credits (balance, spend by model and by tool, the last ledger rows).
-import { call } from '../api.js';
-import { count, credits, fact, h, replace, time } from '../dom.js';
+import { call, root } from '../api.js';
+import { agentIdLink, count, credits, fact, h, replace, time } from '../dom.js';
 
 export function settingsPage(main, _params, app) {
   let stopped = false;
@@ -32,18 +32,22 @@ export function settingsPage(main, _params, app) {
       keysError,
       created,
       h(
-        'table',
-        {},
+        'div',
+        { class: 'table-wrap' },
         h(
-          'thead',
+          'table',
           {},
           h(
-            'tr',
+            'thead',
             {},
-            ['Name', 'Key', 'Created', 'Last used', ''].map((t) => h('th', { scope: 'col' }, t)),
+            h(
+              'tr',
+              {},
+              ['Name', 'Key', 'Created', 'Last used', ''].map((t) => h('th', { scope: 'col' }, t)),
+            ),
           ),
+          keysBody,
         ),
-        keysBody,
       ),
     ),
     h(
@@ -98,7 +102,8 @@ export function settingsPage(main, _params, app) {
               time(r.created_at),
               r.kind,
               r.item ?? '—',
-              r.agent_id ? r.agent_id.slice(0, 8) : '—',
+              // In full, as a link: ids are UUIDv7, whose first characters are a timestamp that most rows share.
+              r.agent_id ? agentIdLink(root, r.agent_id) : '—',
               credits(r.credits),
             ]),
           )
@@ -213,6 +218,10 @@ export function settingsPage(main, _params, app) {
 }
 
 function table(headings, rows) {
+  return h('div', { class: 'table-wrap' }, tableOf(headings, rows));
+}
+
+function tableOf(headings, rows) {
   return h(
     'table',
     {},

@@ -1,11 +1,13 @@
-// Sign in with an API key. The key goes once to the server in a POST body and is forgotten: the session is an
-// HttpOnly cookie the page cannot read, and the field is cleared whatever the answer.
+// Sign in with an API key. The key goes once to the server in a header and is forgotten: the session is an HttpOnly
+// cookie the page cannot read. The field is cleared once the key worked; a wrong key stays, selected, to be corrected.
 import { call } from '../api.js';
 import { h } from '../dom.js';
 
 export function signInPage(main, _params, app) {
   const reason = app.reason;
+  const notice = app.notice;
   app.reason = null;
+  app.notice = null;
   const field = h('input', {
     id: 'api-key',
     name: 'api_key',
@@ -15,11 +17,14 @@ export function signInPage(main, _params, app) {
     required: true,
   });
   const alert = h('p', { role: 'alert', class: 'error' }, reason ?? '');
+  // Signing out is not an error: said in the page's ordinary voice.
+  const note = h('p', { role: 'status', class: 'notice', hidden: !notice }, notice ?? '');
   const button = h('button', { type: 'submit' }, 'Sign in');
   const form = h(
     'form',
     { class: 'card narrow', onsubmit: submit },
     h('h1', {}, 'Sign in to the agentry console'),
+    note,
     alert,
     h('label', { for: 'api-key' }, 'API key'),
     field,
@@ -30,7 +35,7 @@ export function signInPage(main, _params, app) {
   field.focus();
 
   // Already signed in (a reload of this page): straight to the agents.
-  if (!reason)
+  if (!reason && !notice)
     call('GET', 'session').then(
       (me) => ((app.me = me), app.navigate('/agents', { replace: true })),
       () => {},
@@ -41,15 +46,17 @@ export function signInPage(main, _params, app) {
     if (button.disabled) return;
     button.disabled = true;
     const apiKey = field.value.trim();
-    field.value = '';
+    note.hidden = true;
     try {
       // In the header the API reads keys from: the server checks it before it reads any body.
       app.me = await call('POST', 'session', {}, { 'x-api-key': apiKey });
+      field.value = '';
       app.navigate('/agents', { replace: true });
     } catch (error) {
       alert.textContent = error.message;
       button.disabled = false;
       field.focus();
+      field.select();
     }
   }
 }

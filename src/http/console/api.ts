@@ -3,13 +3,13 @@
  * The console's JSON calls, under `{basePath}/console/api/`, for the account the session (or the embedding app's
  * `authenticate`) names. Each is a thin use of the runtime's public API — the same checks, the same 404 for another
  * account's agent — plus the few reads the page needs that the agent API has no route for: a page of agents by
- * position with goal search (`storage.searchAgents`), an agent's tool calls with their cost, and the account's credits
- * summed by model and by tool.
+ * position with goal search (`storage.searchAgents`), an agent's timeline (see timeline.ts), a running tree's counts,
+ * and the account's credits summed by model and by tool.
  */
 import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
 import { toListItem, toStatusForm } from '../../core/records.js';
-import { AgentStatusSchema, CreateAgentBodySchema, microsToCredits } from '../../core/schemas.js';
+import { AgentStatusSchema, CreateAgentBodySchema } from '../../core/schemas.js';
 import { parseArgs } from '../../base/validate.js';
 import { AgentryError } from '../../errors.js';
 import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
@@ -19,6 +19,8 @@ import { agentEventStream } from '../events.js';
 import { agentIdOf } from '../poll.js';
 import { MAX_NEEDLE_CHARS } from '../../storage/search.js';
 import { jsonResponse } from '../responses.js';
+import { statusHistoryOf } from './status-history.js';
+import { buildTimeline } from './timeline.js';
 import type { ConsoleIdentity } from './sessions.js';
 
 /** Rows of the ledger the credits page shows. */
@@ -73,7 +75,7 @@ export function apiMethods(parts: string[]): readonly string[] | null {
   if (b === undefined) return ['GET', 'POST'];
   if (c === undefined) return d === undefined ? ['GET', 'DELETE'] : null;
   if (c === 'pause' || c === 'resume') return d === undefined ? ['POST'] : null;
-  if (c === 'children' || c === 'events') return d === undefined ? ['GET'] : null;
+  if (c === 'children' || c === 'events' || c === 'summary') return d === undefined ? ['GET'] : null;
   if (c === 'artifacts') return d !== undefined && d !== '' ? ['GET', 'HEAD'] : null;
   return null;
 }
@@ -88,10 +90,23 @@ function queryOf(url: URL): Record<string, string> {
  */
 const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row).goal });
 
-/** A page of agents as the console's lists take it; `truncated` when a goal search stopped at its bounds. */
-function pageBody(page: AgentSearchPage, q: { offset: number; limit: number }) {
+/**
+ * A page of agents as the console's lists take it, each agent that has children with its tree summed (one query for
+ * the page); `truncated` when a goal search stopped at its bounds.
+ */
+async function pageBody(
+  runtime: AgentRuntime,
+  accountId: string,
+  page: AgentSearchPage,
+  q: { offset: number; limit: number },
+) {
+  const parents = page.rows.filter((r) => r.sub_agent_count > 0).map((r) => r.agent_id);
+  const trees = parents.length === 0 ? {} : await runtime.treeTotals(parents, { accountId });
   return {
-    data: page.rows.map(listed),
+    data: page.rows.map((row) => {
+      const tree = trees[row.agent_id];
+      return tree === undefined ? listed(row) : { ...listed(row), tree };
+    }),
     total: page.total,
     offset: q.offset,
     limit: q.limit,
@@ -163,22 +178,43 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, pageBody(page, q));
+    return jsonResponse(200, await pageBody(runtime, identity.accountId, page, q));
   }
 
   const agentId = agentIdOf(b);
   if (c === undefined && method === 'DELETE') return jsonResponse(200, await runtime.delete(agentId, scope));
   if (c === undefined) {
-    const { agent, messages } = await runtime.get(agentId, scope);
-    const [outbox, toolCalls] = await Promise.all([
+    const history = statusHistoryOf(runtime);
+    const [{ agent, messages }, outbox, activity] = await Promise.all([
+      runtime.get(agentId, scope),
       runtime.outbox(agentId, scope),
-      toolCallsOf(runtime, agent.agent_id),
+      runtime.activity(agentId, scope),
     ]);
-    return jsonResponse(200, { agent, messages, outbox, tool_calls: toolCalls });
+    const timeline = buildTimeline({
+      agent: activity.agent,
+      messages: messages.map((m) => ({ ...m, agent_id: activity.agent.agent_id })),
+      turns: activity.turns,
+      toolCalls: activity.toolCalls,
+      ledger: activity.ledger,
+      statuses: history.of(activity.agent.agent_id),
+    });
+    return jsonResponse(200, { agent, messages, outbox, timeline, statuses_since: history.since });
   }
   if (c === 'pause' || c === 'resume') {
     const agent = c === 'pause' ? await runtime.pause(agentId, scope) : await runtime.resume(agentId, scope);
     return jsonResponse(200, { agent });
+  }
+  // What a running tree's page asks every second: the agent, its children by status and its tree summed.
+  // The account's credits ride along: a tree that seems slow may be waiting for holds to be released.
+  if (c === 'summary') {
+    const [agent, account] = await Promise.all([
+      runtime.treeStatus(agentId, scope),
+      runtime.accounts.get(identity.accountId),
+    ]);
+    return jsonResponse(200, {
+      agent,
+      credits: { balance: account.balance, reserved: account.reserved, available: account.available },
+    });
   }
   if (c === 'children') {
     const parent = await runtime.get(agentId, scope); // 404 for another account's agent
@@ -192,7 +228,7 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ...(q.status === undefined ? {} : { status: q.status }),
       ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
-    return jsonResponse(200, pageBody(page, q));
+    return jsonResponse(200, await pageBody(runtime, identity.accountId, page, q));
   }
   if (c === 'artifacts') {
     const { artifact, data } = await runtime.getArtifact(agentId, artifactIdOf(d!), scope);
@@ -221,38 +257,6 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     ticket.release();
     throw error;
   }
-}
-
-/** An agent's tool calls, oldest first, each with its input, result and what it cost. */
-async function toolCallsOf(runtime: AgentRuntime, agentId: string) {
-  const storage = runtime.storage;
-  const turns = await storage.listTurns(agentId);
-  const calls = (
-    await Promise.all(turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(agentId, t.idx)))
-  ).flat();
-  if (calls.length === 0) return [];
-  const row = await storage.getAgent(agentId);
-  // Tool charges are ledger rows by tool name, in the order the calls settled: the n-th charge of a tool is its n-th
-  // finished call.
-  const charges = new Map<string, number[]>();
-  if (row) {
-    for (const entry of await storage.listLedger(row.account_id)) {
-      if (entry.agent_id !== agentId || entry.kind !== 'tool' || entry.item === null) continue;
-      const list = charges.get(entry.item) ?? [];
-      list.push(microsToCredits(-entry.amount));
-      charges.set(entry.item, list);
-    }
-  }
-  return calls.map((call) => ({
-    tool_use_id: call.tool_use_id,
-    name: call.name,
-    input: call.input,
-    status: call.status,
-    result: call.result,
-    is_error: call.is_error,
-    credits: call.status === 'finished' ? (charges.get(call.name)?.shift() ?? 0) : null,
-    updated_at: call.updated_at,
-  }));
 }
 
 interface Spend {

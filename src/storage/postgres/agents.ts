@@ -9,6 +9,7 @@
  */
 import { RUNNABLE_STATUSES, type AgentStatus } from '../../base/status.js';
 import type {
+  TreeTotalsRow,
   AgentPage,
   AgentQuery,
   AgentSearch,
@@ -25,6 +26,7 @@ import type {
   SpawnPage,
 } from '../adapter.js';
 import { MAX_SEARCH_MATCHES, SEARCH_BUDGET_MS, SEARCH_PREFIX_CHARS, searchNeedle } from '../search.js';
+import { foldTreeTotals, type TreeTotalsGroup } from '../tree-totals.js';
 import { LeaseLostError } from '../workers.js';
 import { releaseAgentReservationsIn } from './accounts.js';
 import { groupCommit } from './batcher.js';
@@ -97,6 +99,7 @@ type AgentsStore = Pick<
   | 'deleteAgentTree'
   | 'countChildrenByStatus'
   | 'listDescendantIds'
+  | 'treeTotals'
   | 'countAgentsByStatus'
   | 'listFinishedRoots'
   | 'purgeAgentData'
@@ -568,6 +571,25 @@ export function agentsStore(db: Db): AgentsStore {
 
     async listDescendantIds(agentId: string): Promise<string[]> {
       return descendantsIn(db.q, agentId);
+    },
+
+    async treeTotals(agentIds: readonly string[]): Promise<TreeTotalsRow[]> {
+      if (agentIds.length === 0) return [];
+      // One recursive walk down agents_parent from every seed at once, carrying the summed columns.
+      const groups = await db.q<TreeTotalsGroup>(
+        `WITH RECURSIVE tree AS (
+           SELECT agent_id AS top, agent_id AS id, status, token_count, credits_spent, created_at, updated_at
+             FROM agents WHERE agent_id = ANY($1::text[])
+           UNION ALL
+           SELECT t.top, a.agent_id, a.status, a.token_count, a.credits_spent, a.created_at, a.updated_at
+             FROM agents a JOIN tree t ON a.parent_id = t.id
+         ) SELECT t.top, min(a.account_id) AS account_id, t.status, count(*)::bigint AS n,
+                  sum(t.token_count)::bigint AS tokens, sum(t.credits_spent)::bigint AS spent,
+                  min(t.created_at) AS first, max(t.updated_at) AS last
+           FROM tree t JOIN agents a ON a.agent_id = t.top GROUP BY t.top, t.status`,
+        [[...new Set(agentIds)]],
+      );
+      return foldTreeTotals(groups);
     },
 
     async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {

@@ -10,6 +10,7 @@ import type Database from 'better-sqlite3';
 import { z } from 'zod';
 import { AgentryError, notFound } from '../../errors.js';
 import type {
+  TreeTotalsRow,
   AccountRow,
   AgentPage,
   AgentQuery,
@@ -56,6 +57,7 @@ import {
   yieldToOthers,
 } from '../search.js';
 import { migrate } from './migrations.js';
+import { foldTreeTotals } from '../tree-totals.js';
 import { prepareOutboxStatements, type OutboxStatements } from './outbox.js';
 import { monitorFromSql, prepareMonitorStatements, type MonitorStatements } from './monitors.js';
 import { acquireRunnerLock, releaseRunnerLock } from './runner-lock.js';
@@ -646,6 +648,11 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async listDescendantIds(agentId: string): Promise<string[]> {
     return this.s.descendants.all(agentId);
+  }
+
+  async treeTotals(agentIds: readonly string[]): Promise<TreeTotalsRow[]> {
+    if (agentIds.length === 0) return [];
+    return foldTreeTotals(this.s.treeTotals.all(JSON.stringify([...new Set(agentIds)])));
   }
 
   async countAgentsByStatus(): Promise<Partial<Record<AgentStatus, number>>> {

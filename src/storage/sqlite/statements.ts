@@ -22,6 +22,7 @@ import type {
   TurnRow,
 } from '../adapter.js';
 import type { AgentStatus } from '../../base/status.js';
+import type { TreeTotalsGroup } from '../tree-totals.js';
 
 /**
  * Opens a connection with the storage's settings: WAL (readers never wait for the writer), `synchronous=NORMAL`
@@ -217,6 +218,19 @@ export const TOOL_CALL_UPSERT =
 export const DESCENDANTS =
   'WITH RECURSIVE tree(id) AS (SELECT c.agent_id FROM agents p JOIN agents c ON c.parent_id = p.agent_id ' +
   'WHERE p.agent_id = ? UNION SELECT a.agent_id FROM agents a JOIN tree ON a.parent_id = tree.id) SELECT id FROM tree';
+/**
+ * Each given agent's tree summed by status: a recursive walk down the `agents_parent` index from every seed at once,
+ * carrying the columns it sums so that each agent row is read once.
+ */
+export const TREE_TOTALS =
+  'WITH RECURSIVE tree(top, id, status, tokens, spent, created, updated) AS (' +
+  'SELECT agent_id, agent_id, status, token_count, credits_spent, created_at, updated_at FROM agents ' +
+  'WHERE agent_id IN (SELECT value FROM json_each(?)) ' +
+  'UNION ALL SELECT tree.top, a.agent_id, a.status, a.token_count, a.credits_spent, a.created_at, a.updated_at ' +
+  'FROM agents a JOIN tree ON a.parent_id = tree.id) ' +
+  'SELECT tree.top AS top, a.account_id AS account_id, tree.status AS status, count(*) AS n, ' +
+  'sum(tree.tokens) AS tokens, sum(tree.spent) AS spent, min(tree.created) AS first, max(tree.updated) AS last ' +
+  'FROM tree JOIN agents a ON a.agent_id = tree.top GROUP BY tree.top, tree.status';
 export const ARTIFACT_COLUMNS = 'artifact_id, agent_id, account_id, name, mime_type, size, created_at';
 export const PAGE_READ_COLUMNS = 'agent_id, tool_use_id, url, final_url, title, content_sha256, retrieved_at';
 /** Binds a JSON array of ids as a set: `x IN ${ID_SET}`. */
@@ -361,6 +375,7 @@ export function prepareStatements(db: Database.Database) {
         'AND EXISTS (SELECT 1 FROM turns t WHERE t.agent_id = a.agent_id) ORDER BY updated_at, seq LIMIT ?',
     ),
     descendants: pluck<string>(DESCENDANTS),
+    treeTotals: p<TreeTotalsGroup>(TREE_TOTALS),
     deleteAgents: p(`DELETE FROM agents WHERE agent_id IN ${ID_SET}`),
     deleteMessagesOf: p(`DELETE FROM messages WHERE agent_id IN ${ID_SET}`),
     deleteTurnsOf: p(`DELETE FROM turns WHERE agent_id IN ${ID_SET}`),

@@ -1,0 +1,78 @@
+/**
+ * @module core/agent-views
+ * Reads for dashboards, beside `runtime.get()`: an agent's tree summed and its children counted without its
+ * transcript (cheap enough to ask every second while a tree runs), several trees summed in one query, and what one
+ * agent did (turns, tool calls, ledger rows) for a timeline; an agent's artifacts and the pages its tools read.
+ */
+import { z } from 'zod';
+import { parseArgs } from '../base/validate.js';
+import type { AgentRow, LedgerRow, StorageAdapter, ToolCallRow, TurnRow } from '../storage/adapter.js';
+import { AgentIdSchema } from './runtime-arguments.js';
+import { notFound } from '../errors.js';
+import { toArtifactInfo, toStatusForm, toSubAgentCounts, toTreeTotals } from './records.js';
+import type { Agent, ArtifactInfo, TreeTotals } from './schemas.js';
+
+/** What an agent did, as storage keeps it, oldest first. */
+export interface AgentActivity {
+  agent: AgentRow;
+  turns: TurnRow[];
+  toolCalls: ToolCallRow[];
+  /** The agent's own ledger rows: each model call's tokens, cache tokens and credits; each tool charge. */
+  ledger: LedgerRow[];
+}
+
+/** The agent in status form with its direct children counted by status and its whole tree summed. */
+export async function treeStatusOf(storage: StorageAdapter, row: AgentRow): Promise<Agent> {
+  if (row.sub_agent_count === 0) return toStatusForm(row);
+  const [children, tree] = await Promise.all([
+    storage.countChildrenByStatus(row.agent_id, ''),
+    storage.treeTotals([row.agent_id]),
+  ]);
+  return toStatusForm(row, {
+    subAgents: toSubAgentCounts(children),
+    tree: tree[0] && toTreeTotals(tree[0]),
+  });
+}
+
+/** Each tree summed by its root's id (at most 1,000 ids); with `accountId`, other accounts' agents are left out. */
+export async function treeTotalsOf(
+  storage: StorageAdapter,
+  ids: readonly string[],
+  accountId: string | undefined,
+): Promise<Record<string, TreeTotals>> {
+  const checked = parseArgs(z.array(AgentIdSchema).max(1000), [...ids], 'agent ids');
+  const out: Record<string, TreeTotals> = {};
+  for (const t of await storage.treeTotals(checked)) {
+    if (accountId === undefined || t.account_id === accountId) out[t.agent_id] = toTreeTotals(t);
+  }
+  return out;
+}
+
+/** The turns, tool calls and own ledger rows of one agent. */
+export async function activityOf(storage: StorageAdapter, row: AgentRow): Promise<AgentActivity> {
+  const [turns, ledger] = await Promise.all([storage.listTurns(row.agent_id), storage.listLedger(row.account_id)]);
+  const toolCalls = (
+    await Promise.all(
+      turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(row.agent_id, t.idx)),
+    )
+  ).flat();
+  return { agent: row, turns, toolCalls, ledger: ledger.filter((e) => e.agent_id === row.agent_id) };
+}
+
+/** An artifact a tool kept with the agent, with its bytes; `not_found` for an unknown one. */
+export async function artifactOf(
+  storage: StorageAdapter,
+  row: AgentRow,
+  artifactId: string,
+): Promise<{ artifact: ArtifactInfo; data: Uint8Array }> {
+  const id = parseArgs(AgentIdSchema, artifactId, 'artifact id');
+  const found = await storage.getArtifact(row.agent_id, id);
+  if (!found) throw notFound('Artifact', id);
+  return { artifact: toArtifactInfo(found.row), data: found.data };
+}
+
+/** The text of a page a tool read, by the SHA-256 a checked citation carries, or null. */
+export async function pageSnapshotOf(storage: StorageAdapter, contentSha256: string): Promise<string | null> {
+  const sha = parseArgs(z.string().regex(/^[0-9a-f]{64}$/, 'a SHA-256 in hex'), contentSha256, 'content_sha256');
+  return storage.getPageText(sha);
+}
