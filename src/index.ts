@@ -66,7 +66,7 @@ export type {
   PageContent,
 } from './tools/define-tool.js';
 export type { BuiltinToolsOptions, ToolStatus } from './tools/platform.js';
-// monitor (issue 16): what a `wait` returns, and the durable timers lent to tools that work between calls.
+// monitor: what a `wait` returns, and the durable timers lent to tools that work between calls.
 export type { MonitorChange } from './tools/builtin/monitor/index.js';
 export type { Timers, TimerSpec, TimerHandler } from './tools/platform.js';
 export type {
@@ -82,7 +82,7 @@ export { createAgentryMcpServer, registerAgentryTools } from './mcp/agentry-serv
 export type { AgentryMcpScope } from './mcp/agentry-server.js';
 export { readPageTool } from './tools/builtin/read-page.js';
 export { webSearchTool } from './tools/builtin/web-search.js';
-// message_person (issue 17): its transport interface and the two defaults, for custom transports and tests.
+// message_person: its transport interface and the two defaults, for custom transports and tests.
 export { MessageSendError } from './messaging/message-transport.js';
 export type {
   MessageChannel,

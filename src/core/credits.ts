@@ -1,6 +1,6 @@
 /**
  * @module core/credits
- * Prices and the arithmetic of reservations (DESIGN §5). Money is integer micro-credits; 1 credit = $0.01.
+ * Prices and the arithmetic of reservations. Money is integer micro-credits; 1 credit = $0.01.
  * A model price of N credits per million tokens is exactly N micro-credits per token.
  */
 import { z } from 'zod';

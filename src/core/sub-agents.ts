@@ -1,6 +1,6 @@
 /**
  * @module core/sub-agents
- * Sub-agents (DESIGN §4, §8): the `spawn_sub_agents` and `read_sub_agent_results` tools and the coordinator that
+ * Sub-agents: the `spawn_sub_agents` and `read_sub_agent_results` tools and the coordinator that
  * wakes a parent when its children are done.
  *
  * Waiting is durable and cheap. A parent whose children are still running suspends its tool call: the call stays

@@ -1,6 +1,6 @@
 /**
  * @module http/fetch-handler
- * The one router of the HTTP service (DESIGN §10): a function from a WHATWG `Request` to a `Response`. Every Node
+ * The one router of the HTTP service (README.md#http-service): a function from a WHATWG `Request` to a `Response`. Every Node
  * server adapter (`createNodeHandler`, Hono, anything that speaks fetch) only converts to and from it.
  *
  * Order of checks, so that cheap refusals come first and nothing is read for a caller who may not call:

@@ -26,7 +26,7 @@ import type { ConsoleIdentity } from './sessions.js';
 /** Rows of the ledger the credits page shows. */
 const RECENT_LEDGER_ROWS = 20;
 /**
- * The console mints a key only while the account has fewer than this many (issue 34): minting over HTTP is bounded,
+ * The console mints a key only while the account has fewer than this many: minting over HTTP is bounded,
  * and audited. Rate limits are per account, so more keys buy no more requests; the cap bounds the rows and the keys
  * a stolen session can leave behind. Operators mint beyond it with `agentry keys create`.
  */

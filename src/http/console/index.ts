@@ -1,6 +1,6 @@
 /**
  * @module http/console
- * The console (issue 28): a settings area and a live dashboard in the browser, served by the HTTP adapter at
+ * The console (README.md#the-console): a settings area and a live dashboard in the browser, served by the HTTP adapter at
  * `{basePath}/console` when `createFetchHandler(runtime, { console: true })`. Static files of the package, a strict
  * Content-Security-Policy (no inline script or style, nothing from another origin), and a small JSON API under
  * `console/api/` for the account of a server-side session (or of the embedding app's `authenticate`).

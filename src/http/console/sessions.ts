@@ -16,11 +16,11 @@ import type { ConsoleSessionRow } from '../../storage/adapter.js';
 export const SESSION_COOKIE = 'agentry_console';
 /**
  * The name over TLS: `__Host-` makes the browser take it only with `Secure`, `Path=/` and no `Domain`, so a sibling
- * subdomain (or a plain-HTTP page of this host) cannot plant one (issue 34).
+ * subdomain (or a plain-HTTP page of this host) cannot plant one.
  */
 export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`;
 
-/** Live sessions an account may have; a sign-in past it ends the oldest (issue 34). */
+/** Live sessions an account may have; a sign-in past it ends the oldest. */
 export const MAX_SESSIONS_PER_ACCOUNT = 20;
 
 /** Expired sessions are deleted at most this often (on a sign-in). */

@@ -95,7 +95,7 @@ async function dropHoldsWhere(q: Query, where: string, params: unknown[]): Promi
  * SQL: the hold `r` belongs to no live worker other than this one (`me`, a parameter like `$2`). A worker is live while
  * its `workers` row is not `stopped` and its heartbeat is younger than the gone-worker grace (`goneAfterMs`, database time). A hold
  * without a worker (taken by an exclusive-mode runner, or before migration 5) and one whose worker has no row (the
- * sweeper deleted it) belong to nobody live: a worker registers its row before it takes holds (DESIGN §9).
+ * sweeper deleted it) belong to nobody live: a worker registers its row before it takes holds.
  */
 const notOfAnotherLiveWorker = (me: string, goneAfterMs: string) => `(r.worker_id IS NULL OR r.worker_id = ${me} OR
   NOT EXISTS (SELECT 1 FROM workers w WHERE w.worker_id = r.worker_id AND NOT w.stopped

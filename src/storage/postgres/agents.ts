@@ -262,7 +262,7 @@ const LEASE_LOST = 'AL001';
 
 /**
  * A step commit of an agent this worker holds carries the lease (worker, epoch) that fences it and the time it extends
- * the lease by (issue 27); other commits (one process, exclusive mode, an agent stepped by hand) carry none.
+ * the lease by; other commits (one process, exclusive mode, an agent stepped by hand) carry none.
  */
 function withLease(db: Db, commit: StepCommit): StepCommit & { lease?: { w: string; e: number; ms: number } } {
   const epoch = db.held.get(commit.agent_id);
@@ -659,7 +659,7 @@ export function agentsStore(db: Db): AgentsStore {
         );
         const status = new Map(agents.map((a) => [a.agent_id, a.status]));
         if (onlyWhile !== undefined && calls.some((c) => status.get(c.agent_id) !== onlyWhile)) return false;
-        // A call that must never run twice is marked started only under this worker's lease (issue 27): one that lost
+        // A call that must never run twice is marked started only under this worker's lease: one that lost
         // the agent to another worker must not start it.
         const fencedOut = agents.some((a) => {
           const epoch = db.held.get(a.agent_id);

@@ -12,7 +12,7 @@
  * leaves any hold (the next exclusive runner drops every hold; in workers mode the sweeper drops the holds and floats
  * of a gone worker, whose float rows carry its id in `worker_id` and in their id, `float:<worker>:<account>`).
  *
- * Several workers (DESIGN §9, issue 27): a float never takes more than {@link FLOAT_SHARE} of the available balance
+ * Several workers (README.md#several-processes): a float never takes more than {@link FLOAT_SHARE} of the available balance
  * (but always what the request at hand needs), so one worker cannot sit on credits that another needs. And when
  * another worker waits for an account (`yield`, called when the credit gate hears so on the bus), the account is
  * *contested* for {@link CONTESTED_MS}: the unused part of its float goes back at once, and until then its holds are

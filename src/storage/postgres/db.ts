@@ -26,13 +26,13 @@ export interface Db {
   /** The schema's name, quoted for SQL (e.g. `"agentry"`). */
   schema: string;
   /**
-   * This adapter's worker id (a `workers` row while it drives agents; DESIGN §9). Every adapter instance is one worker:
+   * This adapter's worker id (a `workers` row while it drives agents). Every adapter instance is one worker:
    * it tags the holds it takes, the messages it queues and the timers and agents it claims with it.
    */
   workerId: string;
   /**
    * Whether several processes may drive this database's agents at once (leases, claimed timers), or only one
-   * (`exclusive`: an advisory lock refuses a second, as before issue 27).
+   * (`exclusive`: an advisory lock refuses a second).
    */
   mode: 'workers' | 'exclusive';
   /** How long a lease (of an agent, of a due timer) lasts unless renewed, in ms; a gone worker's work waits this long. */

@@ -152,7 +152,7 @@ function markQueuedUnknownWhere(q: Query, where: string, params: unknown[]): Pro
 }
 
 /**
- * For the sweeper (issue 27), inside its transaction: the attempts that these gone workers queued and never saw end
+ * For the sweeper, inside its transaction: the attempts that these gone workers queued and never saw end
  * become `unknown` with `error` (they may have left), as after a crash of a single process; never sent again. Returns
  * those rows, oldest first. Nothing else needs doing with them: the agent's `message_person` call was recorded
  * `started`, so the worker that continues the agent reports its outcome as unknown to the model (crash rules), and
@@ -382,7 +382,7 @@ export function extrasStore(db: Db): ExtrasStore {
             `SELECT ${TIMER_COLUMNS} FROM timers WHERE due_at <= $1 ORDER BY due_at, timer_id LIMIT $2`,
             [dueBy, limit],
           )
-        : // Reading claims (issue 27): rows another worker is claiming right now are skipped, not waited for, and
+        : // Reading claims: rows another worker is claiming right now are skipped, not waited for, and
           // this worker's own claims are read again (its timer loop skips the ones still running), as in one process.
           db.q<Rows<TimerRow>>(
             // MATERIALIZED: the locking SELECT runs once, so no plan can re-run it and claim more than it locked.

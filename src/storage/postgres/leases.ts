@@ -1,6 +1,6 @@
 /**
  * @module storage/postgres/leases
- * The {@link WorkerCoordination} of PostgreSQL (issue 27, DESIGN §9): this process is a worker with a row in
+ * The {@link WorkerCoordination} of PostgreSQL (README.md#several-processes): this process is a worker with a row in
  * `workers`; it steps an agent only while it holds the agent's lease.
  *
  * - **Claim**: `SELECT … FOR UPDATE SKIP LOCKED LIMIT n`, then `UPDATE … SET lease_owner, lease_epoch + 1,
@@ -31,7 +31,7 @@ const RUNNABLE = ['ACTIVE', 'STARTING_UP'];
 const RENEW_DEADLINE_SHARE = 0.7;
 const MAX_BATCH = 1_000;
 /**
- * Claimable agents one claim of this worker's own takes at most (issue 37). Workers that look at the same moment (a
+ * Claimable agents one claim of this worker's own takes at most. Workers that look at the same moment (a
  * `work` notification wakes them all) take turns in small bites with `SKIP LOCKED`, so each gets its share instead of
  * the first one taking everything it has room for.
  */
@@ -219,7 +219,7 @@ export class PgWorkers implements WorkerCoordination {
     options: { unfinished?: boolean; lost?: boolean } = {},
   ): Promise<string[]> {
     // A fenced-out step left its holds (the commit that would have settled them failed): they go first, before any new
-    // driver of these agents in this process could take a hold of its own (issue 37: a hold must not outlive its use).
+    // driver of these agents in this process could take a hold of its own (a hold must not outlive its use).
     const dropping = options.lost ? this.options.dropHoldsOf([...agentIds]) : undefined;
     const items = agentIds.flatMap((id) => {
       const epoch = this.db.held.get(id);

@@ -44,7 +44,7 @@ export interface NotifyBusOptions {
   schema: string;
   heartbeatMs: number;
   /**
-   * What the listening connection runs every heartbeat instead of `SELECT 1`: the worker's own heartbeat (issue 37),
+   * What the listening connection runs every heartbeat instead of `SELECT 1`: the worker's own heartbeat,
    * so that a pool saturated by step commits never delays it past the gone-worker grace.
    */
   keepAlive?: { sql: string; params: unknown[] };

@@ -1,6 +1,6 @@
 /**
  * @module storage/postgres/sweeper
- * Cleans up after workers that are gone (issues 27, 37): a worker whose row says `stopped`, or whose heartbeat is older
+ * Cleans up after workers that are gone: a worker whose row says `stopped`, or whose heartbeat is older
  * than the gone-worker grace (`goneAfterMs`, a few heartbeats; not the lease, which may be much longer). One sweeper at a time (a transaction-scoped advisory lock; the others skip the round), every
  * heartbeat of every worker, so the sweep goes on while any worker lives.
  *
@@ -54,7 +54,7 @@ export async function sweep(
     const othersLive = rows.some((r) => !r.gone);
     // Holds whose worker has no row any more: taken by a statement of a worker that was already swept (it was in
     // flight when the worker died, or blocked behind the sweep's own locks, and committed after it). Every sweep drops
-    // them, or they would hold the account's credits for good (issue 37). Last, as the holds of gone workers below:
+    // them, or they would hold the account's credits for good. Last, as the holds of gone workers below:
     // holds and the account are locked after the agents, never before.
     if (gone.length === 0 && !(everything && !othersLive)) {
       await orphans?.(q);

@@ -800,7 +800,7 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   // idempotency keys
 
-  // monitors and durable timers (issue 16)
+  // monitors and durable timers
 
   async putTimer(timer: TimerRow): Promise<void> {
     await this.write('putTimer', timer);

@@ -267,7 +267,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX monitor_changes_agent ON monitor_changes (agent_id, seq);
     `,
   },
-  // --- migration 5: message_person's outbox (issue 17). Migration 4 is the monitor's.
+  // --- migration 5: message_person's outbox. Migration 4 is the monitor's.
   {
     version: 5,
     name: 'message outbox and opt-outs',
@@ -305,7 +305,7 @@ export const MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
-  // --- migration 6: the console (issue 28): when each API key was last used, and sign-in sessions.
+  // --- migration 6: the console: when each API key was last used, and sign-in sessions.
   {
     version: 6,
     name: 'console: api key last use, sessions',
@@ -322,7 +322,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);
     `,
   },
-  // --- migration 7: operations (issue 29): the trace context stored with an agent, and finding finished roots.
+  // --- migration 7: operations: the trace context stored with an agent, and finding finished roots.
   {
     version: 7,
     name: 'trace context and retention',
@@ -333,7 +333,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX agents_finished_roots ON agents (status, updated_at) WHERE parent_id IS NULL;
     `,
   },
-  // --- migration 8: goal search (issue 34): a trigram index over the first 4,096 characters of each goal, ASCII-lowered
+  // --- migration 8: goal search: a trigram index over the first 4,096 characters of each goal, ASCII-lowered
   // as lower() does, so a search never reads whole goals (storage/search.ts). detail=none: LIKE finds its candidates by trigram alone and checks
   // them against the stored prefix, much cheaper than positions for repetitive text. Kept by triggers, so every
   // write path (insert, tree delete) keeps it without knowing of it.
@@ -352,7 +352,7 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX console_sessions_account ON console_sessions (account_id, expires_at);
     `,
   },
-  // --- migration 9: prompt caching (issue 35): a model call's ledger row says how many of its input tokens were
+  // --- migration 9: prompt caching: a model call's ledger row says how many of its input tokens were
   // written to and read from the cache (billed at their own prices).
   {
     version: 9,

@@ -79,7 +79,7 @@ export interface WriteOps {
   finishOutbox: [messageId: string, outcome: OutboxOutcome];
   markQueuedOutboxUnknown: [error: string];
   putOptOut: [row: OptOutRow];
-  // monitors and durable timers (issue 16)
+  // monitors and durable timers
   putTimer: [timer: TimerRow];
   deleteTimer: [timerId: string, dueAt: number | undefined];
   insertMonitor: [monitor: MonitorRow, timer: TimerRow | null];
@@ -118,7 +118,7 @@ export interface WriteResults {
   finishOutbox: OutboxRow | null;
   markQueuedOutboxUnknown: OutboxRow[];
   putOptOut: void;
-  // monitors and durable timers (issue 16)
+  // monitors and durable timers
   putTimer: void;
   deleteTimer: boolean;
   /** The stored row, or 'no_agent' (nothing written) for the storage to throw `not_found`. */
@@ -299,7 +299,7 @@ export class SqliteWriter {
       case 'putOptOut':
         putOptOut(this.outbox, ...w.args);
         return undefined;
-      // monitors and durable timers (issue 16)
+      // monitors and durable timers
       case 'putTimer':
         putTimer(this.monitors, ...w.args);
         return undefined;
