@@ -17,9 +17,21 @@ export interface AgentActivity {
   agent: AgentRow;
   turns: TurnRow[];
   toolCalls: ToolCallRow[];
-  /** The agent's own ledger rows: each model call's tokens, cache tokens and credits; each tool charge. */
+  /**
+   * The agent's own ledger rows: each model call's tokens, cache tokens and credits; each tool charge. At most the
+   * newest {@link MAX_ACTIVITY_LEDGER_ROWS}.
+   */
   ledger: LedgerRow[];
+  /** True when the agent has more ledger rows than {@link MAX_ACTIVITY_LEDGER_ROWS}: the oldest are left out. */
+  ledgerTruncated: boolean;
 }
+
+/**
+ * The most ledger rows one activity read returns (the newest). A page asks for it up to once a second, so its cost must
+ * not grow without bound with the agent's age: 5,000 rows is far more than the model turns a run may take (100 by
+ * default) with their tool charges.
+ */
+export const MAX_ACTIVITY_LEDGER_ROWS = 5_000;
 
 /** The agent in status form with its direct children counted by status and its whole tree summed. */
 export async function treeStatusOf(storage: StorageAdapter, row: AgentRow): Promise<Agent> {
@@ -48,15 +60,21 @@ export async function treeTotalsOf(
   return out;
 }
 
-/** The turns, tool calls and own ledger rows of one agent. */
+/**
+ * The turns, tool calls and own ledger rows of one agent. The ledger is read by agent through its index, never the
+ * account's whole ledger: one tenant's million rows must not make every view of one of its agents read them all.
+ */
 export async function activityOf(storage: StorageAdapter, row: AgentRow): Promise<AgentActivity> {
-  const [turns, ledger] = await Promise.all([storage.listTurns(row.agent_id), storage.listLedger(row.account_id)]);
+  const [turns, ledger] = await Promise.all([
+    storage.listTurns(row.agent_id),
+    storage.listAgentLedger(row.agent_id, MAX_ACTIVITY_LEDGER_ROWS),
+  ]);
   const toolCalls = (
     await Promise.all(
       turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(row.agent_id, t.idx)),
     )
   ).flat();
-  return { agent: row, turns, toolCalls, ledger: ledger.filter((e) => e.agent_id === row.agent_id) };
+  return { agent: row, turns, toolCalls, ledger: ledger.rows, ledgerTruncated: ledger.truncated };
 }
 
 /** An artifact a tool kept with the agent, with its bytes; `not_found` for an unknown one. */

@@ -147,6 +147,14 @@ export interface LedgerRow {
   created_at: string;
 }
 
+/** One agent's ledger rows, oldest first, as {@link StorageAdapter.listAgentLedger} returns them. */
+export interface AgentLedger {
+  /** The newest rows up to the limit asked, oldest first. */
+  rows: LedgerRow[];
+  /** True when the agent has more rows than the limit: the oldest ones are not in `rows`. */
+  truncated: boolean;
+}
+
 export interface ReservationRequest {
   id: string;
   account_id: string;
@@ -550,7 +558,14 @@ export interface StorageAdapter {
   setSubscription(id: string, active: boolean): Promise<AccountRow | null>;
   /** Adds to the balance and writes the ledger row (kind `topup` or `refund`, positive amount). */
   addCredits(entry: LedgerRow): Promise<AccountRow | null>;
+  /** Every ledger row of the account, oldest first. Unbounded: for accounting and tests, never for a page view. */
   listLedger(accountId: string): Promise<LedgerRow[]>;
+  /**
+   * One agent's own ledger rows (its model calls and tool charges), oldest first, read through the `(agent_id, seq)`
+   * index: the cost follows the agent's rows, not the size of its account's ledger. At most the newest `limit` rows
+   * (`limit` ≥ 1); `truncated` says older rows were left out.
+   */
+  listAgentLedger(agentId: string, limit: number): Promise<AgentLedger>;
   /**
    * Holds `amount` if the account's available balance and the tree's cap both cover it. Returns null on success or
    * what refused it.

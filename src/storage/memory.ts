@@ -5,6 +5,7 @@
  */
 import type {
   AccountRow,
+  AgentLedger,
   AgentPage,
   AgentQuery,
   AgentSearch,
@@ -79,6 +80,8 @@ class MemoryStorage implements StorageAdapter {
   readonly kind = 'memory';
   private readonly accounts = new Map<string, AccountRow>();
   private readonly ledger: LedgerRow[] = [];
+  /** The same rows by agent, as the databases' `(agent_id, seq)` index: an agent's page never walks the whole ledger. */
+  private readonly ledgerByAgent = new Map<string, LedgerRow[]>();
   private readonly keys = new Map<string, ApiKeyRow>();
   /** Last use of each key, by key id (gone with the key). */
   private readonly keysLastUsed = new Map<string, string>();
@@ -109,7 +112,7 @@ class MemoryStorage implements StorageAdapter {
     if (this.accounts.has(account.id)) throw new Error(`account ${account.id} exists`);
     this.accounts.set(account.id, { ...account, reserved: 0 });
     if (account.balance > 0) {
-      this.ledger.push({
+      this.writeLedger({
         account_id: account.id,
         agent_id: null,
         kind: 'topup',
@@ -142,12 +145,26 @@ class MemoryStorage implements StorageAdapter {
     const a = this.accounts.get(entry.account_id);
     if (!a) return null;
     a.balance += entry.amount;
-    this.ledger.push({ ...entry });
+    this.writeLedger({ ...entry });
     return clone(a);
   }
 
   async listLedger(accountId: string): Promise<LedgerRow[]> {
     return this.ledger.filter((l) => l.account_id === accountId).map(clone);
+  }
+
+  private writeLedger(row: LedgerRow): void {
+    this.ledger.push(row);
+    if (row.agent_id === null) return;
+    const own = this.ledgerByAgent.get(row.agent_id);
+    if (own) own.push(row);
+    else this.ledgerByAgent.set(row.agent_id, [row]);
+  }
+
+  async listAgentLedger(agentId: string, limit: number): Promise<AgentLedger> {
+    const own = this.ledgerByAgent.get(agentId) ?? [];
+    const rows = own.slice(Math.max(0, own.length - limit)).map(clone);
+    return { rows, truncated: own.length > rows.length };
   }
 
   async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
@@ -205,7 +222,7 @@ class MemoryStorage implements StorageAdapter {
     const charge = Math.max(0, Math.min(s.ledger.cost, account.balance));
     account.balance -= charge;
     const { cost: _cost, ...entry } = s.ledger;
-    this.ledger.push({ ...entry, amount: 0 - charge }); // not -charge: a zero charge must not be written as -0
+    this.writeLedger({ ...entry, amount: 0 - charge }); // not -charge: a zero charge must not be written as -0
     const root = this.agents.get(s.root_id)?.row;
     if (root) root.tree_spent += charge;
     const agent = s.ledger.agent_id ? this.agents.get(s.ledger.agent_id)?.row : undefined;

@@ -47,11 +47,13 @@ export const at = (seconds: number): string => new Date(T0 + seconds * 1000).toI
 
 const ACCT = 'acct-a';
 
-function account(id: string, balance: number, extra: Partial<AccountRow> = {}): AccountRow {
+/** An account row for tests: subscribed, nothing held, created at `at(0)`. */
+export function account(id: string, balance: number, extra: Partial<AccountRow> = {}): AccountRow {
   return { id, name: `Account ${id}`, subscription_active: true, balance, reserved: 0, created_at: at(0), ...extra };
 }
 
-function agent(id: string, extra: Partial<AgentRow> = {}): AgentRow {
+/** A root agent row of the test account for tests, ACTIVE, created at `at(0)`. */
+export function agent(id: string, extra: Partial<AgentRow> = {}): AgentRow {
   return {
     agent_id: id,
     account_id: ACCT,
@@ -319,6 +321,42 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         expect((await s.listLedger(ACCT)).slice(1)).toEqual([refund, topup]);
         expect(await s.listLedger('acct-b')).toHaveLength(1);
         await expectLedgerInvariant(s, ACCT);
+      });
+
+      it("lists one agent's own ledger rows, oldest first, the newest up to a limit", async () => {
+        await s.createAccount(account(ACCT, 100));
+        await s.createAccount(account('acct-b', 100));
+        const row = (agentId: string | null, amount: number, accountId = ACCT): LedgerRow => ({
+          account_id: accountId,
+          agent_id: agentId,
+          kind: agentId === null ? 'topup' : 'refund',
+          item: agentId === null ? null : 'web_search',
+          tokens_in: 0,
+          tokens_out: 0,
+          amount,
+          created_at: at(amount),
+        });
+        // agent-1's rows interleaved with another agent's, the account's top-ups and another account's agent.
+        const written = [
+          row('agent-1', 1),
+          row('agent-2', 2),
+          row(null, 3),
+          { ...row('agent-1', 4), tokens_in: 9, tokens_cache_read: 7 },
+          row('agent-3', 5, 'acct-b'),
+          row('agent-1', 6),
+          row('agent-2', 7),
+          row('agent-1', 8),
+        ];
+        for (const r of written) await s.addCredits(r);
+        const own = written.filter((r) => r.agent_id === 'agent-1');
+
+        expect(await s.listAgentLedger('agent-1', 10)).toEqual({ rows: own, truncated: false });
+        expect(await s.listAgentLedger('agent-1', 4)).toEqual({ rows: own, truncated: false });
+        // Past the limit: the newest rows, still oldest first, and `truncated`.
+        expect(await s.listAgentLedger('agent-1', 2)).toEqual({ rows: own.slice(2), truncated: true });
+        expect(await s.listAgentLedger('agent-1', 1)).toEqual({ rows: own.slice(3), truncated: true });
+        expect(await s.listAgentLedger('agent-3', 5)).toEqual({ rows: [written[4]], truncated: false });
+        expect(await s.listAgentLedger('nope', 5)).toEqual({ rows: [], truncated: false });
       });
     });
 

@@ -85,4 +85,5 @@ const RELEASED: Record<number, string> = {
   7: 'trace context and retention: d525b4a898256a0c',
   8: 'goal search index, sessions by account: b27eee80342b8d2c',
   9: 'ledger: prompt-cache tokens: 737bff63dcf276cd',
+  10: 'ledger by agent: 27a7f2fce234f010',
 };

@@ -8,6 +8,7 @@ import { AgentryError } from '../../src/errors.js';
 import type { AgentRow } from '../../src/storage/adapter.js';
 import { sqliteStorage } from '../../src/storage/sqlite/index.js';
 import { MIGRATIONS, SCHEMA_VERSION, migrate } from '../../src/storage/sqlite/migrations.js';
+import { prepareStatements } from '../../src/storage/sqlite/statements.js';
 import { at, storageContract } from './contract.js';
 
 function tempDir(): string {
@@ -50,7 +51,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(9);
+    expect(SCHEMA_VERSION).toBe(10);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -73,6 +74,7 @@ describe('sqliteStorage', () => {
       { version: 7, name: 'trace context and retention', applied_at: expect.any(String) },
       { version: 8, name: 'goal search index, sessions by account', applied_at: expect.any(String) },
       { version: 9, name: 'ledger: prompt-cache tokens', applied_at: expect.any(String) },
+      { version: 10, name: 'ledger by agent', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
@@ -81,6 +83,21 @@ describe('sqliteStorage', () => {
     expect((await second.getAccount('a'))?.balance).toBe(7);
     await second.close();
     expect(migrationRows()).toEqual(rows);
+  });
+
+  it("reads an agent's ledger rows through the ledger_agent index, newest first, without a sort", async () => {
+    const storage = sqliteStorage({ path: file });
+    await storage.init();
+    await storage.close();
+    const plan = inspect((db) => {
+      const { source } = prepareStatements(db).listAgentLedgerNewest as unknown as { source: string };
+      return db
+        .prepare<[string, number], { detail: string }>(`EXPLAIN QUERY PLAN ${source}`)
+        .all('agent-1', 10)
+        .map((r) => r.detail);
+    });
+    // One range search of the index (read backwards for DESC): no scan of the ledger, no temporary sort.
+    expect(plan).toEqual([expect.stringContaining('USING INDEX ledger_agent (agent_id=?)')]);
   });
 
   it('migrates a version-1 database forward with its agents, turns and ledger intact', async () => {
@@ -112,7 +129,7 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null, trace_context: null });
     // Migration 8 indexed the goals already stored: the search finds them.
     const search = { account_id: 'acct', parent_id: null, order: 'newest', offset: 0, limit: 10 } as const;
@@ -193,7 +210,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -263,7 +280,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

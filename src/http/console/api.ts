@@ -198,7 +198,9 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ledger: activity.ledger,
       statuses: history.of(activity.agent.agent_id),
     });
-    return jsonResponse(200, { agent, messages, outbox, timeline, statuses_since: history.since });
+    // `timeline_truncated`: the agent has more ledger rows than one read returns, so its oldest model calls are missing.
+    const truncated = activity.ledgerTruncated ? { timeline_truncated: true } : {};
+    return jsonResponse(200, { agent, messages, outbox, timeline, ...truncated, statuses_since: history.since });
   }
   if (c === 'pause' || c === 'resume') {
     const agent = c === 'pause' ? await runtime.pause(agentId, scope) : await runtime.resume(agentId, scope);

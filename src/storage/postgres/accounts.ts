@@ -23,6 +23,11 @@ import type { Db, Query } from './db.js';
 const ACCOUNT_COLUMNS = 'id, name, subscription_active, balance, reserved, created_at';
 const LEDGER_COLUMNS =
   'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, tokens_cache_read';
+/**
+ * An agent's ledger rows newest first, up to $2: a backward range scan of the `(agent_id, seq)` index of migration 11.
+ * Exported for the test that checks the plan.
+ */
+export const AGENT_LEDGER_NEWEST = `SELECT ${LEDGER_COLUMNS} FROM ledger WHERE agent_id = $1 ORDER BY seq DESC LIMIT $2`;
 const API_KEY_COLUMNS = 'id, account_id, name, hash, last4, created_at';
 
 /**
@@ -164,6 +169,7 @@ type AccountsStore = Pick<
   | 'setSubscription'
   | 'addCredits'
   | 'listLedger'
+  | 'listAgentLedger'
   | 'reserve'
   | 'release'
   | 'releaseAgentReservations'
@@ -235,6 +241,12 @@ export function accountsStore(db: Db): AccountsStore {
       db
         .q<Rows<LedgerRow>>(`SELECT ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 ORDER BY seq`, [accountId])
         .then((rows) => rows.map(ledgerRowOf)),
+
+    // Newest first with one row past the limit (which says whether older rows were left out), then oldest first.
+    listAgentLedger: async (agentId, limit) => {
+      const newest = await db.q<Rows<LedgerRow>>(AGENT_LEDGER_NEWEST, [agentId, limit + 1]);
+      return { rows: newest.slice(0, limit).reverse().map(ledgerRowOf), truncated: newest.length > limit };
+    },
 
     // One round trip: agentry_reserve (a server function: migrations/) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
     // The hold is tagged with this worker, so that only it (or, once it is gone, the sweeper) drops it.

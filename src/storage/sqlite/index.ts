@@ -12,6 +12,7 @@ import { AgentryError, notFound } from '../../errors.js';
 import type {
   TreeTotalsRow,
   AccountRow,
+  AgentLedger,
   AgentPage,
   AgentQuery,
   AgentSearch,
@@ -318,6 +319,12 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async listLedger(accountId: string): Promise<LedgerRow[]> {
     return this.s.listLedger.all(accountId).map(ledgerRowOf);
+  }
+
+  async listAgentLedger(agentId: string, limit: number): Promise<AgentLedger> {
+    // One row past the limit says whether older rows were left out.
+    const newest = this.s.listAgentLedgerNewest.all(agentId, limit + 1);
+    return agentLedgerOf(newest, limit);
   }
 
   /*
@@ -911,4 +918,13 @@ export function sqliteStorage(options: SqliteStorageOptions = {}): SqliteStorage
 export function ledgerRowOf(row: LedgerRow): LedgerRow {
   const { tokens_cache_write: write, tokens_cache_read: read, ...rest } = row;
   return { ...rest, ...(write ? { tokens_cache_write: write } : {}), ...(read ? { tokens_cache_read: read } : {}) };
+}
+
+/**
+ * An agent's ledger from at most `limit + 1` of its rows read newest first: the newest `limit` of them oldest first,
+ * and `truncated` when the extra row shows there were more.
+ */
+export function agentLedgerOf(newest: LedgerRow[], limit: number): AgentLedger {
+  const rows = newest.slice(0, limit).reverse().map(ledgerRowOf);
+  return { rows, truncated: newest.length > limit };
 }

@@ -362,6 +362,15 @@ export const MIGRATIONS: readonly Migration[] = [
       ALTER TABLE ledger ADD COLUMN tokens_cache_read INTEGER NOT NULL DEFAULT 0;
     `,
   },
+  // --- migration 10: an agent's own ledger rows by an index, newest first, for its page in the console: reading
+  // them by account and filtering would make every view of one agent cost its account's whole ledger.
+  {
+    version: 10,
+    name: 'ledger by agent',
+    up: `
+      CREATE INDEX ledger_agent ON ledger (agent_id, seq);
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

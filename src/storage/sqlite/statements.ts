@@ -260,6 +260,11 @@ export function prepareStatements(db: Database.Database) {
       'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, ' +
         'tokens_cache_read FROM ledger WHERE account_id = ? ORDER BY seq',
     ),
+    // Newest first, so that LIMIT keeps the newest rows: a backward range scan of ledger_agent (migration 10).
+    listAgentLedgerNewest: p<LedgerRow>(
+      'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, ' +
+        'tokens_cache_read FROM ledger WHERE agent_id = ? ORDER BY seq DESC LIMIT ?',
+    ),
 
     treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
       'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = ?',

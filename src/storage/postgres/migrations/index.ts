@@ -23,10 +23,11 @@ import { migration as m007 } from './007-notification-secret.js';
 import { migration as m008 } from './008-goal-search.js';
 import { migration as m009 } from './009-prompt-cache-tokens.js';
 import { migration as m010 } from './010-one-schema-for-every-build.js';
+import { migration as m011 } from './011-ledger-by-agent.js';
 
 export type { Migration } from './migration.js';
 
-export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010];
+export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011];
 
 /** The schema version this code writes: the last migration's. */
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0;
