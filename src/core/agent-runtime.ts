@@ -235,6 +235,11 @@ export class AgentRuntime {
     return views.treeStatusOf(this.storage, await this.row(agentId, scope));
   }
 
+  /** The calls of the agent's tree that wait for credits in this process now (see `CreditWaits` in agent-views.ts). */
+  async creditWaits(agentId: string, scope: AccountScope = {}): Promise<views.CreditWaits> {
+    return views.creditWaitsOf(this.parts.credits, await this.row(agentId, scope));
+  }
+
   /** What an agent did (turns, tool calls, its own ledger rows), oldest first: for a timeline such as the console's. */
   async activity(agentId: string, scope: AccountScope = {}): Promise<views.AgentActivity> {
     return views.activityOf(this.storage, await this.row(agentId, scope));
