@@ -150,10 +150,7 @@ export class AgentRuntime {
    * What is running in this process now, for metrics: agents holding a run slot and waiting for one, and each lane's
    * calls in flight and waiting.
    */
-  load(): {
-    runSlots: { running: number; waiting: number; size: number };
-    lanes: Array<{ lane: string; active: number; waiting: number }>;
-  } {
+  load(): views.RuntimeLoad {
     return {
       runSlots: {
         running: this.scheduler.runningCount,

@@ -23,6 +23,12 @@ export interface AgentActivity {
   ledger: LedgerRow[];
 }
 
+/** What runs in one process now (`runtime.load()`): run slots held and waited for, and each lane's calls. */
+export interface RuntimeLoad {
+  runSlots: { running: number; waiting: number; size: number };
+  lanes: Array<{ lane: string; active: number; waiting: number }>;
+}
+
 /**
  * The calls of a tree that wait for credits in this process now: their reservations are queued in the credit gate
  * behind other calls' holds (core/credit-gate.ts). With several workers on one database each process only knows its
