@@ -150,10 +150,7 @@ export class AgentRuntime {
    * What is running in this process now, for metrics: agents holding a run slot and waiting for one, and each lane's
    * calls in flight and waiting.
    */
-  load(): {
-    runSlots: { running: number; waiting: number; size: number };
-    lanes: Array<{ lane: string; active: number; waiting: number }>;
-  } {
+  load(): views.RuntimeLoad {
     return {
       runSlots: {
         running: this.scheduler.runningCount,
@@ -233,6 +230,11 @@ export class AgentRuntime {
   /** The agent with its children counted by status and its tree summed, without its transcript: for dashboards. */
   async treeStatus(agentId: string, scope: AccountScope = {}): Promise<Agent> {
     return views.treeStatusOf(this.storage, await this.row(agentId, scope));
+  }
+
+  /** The calls of the agent's tree that wait for credits in this process now (see `CreditWaits` in agent-views.ts). */
+  async creditWaits(agentId: string, scope: AccountScope = {}): Promise<views.CreditWaits> {
+    return views.creditWaitsOf(this.parts.credits, await this.row(agentId, scope));
   }
 
   /** What an agent did (turns, tool calls, its own ledger rows), oldest first: for a timeline such as the console's. */

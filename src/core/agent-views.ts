@@ -2,15 +2,17 @@
  * @module core/agent-views
  * Reads for dashboards, beside `runtime.get()`: an agent's tree summed and its children counted without its
  * transcript (cheap enough to ask every second while a tree runs), several trees summed in one query, and what one
- * agent did (turns, tool calls, ledger rows) for a timeline; an agent's artifacts and the pages its tools read.
+ * agent did (turns, tool calls, ledger rows) for a timeline; an agent's artifacts and the pages its tools read; the
+ * calls of a tree that wait for credits.
  */
 import { z } from 'zod';
 import { parseArgs } from '../base/validate.js';
 import type { AgentRow, LedgerRow, StorageAdapter, ToolCallRow, TurnRow } from '../storage/adapter.js';
+import type { CreditGate } from './credit-gate.js';
 import { AgentIdSchema } from './runtime-arguments.js';
 import { notFound } from '../errors.js';
 import { toArtifactInfo, toStatusForm, toSubAgentCounts, toTreeTotals } from './records.js';
-import type { Agent, ArtifactInfo, TreeTotals } from './schemas.js';
+import { microsToCredits, type Agent, type ArtifactInfo, type TreeTotals } from './schemas.js';
 
 /** What an agent did, as storage keeps it, oldest first. */
 export interface AgentActivity {
@@ -32,6 +34,35 @@ export interface AgentActivity {
  * default) with their tool charges.
  */
 export const MAX_ACTIVITY_LEDGER_ROWS = 5_000;
+/** What runs in one process now (`runtime.load()`): run slots held and waited for, and each lane's calls. */
+export interface RuntimeLoad {
+  runSlots: { running: number; waiting: number; size: number };
+  lanes: Array<{ lane: string; active: number; waiting: number }>;
+}
+
+/**
+ * The calls of a tree that wait for credits in this process now: their reservations are queued in the credit gate
+ * behind other calls' holds (core/credit-gate.ts). With several workers on one database each process only knows its
+ * own waits, so this counts the calls that step here.
+ */
+export interface CreditWaits {
+  /** Calls (model calls, priced tool calls) waiting for credits. */
+  calls: number;
+  /** When the longest-waiting of them asked for its credits (ISO 8601), or null when none waits. */
+  oldest_since: string | null;
+  /** The credits they ask for together. */
+  needed_credits: number;
+}
+
+/** The waits of the whole tree the agent belongs to (its root's tree: the gate counts waits by tree root). */
+export function creditWaitsOf(gate: CreditGate, row: AgentRow): CreditWaits {
+  const w = gate.waitingOfTree(row.root_id);
+  return {
+    calls: w.calls,
+    oldest_since: w.oldestSince === null ? null : new Date(w.oldestSince).toISOString(),
+    needed_credits: microsToCredits(w.neededMicros),
+  };
+}
 
 /** The agent in status form with its direct children counted by status and its whole tree summed. */
 export async function treeStatusOf(storage: StorageAdapter, row: AgentRow): Promise<Agent> {

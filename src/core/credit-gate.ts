@@ -30,6 +30,7 @@
 import type { ReservationRefusal, ReservationRequest, Settlement, StorageAdapter } from '../storage/adapter.js';
 import type { WorkerBus } from '../storage/workers.js';
 import { CreditHold, nextHoldId, type HoldKeeper } from './credit-hold.js';
+import { CreditWaitTally, type CreditWaiting, type WaitingCall } from './credit-waits.js';
 import { ExpiringMarks } from '../base/expiring-marks.js';
 
 /** What a reservation came to. */
@@ -91,6 +92,10 @@ interface Waiter {
   options: ReserveOptions;
   /** Set while it listens for its signal's abort: only waiters that wait listen (most never wait). */
   stopListening: (() => void) | undefined;
+  /** When it asked (ms since the epoch). */
+  since: number;
+  /** How the tally of waiting calls knows it, once it was told that it waits. */
+  counted: WaitingCall | undefined;
 }
 
 interface Queue {
@@ -127,6 +132,8 @@ export class CreditGate {
   private readonly liveAmount = new Map<string, number>();
   /** Accounts other workers wait for, until when (ms): the ends of this gate's holds of them are told on the bus. */
   private readonly contested = new ExpiringMarks();
+  /** The reservations told that they wait and not yet out of their queue, by account and tree (for dashboards). */
+  private readonly waits = new CreditWaitTally();
   /** When this gate last said on the bus that it waits for an account (ms). */
   private readonly waitSaid = new Map<string, number>();
   private bus: WorkerBus | undefined;
@@ -186,6 +193,19 @@ export class CreditGate {
   }
 
   /**
+   * The reservations of one account that wait for credits in this gate now: how many, since when, and how much they
+   * ask for together. Only this process's: with several workers, each has its own gate and its own waits.
+   */
+  waitingOf(accountId: string): CreditWaiting {
+    return this.waits.ofAccount(accountId);
+  }
+
+  /** The reservations of one tree (by its root agent's id) that wait for credits in this gate now; see waitingOf. */
+  waitingOfTree(rootId: string): CreditWaiting {
+    return this.waits.ofTree(rootId);
+  }
+
+  /**
    * Holds `request.amount` for a call about to run. Resolves granted at once when the account and tree can cover it;
    * waits while other calls' holds stand in the way; resolves refused when the settled balance cannot pay it.
    * Requests of one account are granted in the order they were made: a small one never overtakes a large one that
@@ -217,6 +237,8 @@ export class CreditGate {
         told: false,
         options,
         stopListening: undefined,
+        since: Date.now(),
+        counted: undefined,
       };
       this.push(waiter);
       this.pump(waiter.key);
@@ -530,6 +552,13 @@ export class CreditGate {
       const w = q.waiters[i]!;
       if (w.settled || w.told) continue;
       w.told = true;
+      w.counted = {
+        accountId: w.request.account_id,
+        rootId: w.request.root_id,
+        amount: w.request.amount,
+        since: w.since,
+      };
+      this.waits.add(w.counted);
       this.listenForAbort(w);
       try {
         w.options.onWait?.(heldBy);
@@ -547,6 +576,7 @@ export class CreditGate {
     const onAbort = () => {
       if (waiter.settled) return;
       waiter.settled = true;
+      this.uncount(waiter);
       waiter.reject(signal.reason);
       // It may have been the head that held the others back.
       this.pump(waiter.key);
@@ -558,7 +588,14 @@ export class CreditGate {
   private finish(q: Queue, waiter: Waiter): void {
     waiter.settled = true;
     waiter.stopListening?.();
+    this.uncount(waiter);
     this.shift(q);
+  }
+
+  /** The waiter left its queue: it no longer counts as waiting for credits. */
+  private uncount(waiter: Waiter): void {
+    if (waiter.counted) this.waits.remove(waiter.counted);
+    waiter.counted = undefined;
   }
 
   private shift(q: Queue): void {

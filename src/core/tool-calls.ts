@@ -170,6 +170,9 @@ export async function runToolCalls(
       const base = records.get(use.id) ?? toRun.find((c) => c.use.id === use.id)!.record;
       return { ...base, status: 'finished', result: r.content, is_error: r.isError, updated_at: at };
     });
+  // The hold ends while its calls run only when the agent was deleted (the gate ended its holds, storage dropped them):
+  // there is no agent left to commit the results to.
+  if (hold && !hold.isOpen) return STOP;
   const settlements: Settlement[] = priced
     .filter((c) => !unfinished.has(c.use.id))
     .map((c) =>

@@ -140,6 +140,56 @@ describe.runIf(runBrowser)('what the console shows of a run', () => {
     },
   );
 
+  it(
+    'a tree whose calls wait for credits says how many, with the balance and what is held; a top-up clears it',
+    { timeout: 60_000 },
+    async () => {
+      const children = 5;
+      // About two children's model calls can hold their credits at once on 5 credits; they hold them for good.
+      const { account, apiKey } = await bed.runtime.accounts.create({ name: 'waits', credits: 5 });
+      const owner = { id: account.account_id, key: apiKey!.key };
+      const { context, page } = await signedIn(owner);
+      const parent = await bed.runtime.create({ goal: `Hold credits [fanout-hold ${children}]`, accountId: owner.id });
+      await page.goto(`/console/agents/${parent.agent_id}`);
+
+      // Every child has asked for its credits: it holds them, or it waits. The runtime says how many wait.
+      const holds = (bed.runtime as unknown as { parts: { credits: { openHoldsOf(id: string): number } } }).parts
+        .credits;
+      const childIds = async () => (await bed.runtime.list({ parentId: parent.agent_id, limit: 100 })).data;
+      let waiting = 0;
+      await expect
+        .poll(
+          async () => {
+            const kids = await childIds();
+            waiting = (await bed.runtime.creditWaits(parent.agent_id)).calls;
+            const holding = kids.filter((k) => holds.openHoldsOf(k.agent_id) > 0).length;
+            return kids.length === children && waiting > 0 && waiting + holding === children;
+          },
+          { timeout: 20_000 },
+        )
+        .toBe(true);
+      const credits = await bed.runtime.accounts.get(owner.id);
+      const hint = page.locator('.hint');
+      await expect
+        .poll(() => hint.textContent(), { timeout: 10_000 })
+        .toMatch(new RegExp(`^${waiting} calls waiting for credits: balance [0-9.,]+, held [0-9.,]+\\.`));
+      const [, balance, held] = /balance ([0-9,]+\.[0-9]{4}), held ([0-9,]+\.[0-9]{4})\./.exec(
+        (await hint.textContent())!,
+      )!;
+      expect(Number(balance!.replace(/,/g, ''))).toBeCloseTo(credits.balance, 4);
+      expect(Number(held!.replace(/,/g, ''))).toBeCloseTo(credits.reserved, 4);
+      expect(await hint.isVisible()).toBe(true);
+
+      // A top-up lets every waiting call through: the hint goes.
+      await bed.runtime.accounts.addCredits(owner.id, 100);
+      await expect.poll(() => hint.textContent(), { timeout: 10_000 }).toBe('');
+      expect(await hint.isVisible()).toBe(false);
+      expect((await bed.runtime.creditWaits(parent.agent_id)).calls).toBe(0);
+      await context.close();
+      await bed.runtime.delete(parent.agent_id);
+    },
+  );
+
   /** A parent with a few children and a leaf with a tool call, for the pages below. */
   async function someAgents(owner: Account) {
     const parent = await bed.runtime.create({ goal: 'Check 3 items [fanout 3]', accountId: owner.id });

@@ -107,6 +107,14 @@ export async function openConsoleBed(options: { sqlitePath?: string } = {}): Pro
         if (goal.includes('[hold]')) return { text: 'holding', delayMs: 3_600_000 };
         const child = /\[child\] item (\d+)/.exec(goal);
         if (child) return { text: `Item ${child[1]} checked.`, delayMs: 800 + (Number(child[1]) % 5) * 200 };
+        // Children that hold their model call's credits for good: on a small balance, the others wait for credits.
+        const holding = /\[fanout-hold (\d+)\]/.exec(goal);
+        if (holding) {
+          const tasks = Array.from({ length: Number(holding[1]) }, (_, i) => ({ goal: `[hold] item ${i + 1}` }));
+          return turnIndex === 0
+            ? { text: 'Spawning.', toolCalls: [{ name: 'spawn_sub_agents', input: { tasks } }] }
+            : { text: 'Done.' };
+        }
         const fanout = /\[fanout (\d+)\]/.exec(goal);
         if (fanout) {
           const n = Number(fanout[1]);

@@ -17,6 +17,8 @@ function random(seed: number): (n: number) => number {
   };
 }
 
+const NOTHING_WAITS = { calls: 0, oldestSince: null, neededMicros: 0 };
+
 function request(id: string, agent: string, amount: number) {
   return { id, account_id: 'acc', agent_id: agent, root_id: agent, amount };
 }
@@ -31,8 +33,14 @@ describe('CreditGate', () => {
     await tick();
     expect(told).toBe(1);
     expect(gate.waitingCount).toBe(1);
+    // What waits is counted by account and by tree, for dashboards.
+    expect(gate.waitingOf('acc')).toMatchObject({ calls: 1, neededMicros: 50 });
+    expect(gate.waitingOf('acc').oldestSince).toBeLessThanOrEqual(Date.now());
+    expect(gate.waitingOfTree('B').calls).toBe(1);
+    expect(gate.waitingOfTree('A').calls).toBe(0);
     await gate.release('a');
     expect(await waiting).toEqual({ granted: true });
+    expect(gate.waitingOf('acc')).toEqual(NOTHING_WAITS);
     expect((await storage.getAccount('acc'))!.reserved).toBe(50);
   });
 
@@ -59,6 +67,7 @@ describe('CreditGate', () => {
     const small = gate.reserve(request('small', 'C', 10)).then(() => order.push('small'));
     await tick();
     expect(order).toEqual([]); // 40 are free, enough for "small", but "big" asked first
+    expect(gate.waitingOf('acc')).toMatchObject({ calls: 2, neededMicros: 80 });
     await gate.release('a');
     await Promise.all([big, small]);
     expect(order).toEqual(['big', 'small']);
@@ -76,6 +85,7 @@ describe('CreditGate', () => {
     await expect(big).rejects.toThrow('paused');
     expect(await small).toEqual({ granted: true });
     expect(gate.waitingCount).toBe(0);
+    expect(gate.waitingOf('acc')).toEqual(NOTHING_WAITS);
   });
 
   it('a waiter whose tree cap is what blocks it waits for its tree, not the account', async () => {
@@ -87,8 +97,11 @@ describe('CreditGate', () => {
     const waiting = gate.reserve(inTree('b', 'B', 50));
     // Another tree on the same account is not held up by this tree's cap.
     expect(await gate.reserve(request('other', 'X', 500))).toEqual({ granted: true });
+    expect(gate.waitingOfTree('root')).toMatchObject({ calls: 1, neededMicros: 50 });
+    expect(gate.waitingOfTree('X').calls).toBe(0);
     await gate.release('a');
     expect(await waiting).toEqual({ granted: true });
+    expect(gate.waitingOfTree('root')).toEqual(NOTHING_WAITS);
     expect(await gate.reserve(inTree('c', 'C', 200))).toEqual({ granted: false, refusal: 'tree_cap', payable: 100 });
   });
 
@@ -165,6 +178,7 @@ describe('CreditGate', () => {
     expect(granted).toEqual([...granted].sort((a, b) => a - b));
     expect(lowest).toBeGreaterThanOrEqual(0);
     expect(gate.waitingCount).toBe(0);
+    expect(gate.waitingOf('acc')).toEqual(NOTHING_WAITS);
     const account = (await storage.getAccount('acc'))!;
     expect(account.reserved).toBe(0);
     const ledger = await storage.listLedger('acc');

@@ -181,13 +181,14 @@ export function agentPage(main, [agentId], app) {
         const moving = tree
           ? Object.entries(tree.by_status).some(([s, n]) => n > 0 && !SETTLED.has(s))
           : !SETTLED.has(a.status);
-        // Calls wait for credits when what is left (balance less holds) cannot cover the next reservation: a tree
-        // that holds more than is left over is most likely waiting, not slow.
+        // The credit gate counts the calls of this tree whose reservations wait behind other calls' holds (in the
+        // server's process): a tree that is slow for that reason says so, with the balance and what is held.
         const c = answer.credits;
+        const n = c?.waiting?.calls ?? 0;
         creditHint.textContent =
-          moving && c && c.reserved > 0 && c.available < c.reserved
-            ? `Calls of this tree may be waiting for credits: balance ${credits(c.balance)}, held by running calls ` +
-              `${credits(c.reserved)}, available ${credits(c.available)}. They go on as holds are settled.`
+          n > 0
+            ? `${count(n)} ${n === 1 ? 'call' : 'calls'} waiting for credits: balance ${credits(c.balance)}, ` +
+              `held ${credits(c.reserved)}. They go on as running calls settle their holds, or after a top-up.`
             : '';
         if (moving) summarySoon();
       } catch {

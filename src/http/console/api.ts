@@ -207,15 +207,17 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
     return jsonResponse(200, { agent });
   }
   // What a running tree's page asks every second: the agent, its children by status and its tree summed.
-  // The account's credits ride along: a tree that seems slow may be waiting for holds to be released.
+  // The account's credits ride along with the calls of the tree that wait for them in this process (with several
+  // workers, each knows only its own waits): a tree that seems slow may be waiting for holds to be released.
   if (c === 'summary') {
-    const [agent, account] = await Promise.all([
+    const [agent, account, waiting] = await Promise.all([
       runtime.treeStatus(agentId, scope),
       runtime.accounts.get(identity.accountId),
+      runtime.creditWaits(agentId, scope),
     ]);
     return jsonResponse(200, {
       agent,
-      credits: { balance: account.balance, reserved: account.reserved, available: account.available },
+      credits: { balance: account.balance, reserved: account.reserved, available: account.available, waiting },
     });
   }
   if (c === 'children') {
