@@ -7,6 +7,11 @@
 export interface Clock {
   /** Milliseconds since the epoch. */
   now(): number;
+  /**
+   * Milliseconds on a clock that never goes back (its zero is arbitrary), for measuring durations such as a model
+   * call's latency. Optional: without it durations are measured on {@link Clock.now}, which is what a fake clock wants.
+   */
+  monotonic?(): number;
   /** Resolves after `ms`, or rejects with an AbortError when `signal` aborts first. */
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
@@ -26,6 +31,8 @@ export function isAbortError(err: unknown): boolean {
 /** The real clock. */
 export const systemClock: Clock = {
   now: () => Date.now(),
+  // The wall clock can be stepped back (NTP, an operator); a duration must not come out negative or inflated.
+  monotonic: () => performance.now(),
   sleep(ms, signal) {
     return new Promise((resolve, reject) => {
       if (signal?.aborted) return reject(abortError(signal));
@@ -53,4 +60,9 @@ export function isoTime(ms: number): string {
     lastMs = ms;
   }
   return lastIso;
+}
+
+/** Milliseconds on the clock's monotonic time (its wall time where it has none): subtract two to get a duration. */
+export function monotonicMs(clock: Clock): number {
+  return clock.monotonic ? clock.monotonic() : clock.now();
 }

@@ -13,6 +13,10 @@ import type { StepDeps } from './step-types.js';
 import type { RuntimeWiring } from './runtime-wiring.js';
 import { assertTransition, isTerminal, RUNNABLE_STATUSES } from '../base/status.js';
 
+const PAUSED = { status_message: 'Paused' };
+/** An operator's pause or resume is kept as a status mark of each agent it moves (its timeline shows it). */
+const MARK = { mark: true };
+
 /**
  * Pauses the agent `read` returns, and its runnable sub-agents; returns the agent as paused. An in-flight model
  * request is aborted (and redone on resume); a running tool call finishes and its result is saved.
@@ -23,14 +27,14 @@ export async function pauseTree(w: RuntimeWiring, read: () => Promise<AgentRow>)
     const target = assertTransition(row.status, 'pause');
     let updated = row;
     if (target !== row.status) {
-      updated = (await changeStatus(deps(w), row, 'pause', { status_message: 'Paused' })) ?? (await read());
+      updated = (await changeStatus(deps(w), row, 'pause', PAUSED, MARK)) ?? (await read());
       if (updated.status !== 'PAUSED') continue; // moved meanwhile: decide again
       w.scheduler.controlOf(row.agent_id)?.model.abort(pauseReason());
       announceControl(w, [row.agent_id]);
     }
     await forEachDescendant(w, row.agent_id, async (child) => {
       if (!RUNNABLE_STATUSES.includes(child.status)) return;
-      if (await changeStatus(deps(w), child, 'pause', { status_message: 'Paused' })) {
+      if (await changeStatus(deps(w), child, 'pause', PAUSED, MARK)) {
         w.scheduler.controlOf(child.agent_id)?.model.abort(pauseReason());
         announceControl(w, [child.agent_id]);
       }
@@ -85,9 +89,13 @@ function deps(w: RuntimeWiring): Pick<StepDeps, 'storage' | 'clock' | 'events'> 
 }
 
 async function resumeOne(w: RuntimeWiring, row: AgentRow): Promise<AgentRow | null> {
-  const updated = await changeStatus(deps(w), row, row.started ? 'resume' : 'resume_unstarted', {
-    status_message: 'Resuming',
-  });
+  const updated = await changeStatus(
+    deps(w),
+    row,
+    row.started ? 'resume' : 'resume_unstarted',
+    { status_message: 'Resuming' },
+    MARK,
+  );
   if (updated) w.scheduler.kick(updated.agent_id);
   // A runtime that steps nothing (an admin command, a front end opened 'manual') leaves it to the workers.
   if (updated && w.options.scheduler !== 'auto') w.storage.workers?.bus.publish('work', '');

@@ -7,7 +7,14 @@
  */
 import { z } from 'zod';
 import { parseArgs } from '../base/validate.js';
-import type { AgentRow, LedgerRow, StorageAdapter, ToolCallRow, TurnRow } from '../storage/adapter.js';
+import type {
+  AgentRow,
+  LedgerRow,
+  StatusMarkRow,
+  StorageAdapter,
+  ToolCallRow,
+  TurnRow,
+} from '../storage/adapter.js';
 import type { CreditGate } from './credit-gate.js';
 import { AgentIdSchema } from './runtime-arguments.js';
 import { notFound } from '../errors.js';
@@ -26,6 +33,8 @@ export interface AgentActivity {
   ledger: LedgerRow[];
   /** True when the agent has more ledger rows than {@link MAX_ACTIVITY_LEDGER_ROWS}: the oldest are left out. */
   ledgerTruncated: boolean;
+  /** The status changes an operator or the credits caused (pause, resume, out of credits, credit waits): the newest 100. */
+  statusMarks: StatusMarkRow[];
 }
 
 /**
@@ -92,20 +101,21 @@ export async function treeTotalsOf(
 }
 
 /**
- * The turns, tool calls and own ledger rows of one agent. The ledger is read by agent through its index, never the
+ * The turns, tool calls, own ledger rows and status marks of one agent. The ledger is read by agent through its index, never the
  * account's whole ledger: one tenant's million rows must not make every view of one of its agents read them all.
  */
 export async function activityOf(storage: StorageAdapter, row: AgentRow): Promise<AgentActivity> {
-  const [turns, ledger] = await Promise.all([
+  const [turns, ledger, statusMarks] = await Promise.all([
     storage.listTurns(row.agent_id),
     storage.listAgentLedger(row.agent_id, MAX_ACTIVITY_LEDGER_ROWS),
+    storage.listStatusMarks(row.agent_id),
   ]);
   const toolCalls = (
     await Promise.all(
       turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(row.agent_id, t.idx)),
     )
   ).flat();
-  return { agent: row, turns, toolCalls, ledger: ledger.rows, ledgerTruncated: ledger.truncated };
+  return { agent: row, turns, toolCalls, ledger: ledger.rows, ledgerTruncated: ledger.truncated, statusMarks };
 }
 
 /** An artifact a tool kept with the agent, with its bytes; `not_found` for an unknown one. */

@@ -11,7 +11,7 @@ import type { ModelProvider, ModelRequest } from '../models/provider.js';
 import { totalTokens } from '../models/provider.js';
 import type { AgentRow, MessageRow, StorageAdapter } from '../storage/adapter.js';
 import type { PlatformServices } from '../tools/platform.js';
-import { isoTime, type Clock } from '../base/clock.js';
+import { isoTime, monotonicMs, type Clock } from '../base/clock.js';
 import type { CreditGate } from './credit-gate.js';
 import type { CreditHold, HoldCharge } from './credit-hold.js';
 import { modelCost, modelReservation, toolPrice, type PriceTable } from './credits.js';
@@ -64,9 +64,13 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
     if (reservation.granted) return reservation.hold;
     if (!stopWhenRefused) return null;
     const limit = reservation.refusal === 'tree_cap' ? 'the credit cap of this agent' : 'the account balance';
-    await changeStatus(deps, agent, 'exhaust_credits', {
-      status_message: `Out of credits: ${what} needs ${microsToCredits(amount)} credits, more than ${limit} allows`,
-    });
+    await changeStatus(
+      deps,
+      agent,
+      'exhaust_credits',
+      { status_message: `Out of credits: ${what} needs ${microsToCredits(amount)} credits, more than ${limit} allows` },
+      { mark: true },
+    );
     return null;
   };
 
@@ -111,10 +115,15 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
       );
     }
     let response;
+    let latencyMs = 0;
     try {
-      response = await deps.inModelLane(() =>
-        deps.model.generate(request, { signal: options.signal ?? new AbortController().signal }),
-      );
+      // The latency is the provider's alone, from inside the lane (as a step's model call measures it).
+      response = await deps.inModelLane(async () => {
+        const sent = monotonicMs(clock);
+        const answer = await deps.model.generate(request, { signal: options.signal ?? new AbortController().signal });
+        latencyMs = Math.max(0, Math.round(monotonicMs(clock) - sent));
+        return answer;
+      });
     } catch (err) {
       await held.release('the model call did not answer');
       throw err;
@@ -127,6 +136,7 @@ export function backgroundServices(deps: BackgroundDeps): BackgroundServices {
       tokensOut: tokens.output,
       cost: Math.min(worstCase, modelCost(price, response.usage)),
       at: isoTime(clock.now()),
+      latencyMs,
     });
     return response;
   };

@@ -196,6 +196,8 @@ export function settlementOf(
     /** Of `tokensIn`, written to and read from the prompt cache. */
     tokensCacheWrite?: number;
     tokensCacheRead?: number;
+    /** A model call's latency, ms (`LedgerRow.latency_ms`). */
+    latencyMs?: number;
   },
 ): Settlement {
   return {
@@ -210,6 +212,7 @@ export function settlementOf(
       tokens_out: charge.tokensOut ?? 0,
       ...(charge.tokensCacheWrite ? { tokens_cache_write: charge.tokensCacheWrite } : {}),
       ...(charge.tokensCacheRead ? { tokens_cache_read: charge.tokensCacheRead } : {}),
+      ...(charge.latencyMs === undefined ? {} : { latency_ms: charge.latencyMs }),
       cost: charge.cost,
       created_at: charge.at,
     },

@@ -44,7 +44,7 @@ async function nextPieceOfWork(deps: StepDeps, agentId: string, control: RunCont
   if (!agent) return STOP;
   if (agent.status !== 'ACTIVE' && agent.status !== 'STARTING_UP') return STOP;
   if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
-    await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED });
+    await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED }, { mark: true });
     return STOP;
   }
   if (!control.trace && deps.telemetry) {

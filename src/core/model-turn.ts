@@ -39,7 +39,7 @@ export async function runModelTurn(
   // Checked here too, not only as the step begins: tool results that may run again go on into this turn in one step.
   if (deps.subscriptions && !(await deps.subscriptions.isActive(agent.account_id))) {
     await savePending();
-    await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED });
+    await changeStatus(deps, agent, 'pause', { status_message: SUBSCRIPTION_PAUSED }, { mark: true });
     return STOP;
   }
   const price = deps.prices.models[agent.model];
@@ -70,8 +70,9 @@ export async function runModelTurn(
   }
 
   let response: ModelResponse;
+  let latencyMs: number;
   try {
-    response = await callModel(deps, agent, control, prepared.request, price, budget.reservedMicros);
+    ({ response, latencyMs } = await callModel(deps, agent, control, prepared.request, price, budget.reservedMicros));
   } catch (err) {
     await hold.release('the model call did not answer');
     const stopped = control.model.signal.aborted || isAbortError(err);
@@ -81,5 +82,5 @@ export async function runModelTurn(
   }
   modelCallSucceeded(control);
   inputBoundsOf(deps.model).learn(prepared.bound, response.usage);
-  return commitModelTurn(deps, agent, box, control, turns, response, price, hold, pending);
+  return commitModelTurn(deps, agent, box, control, turns, { response, latencyMs }, price, hold, pending);
 }

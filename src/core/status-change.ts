@@ -45,16 +45,23 @@ export function statusChange(
   return { from: [agent.status], to, patch: extra };
 }
 
-/** Applies a status change and emits it. Returns the updated row, or null if the agent moved meanwhile. */
+/**
+ * Applies a status change and emits it. Returns the updated row, or null if the agent moved meanwhile. With `mark`,
+ * storage also keeps the change as a status mark of the agent, in the same write: for the changes an operator or the
+ * credits cause (pause, resume, out of credits), never for the routine moves every agent makes (start, complete,
+ * fail), which a fan-out of 10,000 children would pay a row each for.
+ */
 export async function changeStatus(
   deps: StatusDeps,
   agent: AgentRow,
   trigger: StatusTrigger,
   patch: StatusChange['patch'] = {},
+  options: { mark?: boolean } = {},
 ): Promise<AgentRow | null> {
   const nowMs = deps.clock.now();
   const change = statusChange(agent, trigger, nowMs, patch);
   if (!change) return null;
+  if (options.mark) change.mark = true;
   const updated = await deps.storage.changeStatus(agent.agent_id, change, isoTime(nowMs));
   if (updated) emitStatus(deps.events, updated, agent.status);
   return updated;

@@ -10,6 +10,7 @@ import { randomUUID } from 'node:crypto';
 import { isoTime } from '../base/clock.js';
 import type { CreditHold } from './credit-hold.js';
 import { modelCost, type ModelPrice } from './credits.js';
+import type { TimedResponse } from './model-call.js';
 import { inputBoundsOf } from './input-bound.js';
 import { MAX_PLAN_PROGRESS } from './plan.js';
 import { toMessage, toStatusForm } from './records.js';
@@ -18,7 +19,7 @@ import { emitStatus, statusChange } from './status-change.js';
 import { CONTINUE, STOP, type RunControl, type StepDeps, type StepOutcome } from './step-types.js';
 import { describeToolCalls } from './tool-call.js';
 import { SUBMIT_REMINDER, type Toolbox } from './toolbox.js';
-import { totalTokens, type ModelResponse, type ToolUseBlock } from '../models/provider.js';
+import { totalTokens, type ToolUseBlock } from '../models/provider.js';
 import type {
   AgentPatch,
   AgentRow,
@@ -58,7 +59,8 @@ export async function commitModelTurn(
   box: Toolbox,
   control: RunControl,
   turns: TurnRow[],
-  response: ModelResponse,
+  /** The model's answer, and the provider's latency, which its ledger row keeps. */
+  { response, latencyMs }: TimedResponse,
   price: ModelPrice,
   hold: CreditHold,
   /** Results of the previous turn's tool calls that commit with this turn. */
@@ -98,6 +100,7 @@ export async function commitModelTurn(
     tokensCacheRead: response.usage.cacheReadInputTokens ?? 0,
     cost: modelCost(price, response.usage),
     at: now,
+    latencyMs,
   });
   // A child with a result schema is done only when it submits its result: a plain answer gets it a reminder.
   const remind = toolUses.length === 0 && box.needsResult;

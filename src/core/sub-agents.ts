@@ -339,9 +339,13 @@ export class SubAgentCoordinator implements SubAgentHost {
     if (running === 0 && n('OUT_OF_CREDITS') > 0) {
       // The tree ran out: the parent stops too, and a resume of it resumes the children.
       this.waits.delete(parentId);
-      await changeStatus(this.deps(), parent, 'exhaust_credits', {
-        status_message: `Out of credits: ${describeChildren(counts, total)}`,
-      });
+      await changeStatus(
+        this.deps(),
+        parent,
+        'exhaust_credits',
+        { status_message: `Out of credits: ${describeChildren(counts, total)}` },
+        { mark: true },
+      );
       return;
     }
     if (running === 0 && n('PAUSED') === 0) {

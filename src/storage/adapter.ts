@@ -145,6 +145,12 @@ export interface LedgerRow {
   /** Signed micro-credits: negative for spend, positive for top-ups and refunds. */
   amount: number;
   created_at: string;
+  /**
+   * A model call's latency, ms: from the request sent to the provider to its answer complete, measured on the
+   * runtime's clock (waits for a model slot or for credits and retries' back-off excluded; a retried call's is its
+   * successful attempt's). Absent when not measured: other kinds, and model rows written before it was stored.
+   */
+  latency_ms?: number;
 }
 
 /** One agent's ledger rows, oldest first, as {@link StorageAdapter.listAgentLedger} returns them. */
@@ -385,7 +391,30 @@ export interface StatusChange {
   to: AgentStatus;
   /** Extra fields written only when the change applies. */
   patch?: Partial<Pick<AgentRow, 'progress' | 'status_message' | 'started' | 'active_ms' | 'active_since'>>;
+  /**
+   * Also keep the change as one of the agent's {@link StatusMarkRow}s, in the same write, when it applies: `at` is the
+   * change's time, `previous` is `from[0]` (a marked change has one `from`), `message` the status message after it.
+   * Only {@link StorageAdapter.changeStatus} writes marks; a step commit's status change is never marked.
+   */
+  mark?: boolean;
 }
+
+/**
+ * A change of an agent's status that an operator or the credits caused (pause, resume, out of credits, a wait for
+ * credits beginning and ending; `status` equals `previous` for the waits), kept for its timeline. The routine moves
+ * of every agent (STARTING_UP, ACTIVE, COMPLETED, FAILED) are not kept. The newest {@link MAX_STATUS_MARKS} per
+ * agent are kept; they are deleted with the agent.
+ */
+export interface StatusMarkRow {
+  agent_id: string;
+  at: string;
+  status: AgentStatus;
+  previous: AgentStatus;
+  message: string;
+}
+
+/** Status marks kept per agent (the newest). */
+export const MAX_STATUS_MARKS = 100;
 
 /** Everything one step writes, in one transaction. */
 export interface StepCommit {
@@ -615,8 +644,14 @@ export interface StorageAdapter {
   /** Compare-and-set status change. Returns the updated row, or null if the agent is missing or not in `from`. */
   changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null>;
   /**
-   * Deletes the agent and its whole subtree with their messages, turns, tool calls, tool states, artifacts, page reads,
-   * timers, monitors, queued monitor changes and holds (not the page texts they read). Returns ids deleted.
+   * The agent's status marks, oldest first: at most the newest {@link MAX_STATUS_MARKS} (see
+   * {@link StatusChange.mark}).
+   */
+  listStatusMarks(agentId: string): Promise<StatusMarkRow[]>;
+  /**
+   * Deletes the agent and its whole subtree with their messages, turns, tool calls, tool states, status marks,
+   * artifacts, page reads, timers, monitors, queued monitor changes and holds (not the page texts they read). Returns
+   * ids deleted.
    */
   deleteAgentTree(agentId: string): Promise<string[]>;
   /** How many children of `parentId` whose spawn key starts with the prefix are in each status. */

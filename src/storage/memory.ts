@@ -34,6 +34,7 @@ import type {
   Settlement,
   SpawnPage,
   StatusChange,
+  StatusMarkRow,
   StepCommit,
   StepCommitResult,
   StorageAdapter,
@@ -43,6 +44,7 @@ import type {
   TreeTotalsRow,
 } from './adapter.js';
 import type { AgentStatus } from '../base/status.js';
+import { MAX_STATUS_MARKS } from './adapter.js';
 import { notFound } from '../errors.js';
 import {
   asciiLower,
@@ -68,6 +70,8 @@ interface StoredAgent {
   artifacts: Map<string, { row: ArtifactRow; data: Uint8Array }>;
   /** `seq` orders the reads of several agents. */
   pageReads: Array<{ seq: number; read: PageReadRow }>;
+  /** The newest status marks, oldest first. */
+  statusMarks: StatusMarkRow[];
   children: Set<string>;
 }
 
@@ -287,6 +291,7 @@ class MemoryStorage implements StorageAdapter {
         toolStates: new Map(),
         artifacts: new Map(),
         pageReads: [],
+        statusMarks: [],
         children: new Set(),
       });
       if (a.parent_id) {
@@ -391,8 +396,18 @@ class MemoryStorage implements StorageAdapter {
   async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
     const a = this.agents.get(agentId);
     if (!a || !change.from.includes(a.row.status)) return null;
+    const previous = a.row.status;
     Object.assign(a.row, definedFields(change.patch), { status: change.to, updated_at: updatedAt });
+    if (change.mark) {
+      const marks = a.statusMarks;
+      marks.push({ agent_id: agentId, at: updatedAt, status: change.to, previous, message: a.row.status_message });
+      if (marks.length > MAX_STATUS_MARKS) marks.splice(0, marks.length - MAX_STATUS_MARKS);
+    }
     return clone(a.row);
+  }
+
+  async listStatusMarks(agentId: string): Promise<StatusMarkRow[]> {
+    return (this.agents.get(agentId)?.statusMarks ?? []).map(clone);
   }
 
   async deleteAgentTree(agentId: string): Promise<string[]> {

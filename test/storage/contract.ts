@@ -28,6 +28,7 @@ import type {
   TurnRow,
 } from '../../src/storage/adapter.js';
 import { AGENT_STATUSES } from '../../src/base/status.js';
+import { MAX_STATUS_MARKS } from '../../src/storage/adapter.js';
 import { MAX_NEEDLE_CHARS, MAX_SEARCH_MATCHES, SEARCH_PREFIX_CHARS } from '../../src/storage/search.js';
 
 export interface StorageUnderTest {
@@ -493,6 +494,60 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         await expectLedgerInvariant(s, ACCT);
       });
 
+      it("keeps a model call's latency, by settle, by a step commit and by commits batched together", async () => {
+        await s.insertAgents([agent('other')], [], []);
+        await s.settle([settlement('r1', kid, 10, { latency_ms: 1_234 })]);
+        await s.commitStep({
+          agent_id: 'root',
+          settlements: [settlement('r2', root, 20, { latency_ms: 0 }), settlement('r3', root, 5, { kind: 'tool' })],
+          patch: { updated_at: at(6) },
+        });
+        // Started together: a backend that groups commits writes these in one batch.
+        await Promise.all([
+          s.commitStep({
+            agent_id: 'root',
+            settlements: [settlement('r4', root, 30, { latency_ms: 987_654 })],
+            patch: { updated_at: at(7) },
+          }),
+          s.commitStep({
+            agent_id: 'other',
+            settlements: [settlement('r5', agent('other'), 40, { latency_ms: 42 })],
+            patch: { updated_at: at(7) },
+          }),
+          // The same agent twice in a batch goes one commit at a time.
+          s.commitStep({
+            agent_id: 'root',
+            settlements: [settlement('r6', root, 50)],
+            patch: { updated_at: at(8) },
+          }),
+        ]);
+        const latencies = (rows: LedgerRow[]) => rows.map((l) => [l.agent_id, -l.amount, l.latency_ms]);
+        expect(latencies((await s.listAgentLedger('root', 10)).rows)).toEqual([
+          ['root', 20, 0],
+          ['root', 5, undefined],
+          ['root', 30, 987_654],
+          ['root', 50, undefined],
+        ]);
+        expect((await s.listAgentLedger('kid', 10)).rows).toEqual([
+          {
+            account_id: ACCT,
+            agent_id: 'kid',
+            kind: 'model',
+            item: 'svc-1-lite',
+            tokens_in: 100,
+            tokens_out: 20,
+            amount: -10,
+            created_at: at(5),
+            latency_ms: 1_234,
+          },
+        ]);
+        expect(latencies((await s.listAgentLedger('other', 10)).rows)).toEqual([['other', 40, 42]]);
+        // The account's ledger carries them too; a row without one has no such field.
+        const all = await s.listLedger(ACCT);
+        expect(all.filter((l) => 'latency_ms' in l).map((l) => l.latency_ms)).toEqual([1_234, 0, 987_654, 42]);
+        await expectLedgerInvariant(s, ACCT);
+      });
+
       it('debits a settlement whose hold is already gone', async () => {
         await s.reserve({ id: 'r1', account_id: ACCT, agent_id: 'kid', root_id: 'root', amount: 200 });
         await s.release('r1');
@@ -893,6 +948,79 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         );
         expect(again).toMatchObject({ status: 'PAUSED', progress: 0.75, active_since: at(9), active_ms: 9_000 });
         expect(await s.getAgent('a')).toEqual(again);
+      });
+
+      describe('status marks', () => {
+        const pause = { from: ['ACTIVE'] as const, to: 'PAUSED' as const, patch: { status_message: 'Paused' } };
+        const resume = { from: ['PAUSED'] as const, to: 'ACTIVE' as const, patch: { status_message: 'Resuming' } };
+
+        it('keeps a marked status change with the change, and nothing for an unmarked or refused one', async () => {
+          await s.insertAgents([agent('a', { status_message: 'Working' }), agent('b')], [], []);
+          expect(await s.listStatusMarks('a')).toEqual([]);
+          await s.changeStatus('a', { ...pause, mark: true }, at(5));
+          // Refused (not ACTIVE any more): no mark.
+          expect(await s.changeStatus('a', { ...pause, mark: true }, at(6))).toBeNull();
+          // A change to the same status marks a message alone (a wait for credits).
+          await s.changeStatus(
+            'a',
+            { from: ['PAUSED'], to: 'PAUSED', patch: { status_message: 'Waiting for credits' }, mark: true },
+            at(7),
+          );
+          await s.changeStatus('a', { ...resume, mark: true }, at(8));
+          // Unmarked: the routine moves of every agent.
+          await s.changeStatus('a', { from: ['ACTIVE'], to: 'COMPLETED', patch: { status_message: 'Done' } }, at(9));
+          await s.changeStatus('b', { ...pause, mark: true }, at(10));
+          expect(await s.listStatusMarks('a')).toEqual([
+            { agent_id: 'a', at: at(5), status: 'PAUSED', previous: 'ACTIVE', message: 'Paused' },
+            { agent_id: 'a', at: at(7), status: 'PAUSED', previous: 'PAUSED', message: 'Waiting for credits' },
+            { agent_id: 'a', at: at(8), status: 'ACTIVE', previous: 'PAUSED', message: 'Resuming' },
+          ]);
+          expect(await s.listStatusMarks('b')).toEqual([
+            { agent_id: 'b', at: at(10), status: 'PAUSED', previous: 'ACTIVE', message: 'Paused' },
+          ]);
+          expect(await s.listStatusMarks('nope')).toEqual([]);
+        });
+
+        it('marks changes started together, of several agents and of one agent twice', async () => {
+          await s.insertAgents([agent('a'), agent('b'), agent('c')], [], []);
+          await Promise.all([
+            s.changeStatus('a', { ...pause, mark: true }, at(1)),
+            s.changeStatus('b', { ...pause, mark: true }, at(1)),
+            s.changeStatus('c', { ...pause, mark: false }, at(1)),
+            s.changeStatus('a', { ...resume, mark: true }, at(2)),
+          ]);
+          expect((await s.listStatusMarks('a')).map((m) => m.status)).toEqual(['PAUSED', 'ACTIVE']);
+          expect((await s.listStatusMarks('b')).map((m) => m.status)).toEqual(['PAUSED']);
+          expect(await s.listStatusMarks('c')).toEqual([]);
+        });
+
+        it(`keeps the newest ${MAX_STATUS_MARKS} of an agent`, async () => {
+          await s.insertAgents([agent('a'), agent('b')], [], []);
+          await s.changeStatus('b', { ...pause, mark: true }, at(0));
+          const changes = MAX_STATUS_MARKS + 7;
+          for (let i = 1; i <= changes; i++) {
+            await s.changeStatus('a', { ...(i % 2 === 1 ? pause : resume), mark: true }, at(i));
+          }
+          const marks = await s.listStatusMarks('a');
+          expect(marks).toHaveLength(MAX_STATUS_MARKS);
+          expect(marks[0]!.at).toBe(at(changes - MAX_STATUS_MARKS + 1));
+          expect(marks.at(-1)!.at).toBe(at(changes));
+          expect(await s.listStatusMarks('b')).toHaveLength(1);
+        });
+
+        it('deletes them with the agent and its subtree', async () => {
+          const root = agent('root');
+          const kid = child('kid', root, { status: 'ACTIVE' });
+          await s.insertAgents([root, kid, agent('other')], [], []);
+          for (const id of ['root', 'kid', 'other']) await s.changeStatus(id, { ...pause, mark: true }, at(1));
+          await s.deleteAgentTree('root');
+          expect(await s.listStatusMarks('root')).toEqual([]);
+          expect(await s.listStatusMarks('kid')).toEqual([]);
+          expect(await s.listStatusMarks('other')).toHaveLength(1);
+          // An agent inserted again under the same id starts with none.
+          await s.insertAgents([agent('kid')], [], []);
+          expect(await s.listStatusMarks('kid')).toEqual([]);
+        });
       });
 
       describe('listAgents', () => {

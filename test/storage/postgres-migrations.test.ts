@@ -194,4 +194,5 @@ const RELEASED: Record<number, string> = {
   9: 'ledger: prompt-cache tokens: 54b9bc917d869ee5',
   10: 'one schema whatever build created the database: 477a09d52dba9346',
   11: 'ledger by agent: 9e6ed9cd33077673',
+  12: 'model call latency, status marks: 17b2955f2f2ce3cb',
 };

@@ -86,4 +86,5 @@ const RELEASED: Record<number, string> = {
   8: 'goal search index, sessions by account: b27eee80342b8d2c',
   9: 'ledger: prompt-cache tokens: 737bff63dcf276cd',
   10: 'ledger by agent: 27a7f2fce234f010',
+  11: 'model call latency, status marks: bee3cad6c7074b7f',
 };

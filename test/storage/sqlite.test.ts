@@ -51,7 +51,7 @@ describe('sqliteStorage', () => {
 
   it('records every migration on a new file, and does not run them again on reopen', async () => {
     expect(MIGRATIONS.map((m) => m.version)).toEqual(MIGRATIONS.map((_, i) => i + 1));
-    expect(SCHEMA_VERSION).toBe(10);
+    expect(SCHEMA_VERSION).toBe(11);
     const first = sqliteStorage({ path: file });
     await first.init();
     await first.createAccount({
@@ -129,7 +129,7 @@ describe('sqliteStorage', () => {
     raw.close();
 
     await v1.init(); // migrates 1 -> 2 -> 3
-    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     expect(await v1.getAgent('ag')).toMatchObject({ status: 'PAUSED', plan: null, spec: null, trace_context: null });
     // Migration 8 indexed the goals already stored: the search finds them.
     const search = { account_id: 'acct', parent_id: null, order: 'newest', offset: 0, limit: 10 } as const;
@@ -186,6 +186,7 @@ describe('sqliteStorage', () => {
       'pages',
       'reservations',
       'schema_migrations',
+      'status_marks',
       'timers',
       'tool_calls',
       'tool_state',
@@ -210,7 +211,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -280,7 +281,7 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

@@ -243,8 +243,8 @@ export function agentPage(main, [agentId], app) {
       if (entry.kind !== 'message') inTimeOrder(timelineRow(entry), entry.at, RANK[entry.kind]);
     }
     timelineNote.textContent =
-      'Model call latency runs from the previous step to the settled call (waits for a slot or credits included). ' +
-      `Status changes since ${new Date(detail.statuses_since).toLocaleString('en-GB')}.`;
+      'Model call latency: from the request sent to the provider to its answer complete. ' +
+      'Status changes: pauses, resumes, credit waits and stops for credits, the latest 100.';
     const list = detail.agent.artifacts ?? [];
     artifactsCard.hidden = list.length === 0;
     replace(
@@ -467,7 +467,7 @@ function timelineRow(e) {
         'div',
         {},
         h('code', {}, e.model),
-        ` · ${duration(e.latency_ms)} · in ${count(e.tokens_in)}`,
+        ` · ${e.latency_ms === null ? 'latency not recorded' : duration(e.latency_ms)} · in ${count(e.tokens_in)}`,
         e.tokens_cache_read || e.tokens_cache_write
           ? ` (cache read ${count(e.tokens_cache_read)}, cache write ${count(e.tokens_cache_write)})`
           : '',

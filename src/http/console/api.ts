@@ -19,7 +19,6 @@ import { agentEventStream } from '../events.js';
 import { agentIdOf } from '../poll.js';
 import { MAX_NEEDLE_CHARS } from '../../storage/search.js';
 import { jsonResponse } from '../responses.js';
-import { statusHistoryOf } from './status-history.js';
 import { buildTimeline } from './timeline.js';
 import type { ConsoleIdentity } from './sessions.js';
 
@@ -184,23 +183,21 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
   const agentId = agentIdOf(b);
   if (c === undefined && method === 'DELETE') return jsonResponse(200, await runtime.delete(agentId, scope));
   if (c === undefined) {
-    const history = statusHistoryOf(runtime);
     const [{ agent, messages }, outbox, activity] = await Promise.all([
       runtime.get(agentId, scope),
       runtime.outbox(agentId, scope),
       runtime.activity(agentId, scope),
     ]);
     const timeline = buildTimeline({
-      agent: activity.agent,
       messages: messages.map((m) => ({ ...m, agent_id: activity.agent.agent_id })),
       turns: activity.turns,
       toolCalls: activity.toolCalls,
       ledger: activity.ledger,
-      statuses: history.of(activity.agent.agent_id),
+      statuses: activity.statusMarks,
     });
     // `timeline_truncated`: the agent has more ledger rows than one read returns, so its oldest model calls are missing.
     const truncated = activity.ledgerTruncated ? { timeline_truncated: true } : {};
-    return jsonResponse(200, { agent, messages, outbox, timeline, ...truncated, statuses_since: history.since });
+    return jsonResponse(200, { agent, messages, outbox, timeline, ...truncated });
   }
   if (c === 'pause' || c === 'resume') {
     const agent = c === 'pause' ? await runtime.pause(agentId, scope) : await runtime.resume(agentId, scope);

@@ -23,7 +23,6 @@ import { errorResponse, jsonResponse, responseForError } from '../responses.js';
 import { answerConsoleCall, apiMethods, noSuchCall, type ConsoleCall } from './api.js';
 import type { StreamInfo } from '../event-streams.js';
 import { consoleAsset } from './assets.js';
-import { statusHistoryOf } from './status-history.js';
 import { hashApiKey } from '../../core/accounts.js';
 import { isAuthFailure, type FailedAuthGuard } from '../auth-guard.js';
 import { TokenBuckets, type RateLimitOptions } from '../rate-limit.js';
@@ -153,8 +152,6 @@ export function createConsole(
   const o = parseArgs(ConsoleOptionsSchema, options === true ? {} : options, 'console options');
   const root = `${context.basePath}/console`;
   const sessions = sessionStoreOf(runtime, context.now);
-  // Listens from now on, so that the timelines of agents paused or resumed while this console serves show it.
-  statusHistoryOf(runtime);
   const signIns = new TokenBuckets(o.signInLimit, context.now);
   const guard = context.guard;
 

@@ -1,17 +1,15 @@
 /**
  * @module http/console/timeline
  * One agent's run as one list in time order, for the console's timeline: its messages, each model call (model,
- * tokens by kind, credits, and how long it took), each tool call (name, outcome, credits, input and result, how long
- * it ran), the children it spawned, and the status changes this process saw.
+ * tokens by kind, credits, and the provider's latency as its ledger row keeps it), each tool call (name, outcome,
+ * credits, input and result, how long it ran), the children it spawned, and the status changes an operator or the
+ * credits caused, as storage keeps them (status marks).
  *
- * Storage keeps no start time or latency for model calls: a model call's ledger row is written when it is settled,
- * and the request went out when the conversation's previous entry (the goal, the tool results, or the previous call)
- * was written. The time between the two is shown as the call's latency; it includes any wait for a model slot or for
- * credits. A tool call runs from its assistant turn to its last update.
+ * A model call's latency is measured around the provider's call and stored on its ledger row; a row written before
+ * latencies were stored has none (null). A tool call runs from its assistant turn to its last update.
  */
 import { microsToCredits } from '../../core/schemas.js';
-import type { LedgerRow, MessageRow, ToolCallRow, TurnRow, AgentRow } from '../../storage/adapter.js';
-import type { StatusMark } from './status-history.js';
+import type { LedgerRow, MessageRow, StatusMarkRow, ToolCallRow, TurnRow } from '../../storage/adapter.js';
 
 /** Tool calls that start children: their timeline row links to the tree. */
 const SPAWN_TOOLS = new Set(['spawn_sub_agents']);
@@ -22,7 +20,8 @@ export type TimelineEntry =
       kind: 'model_call';
       at: string;
       model: string;
-      latency_ms: number;
+      /** The provider's latency, ms; null for a call stored before latencies were. */
+      latency_ms: number | null;
       tokens_in: number;
       tokens_cache_read: number;
       tokens_cache_write: number;
@@ -50,24 +49,17 @@ const ms = (iso: string) => new Date(iso).getTime();
 
 /** The entries of one agent, oldest first (ties keep the order in which the run produced them). */
 export function buildTimeline(input: {
-  agent: AgentRow;
   messages: MessageRow[];
   turns: TurnRow[];
   toolCalls: ToolCallRow[];
   ledger: LedgerRow[];
-  statuses: StatusMark[];
+  statuses: StatusMarkRow[];
 }): TimelineEntry[] {
   const entries: Array<{ entry: TimelineEntry; order: number }> = [];
   const add = (entry: TimelineEntry, order: number) => entries.push({ entry, order });
 
   for (const m of input.messages) add({ kind: 'message', at: m.timestamp, role: m.role, text: m.text }, 1);
 
-  // The moments a model request could have gone out: the agent's creation and every turn that is not the model's.
-  const starts = [
-    ms(input.agent.created_at),
-    ...input.turns.filter((t) => t.role === 'user').map((t) => ms(t.created_at)),
-  ].sort((a, b) => a - b);
-  let previousEnd = -Infinity;
   const toolCharges = new Map<string, number[]>();
   for (const row of input.ledger) {
     if (row.kind === 'tool' && row.item !== null) {
@@ -77,17 +69,12 @@ export function buildTimeline(input: {
       continue;
     }
     if (row.kind !== 'model') continue;
-    const end = ms(row.created_at);
-    let start = previousEnd;
-    for (const s of starts) if (s <= end && s > start) start = s;
-    if (!Number.isFinite(start)) start = end;
-    previousEnd = end;
     add(
       {
         kind: 'model_call',
         at: row.created_at,
         model: row.item ?? '',
-        latency_ms: Math.max(0, end - start),
+        latency_ms: row.latency_ms ?? null,
         tokens_in: row.tokens_in,
         tokens_cache_read: row.tokens_cache_read ?? 0,
         tokens_cache_write: row.tokens_cache_write ?? 0,

@@ -22,7 +22,8 @@ import type { Db, Query } from './db.js';
 
 const ACCOUNT_COLUMNS = 'id, name, subscription_active, balance, reserved, created_at';
 const LEDGER_COLUMNS =
-  'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, tokens_cache_read';
+  'account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, tokens_cache_read, ' +
+  'latency_ms';
 /**
  * An agent's ledger rows newest first, up to $2: a backward range scan of the `(agent_id, seq)` index of migration 11.
  * Exported for the test that checks the plan.
@@ -37,7 +38,7 @@ const API_KEY_COLUMNS = 'id, account_id, name, hash, last4, created_at';
 type Rows<T> = T & Record<string, unknown>;
 
 async function insertLedger(q: Query, e: LedgerRow): Promise<void> {
-  await q(`INSERT INTO ledger (${LEDGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`, [
+  await q(`INSERT INTO ledger (${LEDGER_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, [
     e.account_id,
     e.agent_id,
     e.kind,
@@ -48,6 +49,7 @@ async function insertLedger(q: Query, e: LedgerRow): Promise<void> {
     e.created_at,
     e.tokens_cache_write ?? 0,
     e.tokens_cache_read ?? 0,
+    e.latency_ms ?? null,
   ]);
 }
 
@@ -379,6 +381,11 @@ export async function releaseAllHoldsIn(q: Query): Promise<number> {
 
 /** A ledger row as the adapter contract has it: the prompt-cache token counts only where they are not 0. */
 function ledgerRowOf(row: LedgerRow): LedgerRow {
-  const { tokens_cache_write: write, tokens_cache_read: read, ...rest } = row;
-  return { ...rest, ...(write ? { tokens_cache_write: write } : {}), ...(read ? { tokens_cache_read: read } : {}) };
+  const { tokens_cache_write: write, tokens_cache_read: read, latency_ms: latency, ...rest } = row;
+  return {
+    ...rest,
+    ...(write ? { tokens_cache_write: write } : {}),
+    ...(read ? { tokens_cache_read: read } : {}),
+    ...(typeof latency === 'number' ? { latency_ms: latency } : {}),
+  };
 }

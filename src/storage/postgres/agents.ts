@@ -18,6 +18,7 @@ import type {
   FinishedRootsQuery,
   MessageRow,
   StatusChange,
+  StatusMarkRow,
   StepCommit,
   StepCommitResult,
   StorageAdapter,
@@ -25,6 +26,7 @@ import type {
   TurnRow,
   SpawnPage,
 } from '../adapter.js';
+import { MAX_STATUS_MARKS } from '../adapter.js';
 import { MAX_SEARCH_MATCHES, SEARCH_BUDGET_MS, SEARCH_PREFIX_CHARS, searchNeedle } from '../search.js';
 import { foldTreeTotals, type TreeTotalsGroup } from '../tree-totals.js';
 import { LeaseLostError } from '../workers.js';
@@ -96,6 +98,7 @@ type AgentsStore = Pick<
   | 'searchAgents'
   | 'listAgentIdsByStatus'
   | 'changeStatus'
+  | 'listStatusMarks'
   | 'deleteAgentTree'
   | 'countChildrenByStatus'
   | 'listDescendantIds'
@@ -194,37 +197,11 @@ async function upsertToolCalls(q: Query, calls: readonly ToolCallRow[]): Promise
   }
 }
 
-/** `SET` clauses for the defined fields of a patch, numbered from `$from`; a field given as undefined is left alone. */
-function setClauses(patch: object | undefined, from: number): { sql: string[]; params: unknown[] } {
-  const entries = Object.entries(patch ?? {}).filter(([, v]) => v !== undefined);
-  return {
-    sql: entries.map(([k], i) => `${k} = $${from + i}`),
-    params: entries.map(([, v]) => v),
-  };
-}
-
 /** The patch keys a status change may carry: anything else would be SQL we did not write. */
 const STATUS_PATCH_KEYS = new Set(['progress', 'status_message', 'started', 'active_ms', 'active_since']);
 
 function statusPatch(change: StatusChange): object {
   return Object.fromEntries(Object.entries(change.patch ?? {}).filter(([k]) => STATUS_PATCH_KEYS.has(k)));
-}
-
-/** Applies a conditional status change inside a transaction; the row after it, or null when it did not apply. */
-async function changeStatusIn(
-  q: Query,
-  agentId: string,
-  change: StatusChange,
-  extra: { updated_at?: string },
-): Promise<AgentRow | null> {
-  const set = setClauses({ ...statusPatch(change), ...extra }, 4);
-  const wake = `wake_requested = wake_requested OR ($3 IN ('ACTIVE', 'STARTING_UP') AND status NOT IN ('ACTIVE', 'STARTING_UP'))`;
-  const [row] = await q<Rows<AgentRow>>(
-    `UPDATE agents SET ${['status = $3', wake, ...set.sql].join(', ')}
-     WHERE agent_id = $1 AND status = ANY($2::text[]) RETURNING ${AGENT_COLUMNS}`,
-    [agentId, [...change.from], change.to, ...set.params],
-  );
-  return row ?? null;
 }
 
 /**
@@ -303,31 +280,52 @@ interface StatusChangeRequest {
 
 /**
  * Applies compare-and-set status changes, one outcome each (the row after it, or null when it did not apply). Changes
- * of distinct agents are one UPDATE; a batch naming an agent twice goes one statement at a time, in order.
+ * of distinct agents are one statement; a batch naming an agent twice goes one change at a time, in order.
  */
 async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
   const ok = (value: AgentRow | null) => ({ ok: true as const, value });
   if (new Set(changes.map((c) => c.agentId)).size !== changes.length) {
     const out = [];
-    for (const c of changes) out.push(ok(await changeStatusIn(db.q, c.agentId, c.change, { updated_at: c.updatedAt })));
+    for (const c of changes) out.push(ok((await changeDistinctStatuses(db, [c]))[0] ?? null));
     return out;
   }
+  return (await changeDistinctStatuses(db, changes)).map(ok);
+}
+
+/**
+ * Status changes of distinct agents in one statement: the UPDATE, and for the marked changes that applied their
+ * status marks with the agents' oldest marks past {@link MAX_STATUS_MARKS} deleted (the DELETE sees the marks as they
+ * were before this statement, so it keeps one fewer old mark for the new one).
+ */
+async function changeDistinctStatuses(db: Db, changes: StatusChangeRequest[]): Promise<Array<AgentRow | null>> {
   const rows = await db.q<Rows<AgentRow>>(
-    `UPDATE agents a SET
-       status = x.to_status,
-       progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
-       status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
-       started = CASE WHEN x.p ? 'started' THEN (x.p->>'started')::boolean ELSE a.started END,
-       active_ms = CASE WHEN x.p ? 'active_ms' THEN (x.p->>'active_ms')::bigint ELSE a.active_ms END,
-       active_since = CASE WHEN x.p ? 'active_since' THEN x.p->>'active_since' ELSE a.active_since END,
-       updated_at = x.updated_at,
-       -- Resumed (made runnable again): any worker may claim it, whichever process resumed it.
-       wake_requested = a.wake_requested OR (x.to_status IN ('ACTIVE', 'STARTING_UP')
-         AND a.status NOT IN ('ACTIVE', 'STARTING_UP'))
-     FROM jsonb_to_recordset($1::jsonb) AS x(agent_id text, from_status jsonb, to_status text, p jsonb, updated_at text)
-     WHERE a.agent_id = ANY($2::text[]) AND a.agent_id = x.agent_id
-       AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
-     RETURNING ${AGENT_FIELDS.map((f) => `a.${f}`).join(', ')}`,
+    `WITH u AS (
+       UPDATE agents a SET
+         status = x.to_status,
+         progress = CASE WHEN x.p ? 'progress' THEN (x.p->>'progress')::double precision ELSE a.progress END,
+         status_message = CASE WHEN x.p ? 'status_message' THEN x.p->>'status_message' ELSE a.status_message END,
+         started = CASE WHEN x.p ? 'started' THEN (x.p->>'started')::boolean ELSE a.started END,
+         active_ms = CASE WHEN x.p ? 'active_ms' THEN (x.p->>'active_ms')::bigint ELSE a.active_ms END,
+         active_since = CASE WHEN x.p ? 'active_since' THEN x.p->>'active_since' ELSE a.active_since END,
+         updated_at = x.updated_at,
+         -- Resumed (made runnable again): any worker may claim it, whichever process resumed it.
+         wake_requested = a.wake_requested OR (x.to_status IN ('ACTIVE', 'STARTING_UP')
+           AND a.status NOT IN ('ACTIVE', 'STARTING_UP'))
+       FROM jsonb_to_recordset($1::jsonb)
+         AS x(agent_id text, from_status jsonb, to_status text, p jsonb, updated_at text, mark boolean)
+       WHERE a.agent_id = ANY($2::text[]) AND a.agent_id = x.agent_id
+         AND a.status IN (SELECT jsonb_array_elements_text(x.from_status))
+       RETURNING ${AGENT_FIELDS.map((f) => `a.${f}`).join(', ')}, x.mark AS marked, x.from_status->>0 AS previous
+     ), marked AS (
+       INSERT INTO status_marks (agent_id, at, status, previous, message)
+         SELECT agent_id, updated_at, status, previous, status_message FROM u WHERE marked
+     ), trimmed AS (
+       DELETE FROM status_marks s USING (
+         SELECT seq, row_number() OVER (PARTITION BY agent_id ORDER BY seq DESC) AS n FROM status_marks
+         WHERE agent_id IN (SELECT agent_id FROM u WHERE marked)
+       ) old WHERE s.seq = old.seq AND old.n >= $3
+     )
+     SELECT ${AGENT_COLUMNS} FROM u`,
     [
       JSON.stringify(
         changes.map((c) => ({
@@ -336,14 +334,16 @@ async function changeStatuses(db: Db, changes: StatusChangeRequest[]) {
           to_status: c.change.to,
           p: statusPatch(c.change),
           updated_at: c.updatedAt,
+          mark: c.change.mark === true && c.change.from.length > 0,
         })),
       ),
       // The ids again, as an array: the planner looks them up instead of scanning the table to join the JSON.
       changes.map((c) => c.agentId),
+      MAX_STATUS_MARKS,
     ],
   );
   const byId = new Map(rows.map((r) => [r.agent_id, r as AgentRow]));
-  return changes.map((c) => ok(byId.get(c.agentId) ?? null));
+  return changes.map((c) => byId.get(c.agentId) ?? null);
 }
 
 /** Reads of one kind per query at most, and such queries on their way at once (they need no order among them). */
@@ -537,6 +537,13 @@ export function agentsStore(db: Db): AgentsStore {
       return changeStatus({ agentId, change, updatedAt });
     },
 
+    async listStatusMarks(agentId: string): Promise<StatusMarkRow[]> {
+      return db.q<Rows<StatusMarkRow>>(
+        'SELECT agent_id, at, status, previous, message FROM status_marks WHERE agent_id = $1 ORDER BY seq',
+        [agentId],
+      );
+    },
+
     async deleteAgentTree(agentId: string): Promise<string[]> {
       return db.tx(async (q) => {
         const [root] = await q<{ parent_id: string | null }>(
@@ -550,7 +557,7 @@ export function agentsStore(db: Db): AgentsStore {
         if (root.parent_id) {
           await q('UPDATE agents SET sub_agent_count = sub_agent_count - 1 WHERE agent_id = $1', [root.parent_id]);
         }
-        for (const table of ['messages', 'turns', 'tool_calls', 'tool_state', 'agents']) {
+        for (const table of ['messages', 'turns', 'tool_calls', 'tool_state', 'status_marks', 'agents']) {
           await q(`DELETE FROM ${table} WHERE agent_id = ANY($1::text[])`, [ids]);
         }
         return ids;

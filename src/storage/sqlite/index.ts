@@ -41,6 +41,7 @@ import type {
   SpawnPage,
   Settlement,
   StatusChange,
+  StatusMarkRow,
   StepCommit,
   StepCommitResult,
   StorageAdapter,
@@ -649,6 +650,10 @@ class SqliteStorage implements SqliteStorageAdapter {
     return this.write('changeStatus', agentId, change, updatedAt);
   }
 
+  async listStatusMarks(agentId: string): Promise<StatusMarkRow[]> {
+    return this.s.listStatusMarks.all(agentId);
+  }
+
   async deleteAgentTree(agentId: string): Promise<string[]> {
     return this.write('deleteAgentTree', agentId);
   }
@@ -914,10 +919,19 @@ export function sqliteStorage(options: SqliteStorageOptions = {}): SqliteStorage
   return new SqliteStorage(path, busyTimeoutMs, readonly);
 }
 
-/** A ledger row as the adapter contract has it: the prompt-cache token counts only where they are not 0. */
+/**
+ * A ledger row as the adapter contract has it: the prompt-cache token counts only where they are not 0, the latency
+ * only where it was measured.
+ */
 export function ledgerRowOf(row: LedgerRow): LedgerRow {
-  const { tokens_cache_write: write, tokens_cache_read: read, ...rest } = row;
-  return { ...rest, ...(write ? { tokens_cache_write: write } : {}), ...(read ? { tokens_cache_read: read } : {}) };
+  const { tokens_cache_write: write, tokens_cache_read: read, latency_ms: latency, ...rest } = row;
+  return {
+    ...rest,
+    ...(write ? { tokens_cache_write: write } : {}),
+    ...(read ? { tokens_cache_read: read } : {}),
+    // Null in the column where it was not measured: absent from the row, as the other adapters answer.
+    ...(typeof latency === 'number' ? { latency_ms: latency } : {}),
+  };
 }
 
 /**

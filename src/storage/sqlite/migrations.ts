@@ -371,6 +371,24 @@ export const MIGRATIONS: readonly Migration[] = [
       CREATE INDEX ledger_agent ON ledger (agent_id, seq);
     `,
   },
+  // --- migration 11: the console's timeline from storage: a model call's measured latency on its ledger row (null
+  // where not measured), and the status changes an operator or the credits caused, the newest 100 per agent.
+  {
+    version: 11,
+    name: 'model call latency, status marks',
+    up: `
+      ALTER TABLE ledger ADD COLUMN latency_ms INTEGER;
+      CREATE TABLE status_marks (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent_id TEXT NOT NULL,
+        at TEXT NOT NULL,
+        status TEXT NOT NULL,
+        previous TEXT NOT NULL,
+        message TEXT NOT NULL
+      );
+      CREATE INDEX status_marks_agent ON status_marks (agent_id, seq);
+    `,
+  },
 ];
 
 /** The schema version this code writes: the last migration's. */

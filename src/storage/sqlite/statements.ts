@@ -17,6 +17,7 @@ import type {
   MessageRow,
   PageReadRow,
   StatusChange,
+  StatusMarkRow,
   StepCommit,
   ToolCallRow,
   TurnRow,
@@ -254,17 +255,27 @@ export function prepareStatements(db: Database.Database) {
     available: p<{ balance: number; reserved: number }>('SELECT balance, reserved FROM accounts WHERE id = ?'),
     insertLedger: p(
       'INSERT INTO ledger (account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, ' +
-        'tokens_cache_write, tokens_cache_read) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        'tokens_cache_write, tokens_cache_read, latency_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
     ),
     listLedger: p<LedgerRow>(
       'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, ' +
-        'tokens_cache_read FROM ledger WHERE account_id = ? ORDER BY seq',
+        'tokens_cache_read, latency_ms FROM ledger WHERE account_id = ? ORDER BY seq',
     ),
     // Newest first, so that LIMIT keeps the newest rows: a backward range scan of ledger_agent (migration 10).
     listAgentLedgerNewest: p<LedgerRow>(
       'SELECT account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, ' +
-        'tokens_cache_read FROM ledger WHERE agent_id = ? ORDER BY seq DESC LIMIT ?',
+        'tokens_cache_read, latency_ms FROM ledger WHERE agent_id = ? ORDER BY seq DESC LIMIT ?',
     ),
+    // Status marks (migration 11): the newest MAX_STATUS_MARKS of an agent are kept, older ones go as one is added.
+    insertStatusMark: p('INSERT INTO status_marks (agent_id, at, status, previous, message) VALUES (?, ?, ?, ?, ?)'),
+    trimStatusMarks: p(
+      'DELETE FROM status_marks WHERE agent_id = ? AND seq <= ' +
+        '(SELECT seq FROM status_marks WHERE agent_id = ? ORDER BY seq DESC LIMIT 1 OFFSET ?)',
+    ),
+    listStatusMarks: p<StatusMarkRow>(
+      'SELECT agent_id, at, status, previous, message FROM status_marks WHERE agent_id = ? ORDER BY seq',
+    ),
+    deleteStatusMarksOf: p(`DELETE FROM status_marks WHERE agent_id IN ${ID_SET}`),
 
     treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
       'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = ?',

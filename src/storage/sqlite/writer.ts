@@ -43,6 +43,7 @@ import {
   type Statements,
 } from './statements.js';
 import type { AgentStatus } from '../../base/status.js';
+import { MAX_STATUS_MARKS } from '../adapter.js';
 import {
   deleteMonitorsOf,
   insertMonitor,
@@ -343,7 +344,7 @@ export class SqliteWriter {
   private createAccount(a: AccountRow): void {
     if (this.s.accountExists.get(a.id) !== undefined) throw new Error(`account ${a.id} exists`);
     this.s.insertAccount.run(a.id, a.name, flag(a.subscription_active), a.balance, a.created_at);
-    if (a.balance > 0) this.s.insertLedger.run(a.id, null, 'topup', null, 0, 0, a.balance, a.created_at, 0, 0);
+    if (a.balance > 0) this.s.insertLedger.run(a.id, null, 'topup', null, 0, 0, a.balance, a.created_at, 0, 0, null);
   }
 
   private addCredits(e: LedgerRow): AccountRow | null {
@@ -361,6 +362,7 @@ export class SqliteWriter {
       e.created_at,
       e.tokens_cache_write ?? 0,
       e.tokens_cache_read ?? 0,
+      e.latency_ms ?? null,
     );
     return toAccount(r);
   }
@@ -388,6 +390,7 @@ export class SqliteWriter {
       entry.created_at,
       entry.tokens_cache_write ?? 0,
       entry.tokens_cache_read ?? 0,
+      entry.latency_ms ?? null,
     );
     this.deferred.treeSpent.set(s.root_id, (this.deferred.treeSpent.get(s.root_id) ?? 0) + charge);
     if (entry.agent_id && entry.agent_id !== ownAgentId) this.s.addCreditsSpent.run(charge, entry.agent_id);
@@ -458,7 +461,16 @@ export class SqliteWriter {
   /** The row after the change, or null when the agent is missing or not in one of `from`. `updatedAt` null keeps it. */
   private changeStatus(agentId: string, change: StatusChange, updatedAt: string | null): AgentRow | null {
     const tuple = this.s.changeAgentStatus.get(...changeStatusParams(agentId, change, updatedAt));
-    return tuple ? toAgent(tuple) : null;
+    if (!tuple) return null;
+    const row = toAgent(tuple);
+    // A marked change keeps its mark in the same transaction (the batch's), and the agent's oldest marks past the
+    // bound go.
+    if (change.mark && change.from[0] !== undefined) {
+      const s = this.s;
+      s.insertStatusMark.run(agentId, row.updated_at, change.to, change.from[0], row.status_message);
+      s.trimStatusMarks.run(agentId, agentId, MAX_STATUS_MARKS);
+    }
+    return row;
   }
 
   private deleteAgentTree(agentId: string): string[] {
@@ -475,6 +487,7 @@ export class SqliteWriter {
     s.deleteArtifactDataOf.run(idSet);
     s.deleteArtifactsOf.run(idSet);
     s.deletePageReadsOf.run(idSet);
+    s.deleteStatusMarksOf.run(idSet);
     deleteMonitorsOf(this.monitors, idSet);
     s.deleteAgents.run(idSet);
     return ids;

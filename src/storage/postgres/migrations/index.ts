@@ -24,10 +24,11 @@ import { migration as m008 } from './008-goal-search.js';
 import { migration as m009 } from './009-prompt-cache-tokens.js';
 import { migration as m010 } from './010-one-schema-for-every-build.js';
 import { migration as m011 } from './011-ledger-by-agent.js';
+import { migration as m012 } from './012-latency-and-status-marks.js';
 
 export type { Migration } from './migration.js';
 
-export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011];
+export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012];
 
 /** The schema version this code writes: the last migration's. */
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0;
