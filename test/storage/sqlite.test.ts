@@ -75,6 +75,7 @@ describe('sqliteStorage', () => {
       { version: 8, name: 'goal search index, sessions by account', applied_at: expect.any(String) },
       { version: 9, name: 'ledger: prompt-cache tokens', applied_at: expect.any(String) },
       { version: 10, name: 'ledger by agent', applied_at: expect.any(String) },
+      { version: 11, name: 'model call latency, status marks', applied_at: expect.any(String) },
     ]);
 
     const second = sqliteStorage({ path: file });
