@@ -30,7 +30,6 @@ export async function reserveCredits(
   beforeWait?: () => Promise<void>,
 ): Promise<HoldResult | 'aborted'> {
   let waiting: Promise<unknown> | undefined;
-  let waitedFrom = 0;
   let reservation: HoldResult;
   try {
     reservation = await deps.credits.hold(
@@ -39,7 +38,6 @@ export async function reserveCredits(
         signal: control.model.signal,
         onWait: (heldBy) => {
           control.trace?.event('agentry.credit_wait', { 'agentry.credits.held_by_calls': heldBy });
-          waitedFrom = deps.clock.now();
           waiting = (async () => {
             await beforeWait?.();
             await announceCreditWait(deps, agent, heldBy);
@@ -55,7 +53,6 @@ export async function reserveCredits(
   if (reservation.granted) control.holds.add(reservation.hold);
   try {
     await waiting;
-    if (waiting && reservation.granted) await announceCreditsGranted(deps, agent, deps.clock.now() - waitedFrom);
   } catch (err) {
     // What the wait saved failed (a storage error): a hold granted meanwhile must not stay behind, or others would
     // wait for it until a restart.
@@ -100,28 +97,6 @@ export async function stopForCredits(
   );
 }
 
-/**
- * The status message of an agent whose call waits for credits, or got them after a wait, changed only while the agent
- * still has the status it waits in (a pause that landed meanwhile keeps saying "Paused": a change to the same status is
- * a compare-and-set of the message alone). Kept as a status mark: the wait's start and end show on its timeline. Only a
- * call that waits pays these two writes; one granted at once writes nothing.
- */
-async function announceWaitMessage(deps: StepDeps, agent: AgentRow, message: string): Promise<void> {
-  const updated = await deps.storage.changeStatus(
-    agent.agent_id,
-    { from: [agent.status], to: agent.status, patch: { status_message: message }, mark: true },
-    isoTime(deps.clock.now()),
-  );
-  if (updated && deps.events.listenerCount('agent.progress') > 0) {
-    deps.events.emit('agent.progress', { agent: toStatusForm(updated) });
-  }
-}
-
-async function announceCreditsGranted(deps: StepDeps, agent: AgentRow, waitedMs: number): Promise<void> {
-  const seconds = (Math.max(0, waitedMs) / 1000).toLocaleString('en-US', { maximumFractionDigits: 1 });
-  await announceWaitMessage(deps, agent, `Got its credits after waiting ${seconds} s`);
-}
-
 async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: number): Promise<void> {
   // 0: the holds in the way are other workers' (processes sharing the database), which this one does not count.
   const calls =
@@ -130,7 +105,23 @@ async function announceCreditWait(deps: StepDeps, agent: AgentRow, heldBy: numbe
       : heldBy === 1
         ? '1 running call'
         : `${heldBy.toLocaleString('en-US')} running calls`;
-  await announceWaitMessage(deps, agent, `Waiting for credits held by ${calls}`);
+  // Only while the agent still has the status it waits in: a pause that landed meanwhile keeps saying "Paused". A
+  // change to the same status is a compare-and-set of the message alone. Kept as a status mark in the same write (no
+  // extra round trip): the wait shows on the agent's timeline. Its end is not written on its own, which would cost a
+  // write per waiting call (a fan-out short of credits has thousands): it shows as the call that follows.
+  const updated = await deps.storage.changeStatus(
+    agent.agent_id,
+    {
+      from: [agent.status],
+      to: agent.status,
+      patch: { status_message: `Waiting for credits held by ${calls}` },
+      mark: true,
+    },
+    isoTime(deps.clock.now()),
+  );
+  if (updated && deps.events.listenerCount('agent.progress') > 0) {
+    deps.events.emit('agent.progress', { agent: toStatusForm(updated) });
+  }
 }
 
 export function limitName(refusal: 'account' | 'tree_cap'): string {
