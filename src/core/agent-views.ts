@@ -7,14 +7,7 @@
  */
 import { z } from 'zod';
 import { parseArgs } from '../base/validate.js';
-import type {
-  AgentRow,
-  LedgerRow,
-  StatusMarkRow,
-  StorageAdapter,
-  ToolCallRow,
-  TurnRow,
-} from '../storage/adapter.js';
+import type { AgentRow, LedgerRow, StatusMarkRow, StorageAdapter, ToolCallRow, TurnRow } from '../storage/adapter.js';
 import type { CreditGate } from './credit-gate.js';
 import { AgentIdSchema } from './runtime-arguments.js';
 import { notFound } from '../errors.js';

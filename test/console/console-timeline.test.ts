@@ -70,7 +70,10 @@ describe("the console's timeline from storage", () => {
 
     for (const { marker, id } of agents) {
       const models = (await timelineOf(server.url, cookie, id)).filter((e) => e.kind === 'model_call');
-      expect(models.map((e) => e.latency_ms), marker).toEqual([took[marker]]);
+      expect(
+        models.map((e) => e.latency_ms),
+        marker,
+      ).toEqual([took[marker]]);
     }
     // The ledger row is where it comes from.
     const { ledger } = await runtime.activity(agents[1]!.id);

@@ -212,7 +212,9 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 2 -> 3
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+      ]);
       const root: AgentRow = {
         agent_id: 'root',
         account_id: 'acct',
@@ -282,7 +284,9 @@ describe('sqliteStorage', () => {
     const storage = sqliteStorage({ path: file });
     await storage.init(); // migrates 4 -> 5
     try {
-      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+      expect(migrationRows().map((r) => (r as { version: number }).version)).toEqual([
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11,
+      ]);
       expect((await storage.getAccount('acct'))?.balance).toBe(500);
       const row = {
         message_id: 'm1',

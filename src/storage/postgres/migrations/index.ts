@@ -28,7 +28,20 @@ import { migration as m012 } from './012-latency-and-status-marks.js';
 
 export type { Migration } from './migration.js';
 
-export const MIGRATIONS: readonly Migration[] = [m001, m002, m003, m004, m005, m006, m007, m008, m009, m010, m011, m012];
+export const MIGRATIONS: readonly Migration[] = [
+  m001,
+  m002,
+  m003,
+  m004,
+  m005,
+  m006,
+  m007,
+  m008,
+  m009,
+  m010,
+  m011,
+  m012,
+];
 
 /** The schema version this code writes: the last migration's. */
 export const SCHEMA_VERSION = MIGRATIONS.at(-1)?.version ?? 0;
