@@ -51,6 +51,8 @@ export interface LedgerEntry {
   /** Signed credits: negative for spend. */
   credits: number;
   created_at: string;
+  /** A model call's latency, ms, where it was measured (`LedgerRow.latency_ms`). */
+  latency_ms?: number;
 }
 
 const Id = z.string().min(1).max(200);

@@ -313,6 +313,9 @@ describe.runIf(runBrowser)('what the console shows of a run', () => {
       expect(models.length).toBeGreaterThanOrEqual(3);
       expect(tools.length).toBe(2);
       expect(models.reduce((t, r) => t + r.tokens, 0)).toBe(agent.token_count);
+      // Each model call shows the latency its ledger row stored.
+      expect(models.filter((r) => r.text.includes('latency not recorded'))).toEqual([]);
+      expect(models.every((r) => /· [0-9][^·]*s · in /.test(r.text))).toBe(true);
       const spent = [...models, ...tools].reduce((t, r) => t + r.credits, 0);
       expect(Math.abs(spent - agent.credits_spent)).toBeLessThan(1e-6);
       // The model calls' credits are the ledger's model rows for this agent.
