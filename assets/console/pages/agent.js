@@ -515,7 +515,14 @@ function timelineRow(e) {
     'li',
     { class: `tl tl-status status-change-${String(e.status).toLowerCase()}` },
     h('div', { class: 'meta' }, 'Status · ', when),
-    h('div', {}, statusBadge(e.status), ` from ${e.previous}`, e.message ? ` · ${e.message}` : ''),
+    // A wait for credits keeps the status: only its message is news.
+    h(
+      'div',
+      {},
+      statusBadge(e.status),
+      e.previous === e.status ? '' : ` from ${e.previous}`,
+      e.message ? ` · ${e.message}` : '',
+    ),
   );
 }
 
