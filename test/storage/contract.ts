@@ -2161,13 +2161,18 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
             toolCall('root', 'tu_1', 1, { status: 'finished', result: '"ok"', is_error: true, idempotent: false }),
             toolCall('root', 'tu_2', 1),
           ],
-          settlements: [settlement('r1', root, 321)],
+          settlements: [settlement('r1', root, 321, { latency_ms: 2_345 })],
           patch: { progress: 0.5, token_count_delta: 99, step_count_delta: 1, updated_at: at(10) },
           status: { from: ['ACTIVE'], to: 'PAUSED', patch: { active_ms: 10_000, active_since: null } },
         });
         await s.changeStatus(
           'kid-2',
           { from: ['STARTING_UP'], to: 'ACTIVE', patch: { started: true, active_since: at(11) } },
+          at(11),
+        );
+        await s.changeStatus(
+          'kid-3',
+          { from: ['STARTING_UP'], to: 'PAUSED', patch: { status_message: 'Paused' }, mark: true },
           at(11),
         );
         await s.addCredits({
@@ -2197,6 +2202,7 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
               messages: await st.listMessages(a.agent_id),
               turns: await st.listTurns(a.agent_id),
               calls: await Promise.all([0, 1, 2].map((i) => st.listToolCalls(a.agent_id, i))),
+              marks: await st.listStatusMarks(a.agent_id),
             };
           }
           // Holds belong to the process that took them: an adapter may keep them across a reopen (PostgreSQL, shared
@@ -2224,6 +2230,8 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         };
         const before = await snapshot(s);
         expect(before.agents.rows).toHaveLength(6);
+        expect(before.ledger[0]!.map((l) => l.latency_ms)).toEqual([undefined, 2_345]);
+        expect((before.logs['kid-3'] as { marks: unknown[] }).marks).toHaveLength(1);
         await s.close();
         s = await sut.reopen!();
         await s.init();
