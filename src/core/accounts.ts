@@ -6,10 +6,11 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { AgentryError, notFound } from '../errors.js';
-import type { AccountRow, ApiKeyRow, LedgerRow, StorageAdapter } from '../storage/adapter.js';
+import type { AccountRow, ApiKeyRow, LedgerRow, LedgerSpendRow, StorageAdapter } from '../storage/adapter.js';
 import { isoTime, type Clock } from '../base/clock.js';
 import { CreditsAmountSchema, creditsToMicros, microsToCredits } from './schemas.js';
 import { parseArgs } from '../base/validate.js';
+import { ConsoleSessionRecords } from './console-sessions.js';
 
 /** Every key starts with this, so leaked keys are easy to recognise and scan for. */
 export const API_KEY_PREFIX = 'agk_';
@@ -55,7 +56,41 @@ export interface LedgerEntry {
   latency_ms?: number;
 }
 
+/** A ledger entry with its position: pass the last one's `seq` of a page as `before` for the next older page. */
+export interface LedgerPageEntry extends LedgerEntry {
+  seq: number;
+}
+
+/** One page of an account's ledger, newest first ({@link Accounts.ledgerPage}). */
+export interface LedgerEntryPage {
+  entries: LedgerPageEntry[];
+  /** The `before` of the next older page, or null when this page reaches the oldest entry. */
+  next_before: number | null;
+}
+
+/** What an account spent on one model or tool, over its whole ledger. */
+export interface SpendSummary {
+  item: string;
+  /** Credits spent (refunds of the item taken off). */
+  credits: number;
+  tokens_in: number;
+  tokens_out: number;
+  /** Ledger rows: model calls, or tool charges. */
+  count: number;
+}
+
+/** The most ledger entries one {@link Accounts.ledgerPage} call returns. */
+export const MAX_LEDGER_PAGE_ROWS = 1_000;
+
 const Id = z.string().min(1).max(200);
+const LedgerPageQuerySchema = z
+  .object({
+    /** Entries on the page, newest first. @default 100 */
+    limit: z.number().int().min(1).max(MAX_LEDGER_PAGE_ROWS).default(100),
+    /** Only entries older than this `seq` (a previous page's `next_before`). */
+    before: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+  })
+  .strict();
 const CreateAccountSchema = z
   .object({
     id: Id.optional(),
@@ -86,7 +121,12 @@ export class Accounts {
     private readonly onTopUp: (accountId: string) => void = () => {},
     /** Told of every (de)activation, so the runtime's subscription check reads the account again. */
     private readonly onSubscriptionChange: (accountId: string) => void = () => {},
-  ) {}
+  ) {
+    this.consoleSessions = new ConsoleSessionRecords(storage);
+  }
+
+  /** The console's stored sign-ins (http/console/sessions.ts keeps their rules). */
+  readonly consoleSessions: ConsoleSessionRecords;
 
   /** When this process last wrote each key's use, by key hash. */
   private readonly keyUseWritten = new Map<string, number>();
@@ -262,6 +302,18 @@ export class Accounts {
   }
 
   /**
+   * The account's key with this hash ({@link hashApiKey}), or null when the account has none such: the console
+   * learns which key a session signed in with from it.
+   *
+   * @example
+   * const key = await runtime.accounts.apiKeyByHash(accountId, hashApiKey(apiKey));
+   */
+  async apiKeyByHash(accountId: string, keyHash: string): Promise<ApiKeyInfo | null> {
+    const row = await this.storage.findApiKeyByHash(parseArgs(Id, keyHash, 'keyHash'));
+    return row !== null && row.account_id === parseArgs(Id, accountId, 'accountId') ? toKeyInfo(row) : null;
+  }
+
+  /**
    * When each of the account's keys was last used to authenticate (accurate to about a minute; polls answered by
    * `startServer`'s own thread are not counted), by key id. Keys never used are absent.
    */
@@ -288,6 +340,53 @@ export class Accounts {
       ...rest,
       credits: microsToCredits(amount),
     }));
+  }
+
+  /**
+   * One page of the account's ledger, newest first, at most `limit` entries (1 to {@link MAX_LEDGER_PAGE_ROWS},
+   * default 100), older than `before` when given. Keyset paging by the ledger's order: a page costs its rows, however
+   * long the ledger is.
+   *
+   * @example
+   * const first = await runtime.accounts.ledgerPage(accountId, { limit: 50 });
+   * const older = first.next_before === null ? null : await runtime.accounts.ledgerPage(accountId, { before: first.next_before });
+   */
+  async ledgerPage(accountId: string, query: z.input<typeof LedgerPageQuerySchema> = {}): Promise<LedgerEntryPage> {
+    const q = parseArgs(LedgerPageQuerySchema, query, 'ledgerPage query');
+    await this.row(accountId);
+    const page = await this.storage.listLedgerPage(accountId, {
+      limit: q.limit,
+      ...(q.before === undefined ? {} : { before: q.before }),
+    });
+    return {
+      entries: page.rows.map(({ amount, ...rest }) => ({ ...rest, credits: microsToCredits(amount) })),
+      next_before: page.next_before,
+    };
+  }
+
+  /**
+   * What the account spent, by model and by tool, most credits first: summed by the storage in one query over the
+   * account's ledger, never read out row by row.
+   *
+   * @example
+   * const { by_model } = await runtime.accounts.spend(accountId);
+   * console.log(by_model[0]?.item, by_model[0]?.credits);
+   */
+  async spend(accountId: string): Promise<{ by_model: SpendSummary[]; by_tool: SpendSummary[] }> {
+    await this.row(accountId);
+    const rows = await this.storage.sumLedgerSpend(accountId);
+    const of = (kind: LedgerSpendRow['kind']) =>
+      rows
+        .filter((r) => r.kind === kind)
+        .map((r) => ({
+          item: r.item,
+          credits: microsToCredits(0 - r.amount), // not -r.amount: nothing spent must read 0, not -0
+          tokens_in: r.tokens_in,
+          tokens_out: r.tokens_out,
+          count: r.count,
+        }))
+        .sort((x, y) => y.credits - x.credits || (x.item < y.item ? -1 : 1));
+    return { by_model: of('model'), by_tool: of('tool') };
   }
 
   private async row(accountId: string): Promise<AccountRow> {

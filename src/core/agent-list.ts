@@ -3,12 +3,15 @@
  * `runtime.list()`: pages of agents, newest first, in reduced form. Without a search it pages by the storage's
  * position (the cursor carries the last row's); with `q` it pages by position among the goal index's (capped)
  * matches. Cursors are opaque to callers: base64url of a versioned position, so their format can change.
+ * `runtime.agentPage()`: a page of one account's agents by position with the total, for a table with page numbers
+ * (the console's lists).
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { AgentryError } from '../errors.js';
-import type { StorageAdapter } from '../storage/adapter.js';
-import { toListItem } from './records.js';
-import type { AgentList, ListAgentsOptionsSchema } from './schemas.js';
+import type { AgentRow, StorageAdapter } from '../storage/adapter.js';
+import { MAX_NEEDLE_CHARS } from '../storage/search.js';
+import { toListItem, toStatusForm } from './records.js';
+import { AgentStatusSchema, type Agent, type AgentList, type ListAgentsOptionsSchema } from './schemas.js';
 
 /** The options of `list()`, checked. */
 export type ListAgentsQuery = z.output<typeof ListAgentsOptionsSchema>;
@@ -83,4 +86,51 @@ function decodeCursor(cursor: string): string {
     throw new AgentryError('invalid_request', 'Invalid cursor: pass back the next_cursor of a previous page');
   }
   return text.slice(3);
+}
+
+/** The query of `runtime.agentPage()`. */
+export const AgentPageQuerySchema = z
+  .object({
+    accountId: z.string().min(1).max(200),
+    /** A parent's id for its children (in spawn order with `oldest`), `null` for root agents only. */
+    parentId: z.string().min(1).max(200).nullable(),
+    status: AgentStatusSchema.optional(),
+    /** Goal text, through the storage's goal index (bounded: see `storage/search.ts`). */
+    q: z.string().min(1).max(MAX_NEEDLE_CHARS).optional(),
+    order: z.enum(['newest', 'oldest']),
+    offset: z.number().int().min(0).max(10_000_000).default(0),
+    limit: z.number().int().min(1).max(200).default(50),
+  })
+  .strict();
+
+/** A page of agents by position: each in status form with its goal cut as lists cut it. */
+export interface AgentPositionPage {
+  data: Agent[];
+  /** How many agents match (with `truncated`, how many a bounded goal search found). */
+  total: number;
+  /** Set when a goal search stopped at its bounds: `total` is a lower bound. */
+  truncated?: true;
+}
+
+/**
+ * A row as lists show it: the status form, no extras, the goal cut to its first `LIST_GOAL_CHARS` (200) characters (a
+ * page of 100 KB goals would be megabytes of JSON for one table; the agent's own page shows the whole goal).
+ */
+const listed = (row: AgentRow): Agent => ({ ...toStatusForm(row), goal: toListItem(row).goal });
+
+/** A page of one account's agents by position, filtered by parent, status and goal text, with the total. */
+export async function agentPage(
+  storage: StorageAdapter,
+  q: z.output<typeof AgentPageQuerySchema>,
+): Promise<AgentPositionPage> {
+  const page = await storage.searchAgents({
+    account_id: q.accountId,
+    parent_id: q.parentId,
+    order: q.order,
+    offset: q.offset,
+    limit: q.limit,
+    ...(q.status === undefined ? {} : { status: q.status }),
+    ...(q.q === undefined ? {} : { goal_contains: q.q }),
+  });
+  return { data: page.rows.map(listed), total: page.total, ...(page.truncated ? { truncated: true as const } : {}) };
 }

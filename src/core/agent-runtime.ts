@@ -10,7 +10,7 @@ import type { ToolPlatform, ToolStatus } from '../tools/platform.js';
 import type { Accounts } from './accounts.js';
 import { cancelMonitor, deleteTree, pauseTree, resumeTree } from './agent-control.js';
 import { createRootAgent } from './agent-create.js';
-import { listAgents } from './agent-list.js';
+import { AgentPageQuerySchema, agentPage, listAgents, type AgentPositionPage } from './agent-list.js';
 import * as views from './agent-views.js';
 import type { PriceTable } from './credits.js';
 import type { AgentEvents, AgentEventName, RuntimeEvents } from './events.js';
@@ -260,6 +260,18 @@ export class AgentRuntime {
   async list(options: ListAgentsOptions & AccountScope = {}): Promise<AgentList> {
     const o = parseArgs(ListAgentsOptionsSchema, options, 'list options');
     return listAgents(this.storage, o, this.defaultAccountId);
+  }
+
+  /**
+   * A page of one account's agents by position (`offset`, `limit` up to 200) with how many match: roots or one
+   * parent's children, by status and goal text. For tables with page numbers, such as the console's.
+   *
+   * @example
+   * const { data, total } = await runtime.agentPage({ accountId, parentId: null, order: 'newest', q: 'report' });
+   */
+  async agentPage(query: z.input<typeof AgentPageQuerySchema>): Promise<AgentPositionPage> {
+    this.assertOpen();
+    return agentPage(this.storage, parseArgs(AgentPageQuerySchema, query, 'agentPage query'));
   }
 
   /**

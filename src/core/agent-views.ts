@@ -18,7 +18,10 @@ import { microsToCredits, type Agent, type ArtifactInfo, type TreeTotals } from 
 export interface AgentActivity {
   agent: AgentRow;
   turns: TurnRow[];
+  /** The agent's tool calls, by turn: at most the newest {@link MAX_ACTIVITY_TOOL_CALLS}. */
   toolCalls: ToolCallRow[];
+  /** True when the agent has more tool calls than {@link MAX_ACTIVITY_TOOL_CALLS}: the oldest are left out. */
+  toolCallsTruncated: boolean;
   /**
    * The agent's own ledger rows: each model call's tokens, cache tokens and credits; each tool charge. At most the
    * newest {@link MAX_ACTIVITY_LEDGER_ROWS}.
@@ -36,6 +39,11 @@ export interface AgentActivity {
  * default) with their tool charges.
  */
 export const MAX_ACTIVITY_LEDGER_ROWS = 5_000;
+/**
+ * The most tool calls one activity read returns (the newest), for the same reason: a run's 100 model turns asking for
+ * a handful of calls each stay well inside it.
+ */
+export const MAX_ACTIVITY_TOOL_CALLS = 5_000;
 /** What runs in one process now (`runtime.load()`): run slots held and waited for, and each lane's calls. */
 export interface RuntimeLoad {
   runSlots: { running: number; waiting: number; size: number };
@@ -94,21 +102,26 @@ export async function treeTotalsOf(
 }
 
 /**
- * The turns, tool calls, own ledger rows and status marks of one agent. The ledger is read by agent through its index, never the
- * account's whole ledger: one tenant's million rows must not make every view of one of its agents read them all.
+ * The turns, tool calls, own ledger rows and status marks of one agent: four reads, however long the run. The ledger
+ * is read by agent through its index, never the account's whole ledger: one tenant's million rows must not make every
+ * view of one of its agents read them all; the tool calls in one read by agent, not one per turn.
  */
 export async function activityOf(storage: StorageAdapter, row: AgentRow): Promise<AgentActivity> {
-  const [turns, ledger, statusMarks] = await Promise.all([
+  const [turns, toolCalls, ledger, statusMarks] = await Promise.all([
     storage.listTurns(row.agent_id),
+    storage.listAgentToolCalls(row.agent_id, MAX_ACTIVITY_TOOL_CALLS),
     storage.listAgentLedger(row.agent_id, MAX_ACTIVITY_LEDGER_ROWS),
     storage.listStatusMarks(row.agent_id),
   ]);
-  const toolCalls = (
-    await Promise.all(
-      turns.filter((t) => t.role === 'assistant').map((t) => storage.listToolCalls(row.agent_id, t.idx)),
-    )
-  ).flat();
-  return { agent: row, turns, toolCalls, ledger: ledger.rows, ledgerTruncated: ledger.truncated, statusMarks };
+  return {
+    agent: row,
+    turns,
+    toolCalls: toolCalls.rows,
+    toolCallsTruncated: toolCalls.truncated,
+    ledger: ledger.rows,
+    ledgerTruncated: ledger.truncated,
+    statusMarks,
+  };
 }
 
 /** An artifact a tool kept with the agent, with its bytes; `not_found` for an unknown one. */

@@ -161,6 +161,41 @@ export interface AgentLedger {
   truncated: boolean;
 }
 
+/** A ledger row with its position in the ledger: the key of {@link StorageAdapter.listLedgerPage}'s pages. */
+export interface LedgerPageRow extends LedgerRow {
+  /** Ledger order (increasing, never reused): pass the last row's as `before` for the next older page. */
+  seq: number;
+}
+
+/** One page of an account's ledger, newest first, as {@link StorageAdapter.listLedgerPage} returns it. */
+export interface LedgerPage {
+  /** At most the limit asked, newest first. */
+  rows: LedgerPageRow[];
+  /** The `before` of the next older page, or null when these rows reach the account's oldest. */
+  next_before: number | null;
+}
+
+/** An account's spend on one model or tool, summed by the storage over the account's whole ledger. */
+export interface LedgerSpendRow {
+  kind: 'model' | 'tool';
+  /** The model id or tool name. */
+  item: string;
+  /** Signed micro-credits summed (negative for spend; refunds of the item included). */
+  amount: number;
+  tokens_in: number;
+  tokens_out: number;
+  /** Ledger rows summed. */
+  count: number;
+}
+
+/** One agent's tool calls, as {@link StorageAdapter.listAgentToolCalls} returns them. */
+export interface AgentToolCalls {
+  /** The newest calls up to the limit asked, by turn and, within a turn, in first-recorded order. */
+  rows: ToolCallRow[];
+  /** True when the agent has more calls than the limit: the oldest ones are not in `rows`. */
+  truncated: boolean;
+}
+
 export interface ReservationRequest {
   id: string;
   account_id: string;
@@ -596,6 +631,16 @@ export interface StorageAdapter {
    */
   listAgentLedger(agentId: string, limit: number): Promise<AgentLedger>;
   /**
+   * A page of the account's ledger, newest first: at most `limit` rows (≥ 1) with `seq` below `before` (all rows when
+   * absent). Keyset paging through the `(account_id, seq)` index: a page costs its rows, however long the ledger.
+   */
+  listLedgerPage(accountId: string, query: { limit: number; before?: number }): Promise<LedgerPage>;
+  /**
+   * The account's `model` and `tool` rows summed by kind and item in one aggregate query (rows without an item are
+   * left out), in no particular order: the totals of a credits page, without reading the rows out.
+   */
+  sumLedgerSpend(accountId: string): Promise<LedgerSpendRow[]>;
+  /**
    * Holds `amount` if the account's available balance and the tree's cap both cover it. Returns null on success or
    * what refused it.
    */
@@ -684,6 +729,11 @@ export interface StorageAdapter {
   listMessages(agentId: string): Promise<MessageRow[]>;
   listTurns(agentId: string): Promise<TurnRow[]>;
   listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]>;
+  /**
+   * Every tool call of the agent in one read, by turn and within a turn in first-recorded order: at most the newest
+   * `limit` (≥ 1), through the `(agent_id, turn_idx)` index; `truncated` says older calls were left out.
+   */
+  listAgentToolCalls(agentId: string, limit: number): Promise<AgentToolCalls>;
   /**
    * Records tool calls (upsert) on their own, before they run; calls of an agent that does not exist are dropped.
    * With `onlyWhile`, the calls (all of one agent) are written only if their agent is in that status when the write

@@ -7,6 +7,7 @@ import type {
   AccountRow,
   AgentLedger,
   AgentPage,
+  AgentToolCalls,
   AgentQuery,
   AgentSearch,
   AgentSearchPage,
@@ -17,7 +18,10 @@ import type {
   ArtifactRow,
   IdempotencyRecord,
   ConsoleSessionRow,
+  LedgerPage,
+  LedgerPageRow,
   LedgerRow,
+  LedgerSpendRow,
   MessageRow,
   MonitorChangeRow,
   MonitorRow,
@@ -86,6 +90,8 @@ class MemoryStorage implements StorageAdapter {
   private readonly ledger: LedgerRow[] = [];
   /** The same rows by agent, as the databases' `(agent_id, seq)` index: an agent's page never walks the whole ledger. */
   private readonly ledgerByAgent = new Map<string, LedgerRow[]>();
+  /** The same rows by account with their `seq`, as the databases' `(account_id, seq)` index: pages by keyset. */
+  private readonly ledgerByAccount = new Map<string, Array<{ seq: number; row: LedgerRow }>>();
   private readonly keys = new Map<string, ApiKeyRow>();
   /** Last use of each key, by key id (gone with the key). */
   private readonly keysLastUsed = new Map<string, string>();
@@ -159,6 +165,10 @@ class MemoryStorage implements StorageAdapter {
 
   private writeLedger(row: LedgerRow): void {
     this.ledger.push(row);
+    const entry = { seq: this.ledger.length, row };
+    const ofAccount = this.ledgerByAccount.get(row.account_id);
+    if (ofAccount) ofAccount.push(entry);
+    else this.ledgerByAccount.set(row.account_id, [entry]);
     if (row.agent_id === null) return;
     const own = this.ledgerByAgent.get(row.agent_id);
     if (own) own.push(row);
@@ -169,6 +179,42 @@ class MemoryStorage implements StorageAdapter {
     const own = this.ledgerByAgent.get(agentId) ?? [];
     const rows = own.slice(Math.max(0, own.length - limit)).map(clone);
     return { rows, truncated: own.length > rows.length };
+  }
+
+  async listLedgerPage(accountId: string, query: { limit: number; before?: number }): Promise<LedgerPage> {
+    const own = this.ledgerByAccount.get(accountId) ?? [];
+    // The first entry at or past `before`, by binary search (seq increases along the array).
+    let end = own.length;
+    if (query.before !== undefined) {
+      let [lo, hi] = [0, own.length];
+      while (lo < hi) {
+        const mid = (lo + hi) >>> 1;
+        if (own[mid]!.seq < query.before) lo = mid + 1;
+        else hi = mid;
+      }
+      end = lo;
+    }
+    const start = Math.max(0, end - query.limit);
+    const rows: LedgerPageRow[] = own
+      .slice(start, end)
+      .reverse()
+      .map(({ seq, row }) => ({ ...row, seq }));
+    return { rows, next_before: start > 0 && rows.length > 0 ? rows[rows.length - 1]!.seq : null };
+  }
+
+  async sumLedgerSpend(accountId: string): Promise<LedgerSpendRow[]> {
+    const sums = new Map<string, LedgerSpendRow>();
+    for (const { row } of this.ledgerByAccount.get(accountId) ?? []) {
+      if ((row.kind !== 'model' && row.kind !== 'tool') || row.item === null) continue;
+      const key = `${row.kind}\0${row.item}`;
+      const sum = sums.get(key) ?? { kind: row.kind, item: row.item, amount: 0, tokens_in: 0, tokens_out: 0, count: 0 };
+      sum.amount += row.amount;
+      sum.tokens_in += row.tokens_in;
+      sum.tokens_out += row.tokens_out;
+      sum.count += 1;
+      sums.set(key, sum);
+    }
+    return [...sums.values()];
   }
 
   async reserve(request: ReservationRequest): Promise<ReservationRefusal | null> {
@@ -539,6 +585,14 @@ class MemoryStorage implements StorageAdapter {
     const a = this.agents.get(agentId);
     if (!a) return [];
     return [...a.toolCalls.values()].filter((c) => c.turn_idx === turnIdx).map(clone);
+  }
+
+  async listAgentToolCalls(agentId: string, limit: number): Promise<AgentToolCalls> {
+    const a = this.agents.get(agentId);
+    if (!a) return { rows: [], truncated: false };
+    // By turn; a stable sort keeps first-recorded order within one (the map keeps insertion order through upserts).
+    const all = [...a.toolCalls.values()].sort((x, y) => x.turn_idx - y.turn_idx);
+    return { rows: all.slice(Math.max(0, all.length - limit)).map(clone), truncated: all.length > limit };
   }
 
   async putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean> {

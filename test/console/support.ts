@@ -7,6 +7,8 @@
  * - `[steps]`: three turns, each waiting for `release`, each saying "step N" (the restart test);
  * - `[xss]`: a tool call and an artifact whose input, result, name and final text all carry {@link XSS};
  * - `[fanout N]`: spawns N children (goals `[child] item i`), then answers once they are done;
+ * - `[fanout-gate N tag]`: spawns N children with goals `[gate tag-i] item i`, each answering once the test releases
+ *   its marker `[gate tag-i]` (a run that moves at the test's pace);
  * - `[child]`: answers after 0.8 to 1.6 s of real time, so that a tree of them runs for a few seconds;
  * - anything else: answers "Done." at once.
  */
@@ -37,6 +39,8 @@ export interface ConsoleBed {
   b: Account;
   /** Lets the waiting turn of agents whose goal contains `marker` answer. */
   release(marker: string): void;
+  /** The markers whose turns wait for their gate now (their model call is in flight). */
+  waitingGates(): string[];
   /**
    * Stops the server and the runtime, then `whileDown()`, then opens a new runtime on the same SQLite file and serves
    * it on the same port: a restart of the whole server process, as far as the browser can tell. SQLite beds only.
@@ -98,6 +102,7 @@ export async function openConsoleBed(options: { sqlitePath?: string } = {}): Pro
     }
     return g;
   };
+  const waiting = new Set<string>();
   const newModel = () =>
     scriptedModel({
       record: false,
@@ -115,6 +120,18 @@ export async function openConsoleBed(options: { sqlitePath?: string } = {}): Pro
             ? { text: 'Spawning.', toolCalls: [{ name: 'spawn_sub_agents', input: { tasks } }] }
             : { text: 'Done.' };
         }
+        const gated = /\[fanout-gate (\d+) ([\w-]+)\]/.exec(goal);
+        if (gated) {
+          const tasks = Array.from({ length: Number(gated[1]) }, (_, i) => ({
+            goal: `[gate ${gated[2]}-${i + 1}] item ${i + 1}`,
+          }));
+          return turnIndex === 0
+            ? {
+                text: `Spawning ${tasks.length} gated checks.`,
+                toolCalls: [{ name: 'spawn_sub_agents', input: { tasks } }],
+              }
+            : { text: 'All items checked.' };
+        }
         const fanout = /\[fanout (\d+)\]/.exec(goal);
         if (fanout) {
           const n = Number(fanout[1]);
@@ -131,7 +148,8 @@ export async function openConsoleBed(options: { sqlitePath?: string } = {}): Pro
             : { text: 'All items checked.' };
         }
         if (goal.includes('[gate') && marker) {
-          await gate(marker).promise;
+          waiting.add(marker);
+          await gate(marker).promise.finally(() => waiting.delete(marker));
           return { text: 'Finished: the answer is 42.' };
         }
         if (goal.includes('[steps') && marker) {
@@ -176,6 +194,7 @@ export async function openConsoleBed(options: { sqlitePath?: string } = {}): Pro
       g.released = true;
       g.resolve();
     },
+    waitingGates: () => [...waiting],
     async restart(whileDown) {
       await server?.close();
       server = null;

@@ -359,6 +359,79 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         expect(await s.listAgentLedger('agent-3', 5)).toEqual({ rows: [written[4]], truncated: false });
         expect(await s.listAgentLedger('nope', 5)).toEqual({ rows: [], truncated: false });
       });
+
+      it("pages an account's ledger newest first by keyset, other accounts' rows left out", async () => {
+        await s.createAccount(account(ACCT, 100));
+        await s.createAccount(account('acct-b', 100));
+        const row = (amount: number, accountId = ACCT): LedgerRow => ({
+          account_id: accountId,
+          agent_id: null,
+          kind: 'refund',
+          item: 'web_search',
+          tokens_in: 0,
+          tokens_out: 0,
+          amount,
+          created_at: at(amount),
+        });
+        // Interleaved with another account's rows, after each account's opening top-up.
+        for (const amount of [1, 2, 3, 4, 5]) {
+          await s.addCredits(row(amount));
+          await s.addCredits(row(amount * 10, 'acct-b'));
+        }
+        const amounts = (page: { rows: LedgerRow[] }) => page.rows.map((r) => r.amount);
+
+        const first = await s.listLedgerPage(ACCT, { limit: 2 });
+        expect(amounts(first)).toEqual([5, 4]);
+        expect(first.rows[0]).toMatchObject({ ...row(5), seq: expect.any(Number) });
+        expect(first.next_before).toBe(first.rows[1]!.seq);
+        const second = await s.listLedgerPage(ACCT, { limit: 2, before: first.next_before! });
+        expect(amounts(second)).toEqual([3, 2]);
+        const last = await s.listLedgerPage(ACCT, { limit: 2, before: second.next_before! });
+        expect(amounts(last)).toEqual([1, 100]); // down to the opening top-up
+        expect(last.next_before).toBeNull();
+        // A page that ends exactly at the oldest row says there is nothing older.
+        expect((await s.listLedgerPage(ACCT, { limit: 6 })).next_before).toBeNull();
+        expect(amounts(await s.listLedgerPage(ACCT, { limit: 100 }))).toEqual([5, 4, 3, 2, 1, 100]);
+        // seq increases with the ledger's order.
+        const seqs = (await s.listLedgerPage(ACCT, { limit: 100 })).rows.map((r) => r.seq);
+        expect([...seqs].sort((x, y) => y - x)).toEqual(seqs);
+        expect(amounts(await s.listLedgerPage('acct-b', { limit: 1 }))).toEqual([50]);
+        expect(await s.listLedgerPage('nope', { limit: 5 })).toEqual({ rows: [], next_before: null });
+        expect(await s.listLedgerPage(ACCT, { limit: 5, before: 1 })).toEqual({ rows: [], next_before: null });
+      });
+
+      it("sums an account's model and tool spend by item in the storage", async () => {
+        await s.createAccount(account(ACCT, 10_000));
+        await s.createAccount(account('acct-b', 10_000));
+        const a = agent('spender');
+        const b = agent('other-spender', { account_id: 'acct-b' });
+        await s.insertAgents([a, b], [], []);
+        await s.settle([
+          settlement('r1', a, 300, { tokens_in: 100, tokens_out: 20 }),
+          settlement('r2', a, 200, { tokens_in: 50, tokens_out: 5 }),
+          settlement('r3', a, 40, { kind: 'tool', item: 'web_search', tokens_in: 0, tokens_out: 0 }),
+          settlement('r4', a, 700, { item: 'svc-1-ultra', tokens_in: 7, tokens_out: 3 }),
+          settlement('r5', b, 999, { tokens_in: 1, tokens_out: 1 }),
+        ]);
+        // A refund of a tool is no spend on it: only `model` and `tool` rows are summed.
+        await s.addCredits({
+          account_id: ACCT,
+          agent_id: 'spender',
+          kind: 'refund',
+          item: 'web_search',
+          tokens_in: 0,
+          tokens_out: 0,
+          amount: 40,
+          created_at: at(9),
+        });
+        const sums = (await s.sumLedgerSpend(ACCT)).sort((x, y) => (x.item < y.item ? -1 : 1));
+        expect(sums).toEqual([
+          { kind: 'model', item: 'svc-1-lite', amount: -500, tokens_in: 150, tokens_out: 25, count: 2 },
+          { kind: 'model', item: 'svc-1-ultra', amount: -700, tokens_in: 7, tokens_out: 3, count: 1 },
+          { kind: 'tool', item: 'web_search', amount: -40, tokens_in: 0, tokens_out: 0, count: 1 },
+        ]);
+        expect(await s.sumLedgerSpend('nope')).toEqual([]);
+      });
     });
 
     describe('reservations', () => {
@@ -1416,6 +1489,25 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         };
         await s.putToolCalls([done]);
         expect(await s.listToolCalls('root', 1)).toEqual([done, b]);
+      });
+
+      it("lists an agent's tool calls in one read, by turn then first-recorded order, the newest up to a limit", async () => {
+        await s.insertAgents([agent('other')], [], []);
+        const [a, b, c, d] = [
+          toolCall('root', 'tu_z', 3),
+          toolCall('root', 'tu_b', 1),
+          toolCall('root', 'tu_a', 1, { idempotent: false }),
+          toolCall('root', 'tu_c', 2),
+        ];
+        await s.putToolCalls([a, b, c]);
+        await s.putToolCalls([d, toolCall('other', 'tu_x', 1)]);
+        const done = { ...b, status: 'finished' as const, result: '[]', updated_at: at(9) };
+        await s.putToolCalls([done]); // an upsert keeps the call's place
+        expect(await s.listAgentToolCalls('root', 10)).toEqual({ rows: [done, c, d, a], truncated: false });
+        expect(await s.listAgentToolCalls('root', 4)).toEqual({ rows: [done, c, d, a], truncated: false });
+        expect(await s.listAgentToolCalls('root', 2)).toEqual({ rows: [d, a], truncated: true });
+        expect(await s.listAgentToolCalls('root', 3)).toEqual({ rows: [c, d, a], truncated: true });
+        expect(await s.listAgentToolCalls('nope', 5)).toEqual({ rows: [], truncated: false });
       });
 
       it('with onlyWhile, writes the calls only while their agent is in that status, and says whether it did', async () => {

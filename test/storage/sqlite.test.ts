@@ -101,6 +101,32 @@ describe('sqliteStorage', () => {
     expect(plan).toEqual([expect.stringContaining('USING INDEX ledger_agent (agent_id=?)')]);
   });
 
+  it("pages an account's ledger, sums its spend and lists an agent's tool calls through existing indexes", async () => {
+    const storage = sqliteStorage({ path: file });
+    await storage.init();
+    await storage.close();
+    const plans = inspect((db) => {
+      const statements = prepareStatements(db) as unknown as Record<string, { source: string }>;
+      const plan = (name: string, ...args: unknown[]) =>
+        db
+          .prepare(`EXPLAIN QUERY PLAN ${statements[name]!.source}`)
+          .all(...args)
+          .map((r) => (r as { detail: string }).detail);
+      return {
+        page: plan('listLedgerPage', 'acct', 1000, 101),
+        spend: plan('sumLedgerSpend', 'acct'),
+        toolCalls: plan('listAgentToolCallsNewest', 'agent-1', 5001),
+      };
+    });
+    // A range of the (account_id, seq) index read backwards: no scan of the ledger, no sort.
+    expect(plans.page).toEqual([expect.stringContaining('USING INDEX ledger_account (account_id=? AND seq<?)')]);
+    // The account's rows only, through the same index (the grouping may sort them: it is per account, one query).
+    expect(plans.spend.join('\n')).toContain('USING INDEX ledger_account (account_id=?)');
+    expect(plans.spend.join('\n')).not.toMatch(/SCAN ledger(?! USING)/);
+    // One range of (agent_id, turn_idx) with its rowid, read backwards: no sort.
+    expect(plans.toolCalls).toEqual([expect.stringContaining('USING INDEX tool_calls_turn (agent_id=?)')]);
+  });
+
   it('migrates a version-1 database forward with its agents, turns and ledger intact', async () => {
     // A version-1 file, as the first release wrote it.
     const old = new Database(file);

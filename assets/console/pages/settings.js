@@ -1,5 +1,6 @@
 // The settings area: subscription, API keys (a new key's full text shown this once, with a copy button; the list
-// shows only the last 4 characters) and credits (balance, spend by model and by tool, the last ledger rows).
+// shows only the last 4 characters) and credits (balance, spend by model and by tool, the ledger a page at a time:
+// the newest 100 rows, then older pages by the server's `older` position, never the whole ledger at once).
 import { call, root } from '../api.js';
 import { agentIdLink, count, credits, fact, h, replace, time } from '../dom.js';
 
@@ -10,6 +11,8 @@ export function settingsPage(main, _params, app) {
   const byModel = h('div');
   const byTool = h('div');
   const recent = h('div');
+  const ledgerPager = h('div', { class: 'row' });
+  const recentHeading = h('h3', {}, 'Latest ledger entries');
   const keysBody = h('tbody');
   const keysError = h('p', { role: 'alert', class: 'error' });
   const created = h('div', { class: 'new-key', hidden: true, role: 'region', 'aria-label': 'New key' });
@@ -59,13 +62,15 @@ export function settingsPage(main, _params, app) {
       byModel,
       h('h3', {}, 'Spend by tool'),
       byTool,
-      h('h3', {}, 'Latest ledger entries'),
+      recentHeading,
       recent,
+      ledgerPager,
     ),
   );
 
-  async function loadCredits() {
-    const c = await call('GET', 'credits');
+  /** Loads the credits, with the ledger page of entries older than `before` (the newest page without it). */
+  async function loadCredits(before) {
+    const c = await call('GET', before === undefined ? 'credits' : `credits?before=${encodeURIComponent(before)}`);
     if (stopped) return;
     replace(
       subscription,
@@ -109,6 +114,22 @@ export function settingsPage(main, _params, app) {
           )
         : h('p', { class: 'muted' }, 'No entries.'),
     );
+    recentHeading.textContent = before === undefined ? 'Latest ledger entries' : 'Older ledger entries';
+    replace(
+      ledgerPager,
+      before === undefined
+        ? null
+        : h('button', { type: 'button', class: 'secondary', onclick: () => pageLedger(undefined) }, 'Latest entries'),
+      c.older === null
+        ? null
+        : h('button', { type: 'button', class: 'secondary', onclick: () => pageLedger(c.older) }, 'Older entries'),
+    );
+  }
+
+  function pageLedger(before) {
+    loadCredits(before).catch((error) => {
+      if (!stopped && error.status !== 401) keysError.textContent = error.message;
+    });
   }
 
   async function loadKeys() {

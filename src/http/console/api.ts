@@ -3,16 +3,16 @@
  * The console's JSON calls, under `{basePath}/console/api/`, for the account the session (or the embedding app's
  * `authenticate`) names. Each is a thin use of the runtime's public API — the same checks, the same 404 for another
  * account's agent — plus the few reads the page needs that the agent API has no route for: a page of agents by
- * position with goal search (`storage.searchAgents`), an agent's timeline (see timeline.ts), a running tree's counts,
- * and the account's credits summed by model and by tool.
+ * position with goal search (`runtime.agentPage`), an agent's timeline (see timeline.ts), a running tree's counts,
+ * and the account's credits summed by model and by tool with a page of its ledger (`runtime.accounts`). Like the rest
+ * of `src/http`, it reads only through the runtime, never its storage.
  */
 import { z } from 'zod';
 import type { AgentRuntime } from '../../core/agent-runtime.js';
-import { toListItem, toStatusForm } from '../../core/records.js';
 import { AgentStatusSchema, CreateAgentBodySchema } from '../../core/schemas.js';
 import { parseArgs } from '../../base/validate.js';
 import { AgentryError } from '../../errors.js';
-import type { AgentRow, AgentSearchPage } from '../../storage/adapter.js';
+import type { AgentPositionPage } from '../../core/agent-list.js';
 import { artifactIdOf, artifactResponse } from '../artifacts.js';
 import { DEFAULT_EVENT_STREAM_LIMITS, type StreamEndReason, type StreamTicket } from '../event-streams.js';
 import { agentEventStream } from '../events.js';
@@ -22,8 +22,11 @@ import { jsonResponse } from '../responses.js';
 import { buildTimeline } from './timeline.js';
 import type { ConsoleIdentity } from './sessions.js';
 
-/** Rows of the ledger the credits page shows. */
-const RECENT_LEDGER_ROWS = 20;
+/**
+ * Ledger rows on one page of the credits page, newest first; older ones are a page away (`?before=`), never read with
+ * them.
+ */
+export const CONSOLE_LEDGER_PAGE_ROWS = 100;
 /**
  * The console mints a key only while the account has fewer than this many: minting over HTTP is bounded,
  * and audited. Rate limits are per account, so more keys buy no more requests; the cap bounds the rows and the keys
@@ -38,6 +41,10 @@ const PageQuerySchema = z
     offset: z.coerce.number().int().min(0).max(10_000_000).default(0),
     limit: z.coerce.number().int().min(1).max(200).default(50),
   })
+  .strip();
+
+const CreditsQuerySchema = z
+  .object({ before: z.coerce.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional() })
   .strip();
 
 const CreateKeyBodySchema = z.object({ name: z.string().trim().max(200).optional() }).strict();
@@ -83,11 +90,15 @@ function queryOf(url: URL): Record<string, string> {
   return Object.fromEntries([...url.searchParams.keys()].map((k) => [k, url.searchParams.get(k) ?? '']));
 }
 
-/**
- * A row as lists show it: the status form, no extras, the goal cut to its first `LIST_GOAL_CHARS` (200) characters (a
- * page of 100 KB goals would be megabytes of JSON for one table; the agent's own page shows the whole goal).
- */
-const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row).goal });
+/** A list's query as `runtime.agentPage` takes it (an empty search is no search). */
+function pageQuery(q: z.output<typeof PageQuerySchema>) {
+  return {
+    offset: q.offset,
+    limit: q.limit,
+    ...(q.status === undefined ? {} : { status: q.status }),
+    ...(q.q === undefined || q.q === '' ? {} : { q: q.q }),
+  };
+}
 
 /**
  * A page of agents as the console's lists take it, each agent that has children with its tree summed (one query for
@@ -96,15 +107,15 @@ const listed = (row: AgentRow) => ({ ...toStatusForm(row), goal: toListItem(row)
 async function pageBody(
   runtime: AgentRuntime,
   accountId: string,
-  page: AgentSearchPage,
+  page: AgentPositionPage,
   q: { offset: number; limit: number },
 ) {
-  const parents = page.rows.filter((r) => r.sub_agent_count > 0).map((r) => r.agent_id);
+  const parents = page.data.filter((a) => a.sub_agent_count > 0).map((a) => a.agent_id);
   const trees = parents.length === 0 ? {} : await runtime.treeTotals(parents, { accountId });
   return {
-    data: page.rows.map((row) => {
-      const tree = trees[row.agent_id];
-      return tree === undefined ? listed(row) : { ...listed(row), tree };
+    data: page.data.map((agent) => {
+      const tree = trees[agent.agent_id];
+      return tree === undefined ? agent : { ...agent, tree };
     }),
     total: page.total,
     offset: q.offset,
@@ -121,7 +132,10 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
   const method = request.method;
 
   if (a === 'models') return jsonResponse(200, { models: runtime.models });
-  if (a === 'credits') return jsonResponse(200, await creditsOf(runtime, identity.accountId));
+  if (a === 'credits') {
+    const { before } = parseArgs(CreditsQuerySchema, queryOf(url), 'query');
+    return jsonResponse(200, await creditsOf(runtime, identity.accountId, before));
+  }
   if (a === 'keys') {
     if (b === undefined && method === 'GET') {
       const [keys, lastUsed] = await Promise.all([
@@ -168,14 +182,11 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       return jsonResponse(201, created);
     }
     const q = parseArgs(PageQuerySchema, queryOf(url), 'query');
-    const page = await runtime.storage.searchAgents({
-      account_id: identity.accountId,
-      parent_id: null,
+    const page = await runtime.agentPage({
+      ...pageQuery(q),
+      accountId: identity.accountId,
+      parentId: null,
       order: 'newest',
-      offset: q.offset,
-      limit: q.limit,
-      ...(q.status === undefined ? {} : { status: q.status }),
-      ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
     return jsonResponse(200, await pageBody(runtime, identity.accountId, page, q));
   }
@@ -195,8 +206,9 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
       ledger: activity.ledger,
       statuses: activity.statusMarks,
     });
-    // `timeline_truncated`: the agent has more ledger rows than one read returns, so its oldest model calls are missing.
-    const truncated = activity.ledgerTruncated ? { timeline_truncated: true } : {};
+    // `timeline_truncated`: the agent has more ledger rows or tool calls than one read returns, so its oldest model
+    // calls or tool calls are missing.
+    const truncated = activity.ledgerTruncated || activity.toolCallsTruncated ? { timeline_truncated: true } : {};
     return jsonResponse(200, { agent, messages, outbox, timeline, ...truncated });
   }
   if (c === 'pause' || c === 'resume') {
@@ -220,14 +232,11 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
   if (c === 'children') {
     const parent = await runtime.get(agentId, scope); // 404 for another account's agent
     const q = parseArgs(PageQuerySchema, queryOf(url), 'query');
-    const page = await runtime.storage.searchAgents({
-      account_id: identity.accountId,
-      parent_id: parent.agent.agent_id,
+    const page = await runtime.agentPage({
+      ...pageQuery(q),
+      accountId: identity.accountId,
+      parentId: parent.agent.agent_id,
       order: 'oldest',
-      offset: q.offset,
-      limit: q.limit,
-      ...(q.status === undefined ? {} : { status: q.status }),
-      ...(q.q === undefined || q.q === '' ? {} : { goal_contains: q.q }),
     });
     return jsonResponse(200, await pageBody(runtime, identity.accountId, page, q));
   }
@@ -260,44 +269,31 @@ export async function answerConsoleCall(call: ConsoleCall): Promise<Response> {
   }
 }
 
-interface Spend {
-  item: string;
-  credits: number;
-  tokens_in: number;
-  tokens_out: number;
-  count: number;
-}
-
-/** The account's balance, its spend summed by model and by tool, and the last ledger rows. */
-async function creditsOf(runtime: AgentRuntime, accountId: string) {
-  const [account, ledger] = await Promise.all([runtime.accounts.get(accountId), runtime.accounts.ledger(accountId)]);
-  const byModel = new Map<string, Spend>();
-  const byTool = new Map<string, Spend>();
-  for (const entry of ledger) {
-    const table = entry.kind === 'model' ? byModel : entry.kind === 'tool' ? byTool : null;
-    if (!table || entry.item === null) continue;
-    const s = table.get(entry.item) ?? { item: entry.item, credits: 0, tokens_in: 0, tokens_out: 0, count: 0 };
-    s.credits += -entry.credits;
-    s.tokens_in += entry.tokens_in;
-    s.tokens_out += entry.tokens_out;
-    s.count += 1;
-    table.set(entry.item, s);
-  }
-  const sorted = (m: Map<string, Spend>) =>
-    [...m.values()].map((s) => ({ ...s, credits: round(s.credits) })).sort((x, y) => y.credits - x.credits);
+/**
+ * The account's balance, its spend summed by model and by tool (by the storage, in one query), and one page of its
+ * ledger, newest first: the newest {@link CONSOLE_LEDGER_PAGE_ROWS} rows, or those older than `before`. `older` is the
+ * `before` of the next page, or null at the oldest.
+ */
+async function creditsOf(runtime: AgentRuntime, accountId: string, before: number | undefined) {
+  const [account, spend, page] = await Promise.all([
+    runtime.accounts.get(accountId),
+    runtime.accounts.spend(accountId),
+    runtime.accounts.ledgerPage(accountId, {
+      limit: CONSOLE_LEDGER_PAGE_ROWS,
+      ...(before === undefined ? {} : { before }),
+    }),
+  ]);
   return {
     subscription_active: account.subscription_active,
     balance: account.balance,
     reserved: account.reserved,
     available: account.available,
-    by_model: sorted(byModel),
-    by_tool: sorted(byTool),
-    recent: ledger.slice(-RECENT_LEDGER_ROWS).reverse(),
+    by_model: spend.by_model,
+    by_tool: spend.by_tool,
+    recent: page.entries,
+    older: page.next_before,
   };
 }
-
-/** Sums of credits to a millionth, without the float noise of adding many. */
-const round = (credits: number) => Math.round(credits * 1e6) / 1e6;
 
 /** Thrown for an unknown console path (404, like the API's unknown routes). */
 export function noSuchCall(path: string): AgentryError {

@@ -1,6 +1,7 @@
 /**
  * @module http/console/sessions
- * The console's sign-in sessions: server-side rows in the runtime's storage (so a restarted server keeps them), of
+ * The console's sign-in sessions: server-side rows in the runtime's storage, reached through
+ * `runtime.accounts.consoleSessions` (so a restarted server keeps them), of
  * which the browser holds only a random id in an `HttpOnly; SameSite=Strict` cookie and storage only that id's
  * SHA-256. The API key a session was traded for is never stored, only which key it was (its hash and id); every
  * request checks again that this key still exists and its account is still subscribed, so deleting the key or a lapsed
@@ -71,7 +72,7 @@ export class SessionStore {
   ): Promise<{ id: string; session: ConsoleSession }> {
     const { account, keyHash } = await this.runtime.accounts.authenticateKey(apiKey);
     beforeCreate(account.account_id);
-    const key = (await this.runtime.storage.listApiKeys(account.account_id)).find((k) => k.hash === keyHash);
+    const key = await this.runtime.accounts.apiKeyByHash(account.account_id, keyHash);
     if (!key) throw new AgentryError('unauthorized', 'Unknown API key');
     await this.sweep();
     const id = randomBytes(32).toString('base64url');
@@ -79,13 +80,13 @@ export class SessionStore {
       id_hash: hashOf(id),
       account_id: account.account_id,
       key_hash: keyHash,
-      key_id: key.id,
+      key_id: key.key_id,
       expires_at: isoTime(this.now() + ttlMs),
       ended: null,
     };
-    await this.runtime.storage.putConsoleSession(row);
+    await this.runtime.accounts.consoleSessions.put(row);
     // The cap: the sessions that expire soonest (the oldest sign-ins) end, so a flood of sign-ins keeps no rows.
-    const live = await this.runtime.storage.listLiveConsoleSessions(account.account_id, isoTime(this.now()));
+    const live = await this.runtime.accounts.consoleSessions.listLive(account.account_id, isoTime(this.now()));
     const over = live
       .filter((s) => s.id_hash !== row.id_hash)
       .slice(0, Math.max(0, live.length - MAX_SESSIONS_PER_ACCOUNT));
@@ -101,7 +102,7 @@ export class SessionStore {
    */
   async check(sessionId: string | null): Promise<ConsoleSession> {
     if (sessionId === null || sessionId.length > 100) throw signIn();
-    const row = await this.runtime.storage.getConsoleSession(hashOf(sessionId));
+    const row = await this.runtime.accounts.consoleSessions.get(hashOf(sessionId));
     if (!row) throw signIn();
     if (row.ended !== null) {
       this.live.get(row.id_hash)?.ended.abort();
@@ -118,7 +119,7 @@ export class SessionStore {
 
   /** Checks again that a session's key exists and its account is subscribed; ends the session when not. */
   async checkStillAllowed(session: ConsoleSession): Promise<void> {
-    const account = await this.runtime.storage.findAccountByKeyHash(session.row.key_hash);
+    const account = await this.runtime.accounts.findByKeyHash(session.row.key_hash);
     const error = !account
       ? keyDeleted()
       : !account.subscription_active
@@ -133,7 +134,7 @@ export class SessionStore {
   /** Signs out the session of this cookie value (nothing when there is none). */
   async signOut(sessionId: string | null): Promise<void> {
     if (sessionId === null || sessionId.length > 100) return;
-    const row = await this.runtime.storage.getConsoleSession(hashOf(sessionId));
+    const row = await this.runtime.accounts.consoleSessions.get(hashOf(sessionId));
     if (row && row.ended === null) await this.end(row, new AgentryError('unauthorized', 'You signed out.'));
   }
 
@@ -145,7 +146,7 @@ export class SessionStore {
   }
 
   private async end(row: ConsoleSessionRow, why: AgentryError): Promise<void> {
-    await this.runtime.storage.putConsoleSession({
+    await this.runtime.accounts.consoleSessions.put({
       ...row,
       ended: JSON.stringify({ code: why.code, message: why.message }),
     });
@@ -171,7 +172,7 @@ export class SessionStore {
     this.lastSweep = now;
     const at = isoTime(now);
     for (const [idHash, s] of this.live) if (s.row.expires_at <= at) this.untrack(idHash);
-    await this.runtime.storage.deleteExpiredConsoleSessions(at);
+    await this.runtime.accounts.consoleSessions.deleteExpired(at);
   }
 }
 

@@ -13,7 +13,9 @@ import type {
   ApiKeyRow,
   ConsoleSessionRow,
   IdempotencyRecord,
+  LedgerPageRow,
   LedgerRow,
+  LedgerSpendRow,
   ReservationRefusal,
   ReservationRequest,
   StorageAdapter,
@@ -29,6 +31,13 @@ const LEDGER_COLUMNS =
  * Exported for the test that checks the plan.
  */
 export const AGENT_LEDGER_NEWEST = `SELECT ${LEDGER_COLUMNS} FROM ledger WHERE agent_id = $1 ORDER BY seq DESC LIMIT $2`;
+/** A page of an account's ledger newest first, below a seq: a backward range scan of `ledger_account` (migration 1). */
+export const LEDGER_PAGE = `SELECT seq, ${LEDGER_COLUMNS} FROM ledger WHERE account_id = $1 AND seq < $2 ORDER BY seq DESC LIMIT $3`;
+/** The credits page's totals: one aggregate over the account's rows, found through `ledger_account`. */
+const LEDGER_SPEND =
+  'SELECT kind, item, SUM(amount)::bigint AS amount, SUM(tokens_in)::bigint AS tokens_in, ' +
+  'SUM(tokens_out)::bigint AS tokens_out, COUNT(*) AS count FROM ledger ' +
+  "WHERE account_id = $1 AND kind IN ('model', 'tool') AND item IS NOT NULL GROUP BY kind, item";
 const API_KEY_COLUMNS = 'id, account_id, name, hash, last4, created_at';
 
 /**
@@ -172,6 +181,8 @@ type AccountsStore = Pick<
   | 'addCredits'
   | 'listLedger'
   | 'listAgentLedger'
+  | 'listLedgerPage'
+  | 'sumLedgerSpend'
   | 'reserve'
   | 'release'
   | 'releaseAgentReservations'
@@ -249,6 +260,19 @@ export function accountsStore(db: Db): AccountsStore {
       const newest = await db.q<Rows<LedgerRow>>(AGENT_LEDGER_NEWEST, [agentId, limit + 1]);
       return { rows: newest.slice(0, limit).reverse().map(ledgerRowOf), truncated: newest.length > limit };
     },
+
+    // One row past the limit says whether there is an older page.
+    listLedgerPage: async (accountId, { limit, before }) => {
+      const newest = await db.q<Rows<LedgerPageRow>>(LEDGER_PAGE, [
+        accountId,
+        before ?? Number.MAX_SAFE_INTEGER,
+        limit + 1,
+      ]);
+      const rows = newest.slice(0, limit).map((r) => ledgerRowOf(r) as LedgerPageRow);
+      return { rows, next_before: newest.length > limit ? rows[rows.length - 1]!.seq : null };
+    },
+
+    sumLedgerSpend: (accountId) => db.q<Rows<LedgerSpendRow>>(LEDGER_SPEND, [accountId]),
 
     // One round trip: agentry_reserve (a server function: migrations/) checks the account's available balance and the tree's cap and makes the hold on the server, atomic as one statement.
     // The hold is tagged with this worker, so that only it (or, once it is gone, the sweeper) drops it.

@@ -11,6 +11,7 @@ import { RUNNABLE_STATUSES, type AgentStatus } from '../../base/status.js';
 import type {
   TreeTotalsRow,
   AgentPage,
+  AgentToolCalls,
   AgentQuery,
   AgentSearch,
   AgentSearchPage,
@@ -109,6 +110,7 @@ type AgentsStore = Pick<
   | 'listMessages'
   | 'listTurns'
   | 'listToolCalls'
+  | 'listAgentToolCalls'
   | 'putToolCalls'
   | 'commitStep'
   | 'putToolState'
@@ -648,6 +650,15 @@ export function agentsStore(db: Db): AgentsStore {
         `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = $1 AND turn_idx = $2 ORDER BY seq`,
         [agentId, turnIdx],
       );
+    },
+
+    // Newest first through tool_calls_turn, one row past the limit (which says whether older calls were left out).
+    async listAgentToolCalls(agentId: string, limit: number): Promise<AgentToolCalls> {
+      const newest = await db.q<Rows<ToolCallRow>>(
+        `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = $1 ORDER BY turn_idx DESC, seq DESC LIMIT $2`,
+        [agentId, limit + 1],
+      );
+      return { rows: newest.slice(0, limit).reverse(), truncated: newest.length > limit };
     },
 
     async putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean> {

@@ -14,6 +14,7 @@ import type {
   AccountRow,
   AgentLedger,
   AgentPage,
+  AgentToolCalls,
   AgentQuery,
   AgentSearch,
   AgentSearchPage,
@@ -24,7 +25,9 @@ import type {
   ArtifactLimits,
   ArtifactRow,
   IdempotencyRecord,
+  LedgerPage,
   LedgerRow,
+  LedgerSpendRow,
   MessageRow,
   MonitorChangeRow,
   MonitorRow,
@@ -326,6 +329,17 @@ class SqliteStorage implements SqliteStorageAdapter {
     // One row past the limit says whether older rows were left out.
     const newest = this.s.listAgentLedgerNewest.all(agentId, limit + 1);
     return agentLedgerOf(newest, limit);
+  }
+
+  async listLedgerPage(accountId: string, query: { limit: number; before?: number }): Promise<LedgerPage> {
+    // One row past the limit says whether there is an older page.
+    const newest = this.s.listLedgerPage.all(accountId, query.before ?? Number.MAX_SAFE_INTEGER, query.limit + 1);
+    const rows = newest.slice(0, query.limit).map((r) => ledgerRowOf(r) as LedgerRow & { seq: number });
+    return { rows, next_before: newest.length > query.limit ? rows[rows.length - 1]!.seq : null };
+  }
+
+  async sumLedgerSpend(accountId: string): Promise<LedgerSpendRow[]> {
+    return this.s.sumLedgerSpend.all(accountId);
   }
 
   /*
@@ -719,6 +733,11 @@ class SqliteStorage implements SqliteStorageAdapter {
 
   async listToolCalls(agentId: string, turnIdx: number): Promise<ToolCallRow[]> {
     return this.s.listToolCalls.all(agentId, turnIdx).map(toToolCall);
+  }
+
+  async listAgentToolCalls(agentId: string, limit: number): Promise<AgentToolCalls> {
+    const newest = this.s.listAgentToolCallsNewest.all(agentId, limit + 1);
+    return { rows: newest.slice(0, limit).reverse().map(toToolCall), truncated: newest.length > limit };
   }
 
   async putToolCalls(calls: ToolCallRow[], onlyWhile?: AgentStatus): Promise<boolean> {

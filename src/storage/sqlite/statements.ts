@@ -276,6 +276,24 @@ export function prepareStatements(db: Database.Database) {
       'SELECT agent_id, at, status, previous, message FROM status_marks WHERE agent_id = ? ORDER BY seq',
     ),
     deleteStatusMarksOf: p(`DELETE FROM status_marks WHERE agent_id IN ${ID_SET}`),
+    // A page of the account's ledger, newest first from below a seq: a backward range scan of ledger_account.
+    listLedgerPage: p<LedgerRow & { seq: number }>(
+      'SELECT seq, account_id, agent_id, kind, item, tokens_in, tokens_out, amount, created_at, tokens_cache_write, ' +
+        'tokens_cache_read, latency_ms FROM ledger WHERE account_id = ? AND seq < ? ORDER BY seq DESC LIMIT ?',
+    ),
+    // The credits page's totals: one aggregate over the account's rows (found through ledger_account).
+    sumLedgerSpend: p<{
+      kind: 'model' | 'tool';
+      item: string;
+      amount: number;
+      tokens_in: number;
+      tokens_out: number;
+      count: number;
+    }>(
+      'SELECT kind, item, SUM(amount) AS amount, SUM(tokens_in) AS tokens_in, SUM(tokens_out) AS tokens_out, ' +
+        "COUNT(*) AS count FROM ledger WHERE account_id = ? AND kind IN ('model', 'tool') AND item IS NOT NULL " +
+        'GROUP BY kind, item',
+    ),
 
     treeBudget: p<{ max_credits: number | null; tree_spent: number; tree_reserved: number }>(
       'SELECT max_credits, tree_spent, tree_reserved FROM agents WHERE agent_id = ?',
@@ -419,6 +437,10 @@ export function prepareStatements(db: Database.Database) {
     ),
     listToolCalls: p<ToolCallRecord>(
       `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = ? AND turn_idx = ? ORDER BY rowid`,
+    ),
+    // Newest first, so that LIMIT keeps the newest calls: a backward scan of tool_calls_turn (its rowid included).
+    listAgentToolCallsNewest: p<ToolCallRecord>(
+      `SELECT ${TOOL_CALL_COLUMNS} FROM tool_calls WHERE agent_id = ? ORDER BY turn_idx DESC, rowid DESC LIMIT ?`,
     ),
 
     // Like memoryStorage, the state of a call of an agent that does not exist (any more) is dropped.
