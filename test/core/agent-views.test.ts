@@ -104,7 +104,7 @@ describe('activityOf', () => {
     const activity = await activityOf(counted, one);
     expect(activity.toolCalls).toEqual(calls);
     expect(reads.get('listToolCalls') ?? 0).toBe(0);
-    expect([...reads.values()].reduce((a, b) => a + b, 0)).toBe(3); // turns, tool calls, ledger rows
+    expect([...reads.values()].reduce((a, b) => a + b, 0)).toBe(4); // turns, tool calls, ledger rows, status marks
     expect(activity.toolCallsTruncated).toBe(false);
   });
 });
