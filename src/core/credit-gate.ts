@@ -176,6 +176,10 @@ export class CreditGate {
   async hold(request: HoldRequest, options: Omit<ReserveOptions, 'purpose'> = {}): Promise<HoldResult> {
     const { purpose, ...rest } = request;
     const id = nextHoldId();
+    // The uncontended case (nothing waits, the balance covers it) is granted here and now, without a reservation
+    // promise to wait for or a hold to look up.
+    const now = options.signal?.aborted ? undefined : this.grantNow({ id, ...rest }, purpose);
+    if (now) return { granted: true, hold: now };
     const reservation = await this.reserve({ id, ...rest }, { ...options, purpose });
     if (!reservation.granted) return reservation;
     // Granted and counted in one step; only an agent deleted in between (agentsGone) can have ended it since. The
@@ -213,19 +217,10 @@ export class CreditGate {
    */
   reserve(request: ReservationRequest, options: ReserveOptions = {}): Promise<Reservation> {
     if (options.signal?.aborted) return Promise.reject(options.signal.reason);
-    this.shared(); // listens to the other workers from the first reservation on: they may soon wait for its holds
-    // Nothing waits or is being decided for this account or tree, and the storage can answer at once: the hold is made
-    // and counted in one synchronous step, so no other request can come between (the common, uncontended case). A
-    // refusal goes the ordinary way, where it is judged (and asked again) in order.
-    if (this.storage.reserveNow && this.idle(request)) {
-      try {
-        if (this.storage.reserveNow(request) === null) {
-          this.track(request, options.purpose);
-          return Promise.resolve({ granted: true });
-        }
-      } catch (error) {
-        return Promise.reject(error);
-      }
+    try {
+      if (this.grantNow(request, options.purpose)) return Promise.resolve({ granted: true });
+    } catch (error) {
+      return Promise.reject(error);
     }
     return new Promise<Reservation>((resolve, reject) => {
       const waiter: Waiter = {
@@ -275,8 +270,19 @@ export class CreditGate {
     this.shared()?.publish('credits', `free:${accountId}`);
   }
 
+  /**
+   * The uncontended case: nothing waits or is being decided for this account or tree, and the storage can answer at
+   * once. The hold is then made and counted in one synchronous step, so no other request can come between. Undefined
+   * when the request has to go the ordinary way (a refusal is judged, and asked again, in order there).
+   */
+  private grantNow(request: ReservationRequest, purpose: string | undefined): CreditHold | undefined {
+    this.shared(); // listens to the other workers from the first reservation on: they may soon wait for its holds
+    if (!this.storage.reserveNow || !this.idle(request)) return undefined;
+    return this.storage.reserveNow(request) === null ? this.track(request, purpose) : undefined;
+  }
+
   /** A granted reservation becomes a hold the gate counts until it ends. */
-  private track(request: ReservationRequest, purpose = 'a reservation'): void {
+  private track(request: ReservationRequest, purpose = 'a reservation'): CreditHold {
     const hold = new CreditHold(this.keeper, request, purpose);
     const account = accountKey(hold.accountId);
     const tree = treeKey(hold.rootId);
@@ -286,6 +292,7 @@ export class CreditGate {
     this.count(this.liveByAgent, hold.agentId, 1);
     this.count(this.liveAmount, account, hold.amount);
     this.count(this.liveAmount, tree, hold.amount);
+    return hold;
   }
 
   /** A hold ended (every end comes through CreditHold): its credits may let waiting requests through. */
@@ -524,11 +531,15 @@ export class CreditGate {
   /** No queue of this request's account or tree has anything in it or under way, and nothing is being decided. */
   private idle(request: ReservationRequest): boolean {
     if (this.deciding.has(request.account_id)) return false;
-    for (const key of [accountKey(request.account_id), treeKey(request.root_id)]) {
-      const q = this.queues.get(key);
-      if (q && (q.pumping || q.head < q.waiters.length)) return false;
-    }
-    return true;
+    // No queue at all is the common case: no key is built for it.
+    if (this.queues.size === 0) return true;
+    return this.quiet(accountKey(request.account_id)) && this.quiet(treeKey(request.root_id));
+  }
+
+  /** Whether a queue has nothing in it or under way. */
+  private quiet(key: string): boolean {
+    const q = this.queues.get(key);
+    return !q || (!q.pumping && q.head >= q.waiters.length);
   }
 
   private async exclusive<T>(accountId: string, fn: () => Promise<T>): Promise<T> {

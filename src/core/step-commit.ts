@@ -19,6 +19,7 @@ import { emitStatus, statusChange } from './status-change.js';
 import { CONTINUE, STOP, type RunControl, type StepDeps, type StepOutcome } from './step-types.js';
 import { describeToolCalls } from './tool-call.js';
 import { SUBMIT_REMINDER, type Toolbox } from './toolbox.js';
+import { turnFromBlocks } from './turn-log.js';
 import { totalTokens, type ToolUseBlock } from '../models/provider.js';
 import type {
   AgentPatch,
@@ -106,23 +107,9 @@ export async function commitModelTurn(
   const remind = toolUses.length === 0 && box.needsResult;
   const done = toolUses.length === 0 && !remind;
   const settlements = [...(pending?.settlements ?? []), settlement];
-  const assistantTurn: TurnRow = {
-    agent_id: agent.agent_id,
-    idx,
-    role: 'assistant',
-    content: JSON.stringify(content),
-    created_at: now,
-  };
+  const assistantTurn = turnFromBlocks(agent.agent_id, idx, 'assistant', content, now);
   const reminderTurn: TurnRow[] = remind
-    ? [
-        {
-          agent_id: agent.agent_id,
-          idx: idx + 1,
-          role: 'user',
-          content: JSON.stringify([{ type: 'text', text: SUBMIT_REMINDER }]),
-          created_at: now,
-        },
-      ]
+    ? [turnFromBlocks(agent.agent_id, idx + 1, 'user', [{ type: 'text', text: SUBMIT_REMINDER }], now)]
     : [];
   const result = await deps.storage.commitStep({
     agent_id: agent.agent_id,

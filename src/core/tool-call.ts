@@ -57,7 +57,7 @@ export async function runOneTool(
     observe(0);
     return { content: `Error: there is no tool named ${JSON.stringify(use.name)}.`, isError: true };
   }
-  const parsed = tool.input.safeParse(use.input);
+  const parsed = parseToolInput(tool, use);
   if (!parsed.success) {
     observe(0);
     return { content: `Error: invalid input for ${tool.name}: ${z.prettifyError(parsed.error)}`, isError: true };
@@ -91,7 +91,7 @@ export function describeToolCalls(box: Toolbox, uses: ToolUseBlock[]): string {
   const tool = box.get(first.name);
   let text = `Calling ${first.name}`;
   if (tool?.describe) {
-    const parsed = tool.input.safeParse(first.input);
+    const parsed = parseToolInput(tool, first);
     if (parsed.success) {
       try {
         text = tool.describe(parsed.data);
@@ -101,6 +101,22 @@ export function describeToolCalls(box: Toolbox, uses: ToolUseBlock[]): string {
     }
   }
   return uses.length > 1 ? `${text} (+${uses.length - 1} more)` : text;
+}
+
+/**
+ * Tool inputs as checked against their tool's schema, by call. A model turn's status message describes its first call
+ * from the checked input, and the step after it runs the call with the same input: the block is the same object when
+ * one driver does both, so the input (10,000 tasks for a large spawn) is checked once. A call read back from storage
+ * is a new object and is checked again.
+ */
+const parsedInputs = new WeakMap<ToolUseBlock, { tool: Tool; result: ReturnType<Tool['input']['safeParse']> }>();
+
+function parseToolInput(tool: Tool, use: ToolUseBlock): ReturnType<Tool['input']['safeParse']> {
+  const known = parsedInputs.get(use);
+  if (known?.tool === tool) return known.result;
+  const result = tool.input.safeParse(use.input);
+  parsedInputs.set(use, { tool, result });
+  return result;
 }
 
 /** Cuts a long result, saying how much was cut. */

@@ -23,6 +23,7 @@ import { withinLimits } from './step-limits.js';
 import { STOP, type RunControl, type StepDeps, type StepOutcome } from './step-types.js';
 import type { ToolTelemetry } from './telemetry.js';
 import { runOneTool, type ToolOutcome } from './tool-call.js';
+import { turnFromBlocks } from './turn-log.js';
 import type { ToolResultBlock, ToolUseBlock } from '../models/provider.js';
 import type { AgentRow, Settlement, ToolCallRow } from '../storage/adapter.js';
 import type { ProgressReport, Tool } from '../tools/define-tool.js';
@@ -224,13 +225,7 @@ export async function runToolCalls(
     return { type: 'tool_result', tool_use_id: use.id, content: r.content, ...(r.isError ? { is_error: true } : {}) };
   });
   const pending: PendingResults = {
-    turn: {
-      agent_id: agent.agent_id,
-      idx: turnIdx + 1,
-      role: 'user',
-      content: JSON.stringify(resultBlocks),
-      created_at: at,
-    },
+    turn: turnFromBlocks(agent.agent_id, turnIdx + 1, 'user', resultBlocks, at),
     toolCalls: finished,
     settlements,
     holds,

@@ -11,7 +11,7 @@ import { AgentryError } from '../errors.js';
 import type { ModelToolSpec } from '../models/provider.js';
 import type { AgentRow, ChildSpec } from '../storage/adapter.js';
 import { defineTool, ToolCompletion, type ChildTask, type Tool } from '../tools/define-tool.js';
-import { ToolRegistry } from '../tools/registry.js';
+import type { ToolRegistry } from '../tools/registry.js';
 
 export const SUBMIT_RESULT_TOOL_NAME = 'submit_result';
 
@@ -34,9 +34,27 @@ const ChildSpecSchema = z.object({
   max_steps: z.number().int().positive().optional(),
 });
 
-/** Toolboxes by agent kind: the runtime's, and one per distinct child spec (thousands of children share a few). */
+/** Distinct specs, tool lists and result schemas remembered; specs come from tool code, so a few in practice. */
+const MAX_REMEMBERED = 1_000;
+
+/** Tools of a child's spec found in the catalog, and their definitions as the model sees them (frozen, shared). */
+interface ToolListPart {
+  byName: ReadonlyMap<string, Tool>;
+  specs: readonly ModelToolSpec[];
+}
+
+/**
+ * Toolboxes by agent kind: the runtime's, and one per distinct child spec (thousands of children share a few). Specs
+ * that differ only in their instructions or result schema share what is the same: the definitions of the same tool
+ * list are built once and shared, frozen, by every toolbox that offers that list, and `submit_result` once per result
+ * schema.
+ */
 export class Toolboxes {
   private readonly bySpec = new Map<string, Toolbox>();
+  /** By the JSON of the tool names, in order. */
+  private readonly byToolList = new Map<string, ToolListPart>();
+  /** `submit_result` and its definition, by the JSON of the result schema. */
+  private readonly submitByResult = new Map<string, { tool: Tool; spec: ModelToolSpec }>();
 
   constructor(
     private readonly standard: Toolbox,
@@ -46,15 +64,8 @@ export class Toolboxes {
 
   of(agent: AgentRow): Toolbox {
     if (agent.spec === null) return this.standard;
-    let box = this.bySpec.get(agent.spec);
-    if (!box) {
-      box = this.build(agent.spec);
-      if (this.bySpec.size >= 1_000) this.bySpec.clear(); // specs come from tool code: a few in practice
-      this.bySpec.set(agent.spec, box);
-    }
-    return box;
+    return remembered(this.bySpec, agent.spec, () => this.build(agent.spec!));
   }
-
   /** The spec to store on a child, checked against the catalog now rather than when the child runs. */
   specOf(task: ChildTask): ChildSpec {
     const tools = task.tools.map((t) => (typeof t === 'string' ? t : t.name));
@@ -91,22 +102,49 @@ export class Toolboxes {
 
   private build(specText: string): Toolbox {
     const spec = ChildSpecSchema.parse(JSON.parse(specText));
-    const tools: Tool[] = [];
-    for (const name of spec.tools) {
-      const tool = this.catalog.get(name);
-      // A tool that was removed from the runtime since the child was spawned is left out; the model cannot call it.
-      if (tool) tools.push(tool);
-    }
-    tools.push(submitResultTool(spec.result_schema));
-    const registry = new ToolRegistry(tools);
+    const listed = remembered(this.byToolList, JSON.stringify(spec.tools), () => this.toolList(spec.tools));
+    const submit = remembered(this.submitByResult, JSON.stringify(spec.result_schema), () => {
+      const tool = submitResultTool(spec.result_schema);
+      return { tool, spec: Object.freeze(specOf(tool)) };
+    });
     return {
       system: spec.instructions,
-      specs: registry.specs(),
-      get: (name) => registry.get(name),
+      specs: [...listed.specs, submit.spec],
+      get: (name) => (name === SUBMIT_RESULT_TOOL_NAME ? submit.tool : listed.byName.get(name)),
       maxSteps: Math.min(spec.max_steps ?? this.standard.maxSteps, this.standard.maxSteps),
       needsResult: true,
     };
   }
+
+  private toolList(names: readonly string[]): ToolListPart {
+    const byName = new Map<string, Tool>();
+    for (const name of names) {
+      const tool = this.catalog.get(name);
+      // A tool that was removed from the runtime since the child was spawned is left out; the model cannot call it.
+      if (!tool) continue;
+      if (byName.has(name) || name === SUBMIT_RESULT_TOOL_NAME) {
+        throw new AgentryError('invalid_request', `Two tools are named ${JSON.stringify(name)}`);
+      }
+      byName.set(name, tool);
+    }
+    return { byName, specs: Object.freeze([...byName.values()].map((t) => Object.freeze(specOf(t)))) };
+  }
+}
+
+/** The value remembered under `key`, made by `make` the first time (all forgotten at once past the bound). */
+function remembered<V>(map: Map<string, V>, key: string, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = make();
+    if (map.size >= MAX_REMEMBERED) map.clear();
+    map.set(key, value);
+  }
+  return value;
+}
+
+/** A tool's definition as the model sees it (as ToolRegistry.specs() gives it). */
+function specOf(tool: Tool): ModelToolSpec {
+  return { name: tool.name, description: tool.description, input_schema: tool.jsonSchema };
 }
 
 function submitResultTool(resultSchema: Record<string, unknown>): Tool {

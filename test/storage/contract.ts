@@ -904,6 +904,37 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
         expect(await s.listMessages('root')).toEqual([message('root', 0, 'USER')]);
       });
 
+      it('inserts a large batch in order: an id that exists names itself and writes nothing; goals are searchable', async () => {
+        const root = agent('root');
+        await insertWithLog(s, root);
+        // 150 children: more than one SQL statement's worth where a backend batches rows.
+        const kids = Array.from({ length: 150 }, (_, i) => child(`k${i}`, root, { goal: `kid number ${i}` }));
+        const clash = [...kids.slice(0, 100), agent('root'), ...kids.slice(100)];
+        await expect(s.insertAgents(clash, [], [])).rejects.toThrow('agent root exists');
+        expect(await s.getAgent('k0')).toBeNull();
+        expect((await s.getAgent('root'))?.sub_agent_count).toBe(0);
+        await s.insertAgents(
+          kids,
+          kids.map((k) => message(k.agent_id, 0, 'USER')),
+          kids.map((k) => turn(k.agent_id, 0)),
+        );
+        expect((await s.getAgent('root'))?.sub_agent_count).toBe(150);
+        expect(await s.getAgent('k149')).toEqual(kids[149]);
+        expect(await s.listTurns('k120')).toEqual([turn('k120', 0)]);
+        const found = await s.searchAgents({
+          account_id: root.account_id,
+          parent_id: 'root',
+          goal_contains: 'kid number 14',
+          order: 'oldest',
+          offset: 0,
+          limit: 100,
+        });
+        expect(found.rows.map((a) => a.agent_id)).toEqual([
+          'k14',
+          ...Array.from({ length: 10 }, (_, i) => `k${140 + i}`),
+        ]);
+      });
+
       it('finds children by spawn key prefix, in creation order', async () => {
         const p = agent('p');
         const other = agent('other');

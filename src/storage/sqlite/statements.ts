@@ -334,7 +334,6 @@ export function prepareStatements(db: Database.Database) {
       'SELECT a.* FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?',
     ),
 
-    insertAgent: p(`INSERT INTO agents (${AGENT_COLUMNS}) VALUES (${AGENT_COLUMNS.split(',').map(() => '?')})`),
     agentExists: pluck<number>('SELECT 1 FROM agents WHERE agent_id = ?'),
     agentStatus: pluck<AgentStatus>('SELECT status FROM agents WHERE agent_id = ?'),
     // Changes whenever another connection commits; this connection's own commits leave it alone.

@@ -44,6 +44,7 @@ import {
 } from './statements.js';
 import type { AgentStatus } from '../../base/status.js';
 import { MAX_STATUS_MARKS } from '../adapter.js';
+import { AgentInserts } from './agent-inserts.js';
 import {
   deleteMonitorsOf,
   insertMonitor,
@@ -168,8 +169,12 @@ export class SqliteWriter {
   /** message_person's tables (storage/sqlite/outbox.ts). */
   private readonly outbox: OutboxStatements;
 
+  /** Agent rows many to a statement (storage/sqlite/agent-inserts.ts). */
+  private readonly agentInserts: AgentInserts;
+
   constructor(private readonly db: Database.Database) {
     this.s = prepareStatements(db);
+    this.agentInserts = new AgentInserts(db);
     this.outbox = prepareOutboxStatements(db);
     this.monitors = prepareMonitorStatements(db);
   }
@@ -407,45 +412,15 @@ export class SqliteWriter {
       if (e === undefined) known.set(id, (e = s.agentExists.get(id) !== undefined));
       return e;
     };
+    // As in memoryStorage: a parent is counted only if it exists when its child is inserted, so one inserted later
+    // in this batch is not. Parents from outside the batch are looked up before the rows go in.
+    const inBatch = new Set(agents.map((a) => a.agent_id));
+    for (const a of agents) if (a.parent_id !== null && !inBatch.has(a.parent_id)) exists(a.parent_id);
+    this.agentInserts.insert(agents);
     const newChildren = new Map<string, number>();
     for (const a of agents) {
-      try {
-        s.insertAgent.run(
-          a.agent_id,
-          a.account_id,
-          a.parent_id,
-          a.root_id,
-          a.spawn_key,
-          a.goal,
-          a.model,
-          a.status,
-          a.progress,
-          a.status_message,
-          a.token_count,
-          a.message_count,
-          a.credits_spent,
-          a.sub_agent_count,
-          a.max_credits,
-          a.tree_spent,
-          a.tree_reserved,
-          a.step_count,
-          flag(a.started),
-          a.active_ms,
-          a.active_since,
-          a.plan,
-          a.spec,
-          a.created_at,
-          a.updated_at,
-          a.trace_context ?? null,
-        );
-      } catch (err) {
-        if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_UNIQUE')
-          throw new Error(`agent ${a.agent_id} exists`);
-        throw err;
-      }
       known.set(a.agent_id, true);
-      // As in memoryStorage: a parent is counted only if it exists when its child is inserted.
-      if (a.parent_id !== null && exists(a.parent_id)) {
+      if (a.parent_id !== null && known.get(a.parent_id) === true) {
         newChildren.set(a.parent_id, (newChildren.get(a.parent_id) ?? 0) + 1);
       }
     }
