@@ -5,18 +5,21 @@
  * every sub-agent (its remote parent, its `invoke_agent` span, each chat and tool call), which a 10,000-child fan-out
  * pays for in garbage collection. Contexts are immutable, so one value over its parent says the same as a copy.
  */
-import { ROOT_CONTEXT, type Context } from '@opentelemetry/api';
+import type { Context } from '@opentelemetry/api';
 
-/** A context of one value (or a deletion: `undefined`, which reads as absent, as in the API's own) over `parent`. */
+/**
+ * A context of one value (or a deletion: `undefined`, which reads as absent, as in the API's own) over `parent`; with
+ * no parent and no key, the empty root.
+ */
 class LightContext implements Context {
   constructor(
-    private readonly parent: Context,
+    private readonly parent: Context | undefined,
     private readonly key: symbol | undefined,
     private readonly value: unknown,
   ) {}
 
   getValue(key: symbol): unknown {
-    return key === this.key ? this.value : this.parent.getValue(key);
+    return key === this.key ? this.value : this.parent?.getValue(key);
   }
 
   setValue(key: symbol, value: unknown): Context {
@@ -28,8 +31,8 @@ class LightContext implements Context {
   }
 }
 
-/** The root context whose derived contexts are light. */
-export const LIGHT_ROOT: Context = new LightContext(ROOT_CONTEXT, undefined, undefined);
+/** The empty context (as the API's `ROOT_CONTEXT`) whose derived contexts are light. */
+export const LIGHT_ROOT: Context = new LightContext(undefined, undefined, undefined);
 
 /**
  * `base`, so that the contexts derived from it (`trace.setSpan(lighten(base), span)`) are light. Reads fall through

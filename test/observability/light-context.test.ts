@@ -27,6 +27,11 @@ describe('light contexts', () => {
     }
   });
 
+  it('start from an empty root', () => {
+    expect([LIGHT_ROOT.getValue(A), LIGHT_ROOT.deleteValue(A).getValue(A)]).toEqual([undefined, undefined]);
+    expect(trace.getSpan(LIGHT_ROOT)).toBeUndefined();
+  });
+
   it('show the values of the context they lighten', () => {
     const base = ROOT_CONTEXT.setValue(A, 'from the application');
     const light = lighten(base).setValue(B, 'ours');
