@@ -3,6 +3,7 @@
  * Each scenario runs in a fresh process, so `maxRSS` is that scenario's own peak.
  */
 import { parseArgs } from 'node:util';
+import { GCProfiler } from 'node:v8';
 
 export interface ScenarioResult {
   /** Scenario name, e.g. `fanout`, `floor`, `peer:langgraph`. */
@@ -40,6 +41,55 @@ export function scenarioArgs(): { n: number; [key: string]: string | number | bo
 export function peakRssMb(): number {
   // maxRSS is in kilobytes
   return Math.round((process.resourceUsage().maxRSS / 1024) * 10) / 10;
+}
+
+/** What the garbage collector saw over a measured window. */
+export interface GcMeasure {
+  /** Bytes the JavaScript heap took over the window: unlike times, it does not drift with the machine's load. */
+  alloc_mb: number;
+  /** Young-generation collections (scavenges) and their main-thread pauses. */
+  young_gcs: number;
+  young_gc_ms: number;
+  /** All collections' main-thread pauses. */
+  gc_ms: number;
+}
+
+/**
+ * Measures the garbage collector from now until `stop()`: what was allocated (the heap before each collection less
+ * after the one before) and how long collections held the main thread. Tracing's cost is mostly garbage, and wall
+ * time on a shared machine hides it.
+ */
+export function startGcMeasure(): { stop(): GcMeasure } {
+  const profiler = new GCProfiler();
+  profiler.start();
+  const usedAtStart = process.memoryUsage().heapUsed;
+  return {
+    stop() {
+      const usedAtEnd = process.memoryUsage().heapUsed;
+      const stats = profiler.stop()?.statistics ?? [];
+      let alloc = 0;
+      let last = usedAtStart;
+      let young = 0;
+      let youngMs = 0;
+      let allMs = 0;
+      for (const s of stats) {
+        alloc += Math.max(0, s.beforeGC.heapStatistics.usedHeapSize - last);
+        last = s.afterGC.heapStatistics.usedHeapSize;
+        allMs += s.cost / 1000;
+        if (s.gcType === 'Scavenge') {
+          young++;
+          youngMs += s.cost / 1000;
+        }
+      }
+      alloc += Math.max(0, usedAtEnd - last);
+      return {
+        alloc_mb: Math.round(alloc / 1048576),
+        young_gcs: young,
+        young_gc_ms: Math.round(youngMs),
+        gc_ms: Math.round(allMs),
+      };
+    },
+  };
 }
 
 /** Prints the result line the runner reads. */

@@ -17,7 +17,7 @@ import {
   type StorageAdapter,
 } from 'agentry-runtime';
 import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
-import { childAnswer, childGoal, peakRssMb, report, scenarioArgs } from '../lib/measure.js';
+import { childAnswer, childGoal, peakRssMb, report, scenarioArgs, startGcMeasure } from '../lib/measure.js';
 
 export interface FanoutOptions {
   n: number;
@@ -120,11 +120,13 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
   await o.onOpen?.(runtime);
   const t0 = performance.now();
   const cpu0 = process.cpuUsage();
+  const gc = startGcMeasure();
   const roots: string[] = [];
   for (let p = 0; p < o.parents; p++) roots.push((await runtime.create({ goal: `fan out ${o.n} #${p}` })).agent_id);
   const finals = await Promise.all(roots.map((id) => runtime.waitFor(id)));
   const wallMs = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
+  const gcSeen = gc.stop();
   await o.onFinished?.();
 
   // Check the work really happened: every child COMPLETED, every answer saved, the ledger balances.
@@ -151,6 +153,8 @@ export async function runFanout(o: FanoutOptions): Promise<Record<string, unknow
     // This process's CPU (all its threads) over the same window: on a busy machine it drifts less than the wall.
     cpu_ms: Math.round((cpu.user + cpu.system) / 1000),
     peak_rss_mb: peakRssMb(),
+    // What the collector saw over the same window: allocation does not drift with the machine's load.
+    ...gcSeen,
     ledger_rows: ledger.length,
     credits_spent: Math.round((o.credits ?? 1e9) * 1e6 - account.balance) / 1e6,
     peak_model_calls_in_flight: peakInFlight,
