@@ -23,10 +23,11 @@ import {
   toStatusForm,
 } from './records.js';
 import { RetentionOptionsSchema, sweepFinished, type SweepResult } from './retention.js';
-import { parseRuntimeOptions, runSlotsOf, type RuntimeOptions } from './runtime-options.js';
+import { parseRuntimeOptions, type RuntimeOptions } from './runtime-options.js';
 import { installTracing } from './runtime-telemetry.js';
 import {
   closeBase,
+  closeWiring,
   openBase,
   startWiring,
   wireRuntime,
@@ -151,14 +152,7 @@ export class AgentRuntime {
    * calls in flight and waiting.
    */
   load(): views.RuntimeLoad {
-    return {
-      runSlots: {
-        running: this.scheduler.runningCount,
-        waiting: this.scheduler.queuedCount,
-        size: runSlotsOf(this.parts.options),
-      },
-      lanes: this.parts.lanes.load(),
-    };
+    return views.loadOf(this.parts);
   }
 
   /**
@@ -237,7 +231,7 @@ export class AgentRuntime {
     return views.creditWaitsOf(this.parts.credits, await this.row(agentId, scope));
   }
 
-  /** What an agent did (turns, tool calls, its own ledger rows), oldest first: for a timeline such as the console's. */
+  /** What an agent did (turns, tool calls, own ledger rows, status marks), oldest first: for a timeline (the console's). */
   async activity(agentId: string, scope: AccountScope = {}): Promise<views.AgentActivity> {
     return views.activityOf(this.storage, await this.row(agentId, scope));
   }
@@ -443,8 +437,7 @@ export class AgentRuntime {
    * Where another thread can open this runtime's storage read-only, or null when it cannot (in-memory data,
    * PostgreSQL). `startServer` answers polls on a thread of its own from it, opened there with `openSharedReader`.
    *
-   * @example
-   * const location = runtime.sharedStorageLocation(); // { kind: 'sqlite', path: './agentry.db' }, or null
+   * @example const location = runtime.sharedStorageLocation(); // { kind: 'sqlite', path: './agentry.db' }, or null
    */
   sharedStorageLocation(): SharedLocation | null {
     return this.storage.sharedLocation?.() ?? null;
@@ -454,8 +447,7 @@ export class AgentRuntime {
    * What a create under an `Idempotency-Key` stored for an account, or null: the HTTP layer replays it for a retry of
    * `POST /api/agents`. See {@link storeIdempotentResult}.
    *
-   * @example
-   * const stored = await runtime.idempotentResult(accountId, request.headers.get('idempotency-key')!);
+   * @example const stored = await runtime.idempotentResult(accountId, request.headers.get('idempotency-key')!);
    */
   async idempotentResult(accountId: string, key: string): Promise<IdempotencyRecord | null> {
     return this.storage.getIdempotency(
@@ -484,16 +476,7 @@ export class AgentRuntime {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.parts.remote?.close();
-    await this.parts.retention?.close();
-    this.parts.subAgents.close();
-    await this.timers.close();
-    await this.scheduler.close(this.parts.options.closeTimeoutMs);
-    this.parts.credits.close();
-    await this.platform?.close();
-    // Every MCP server process is gone when close() resolves.
-    await this.parts.mcp?.close();
-    await this.storage.close();
+    await closeWiring(this.parts);
   }
 
   private async row(agentId: string, scope: AccountScope): Promise<AgentRow> {

@@ -5,6 +5,8 @@
  * agent did (turns, tool calls, ledger rows) for a timeline; an agent's artifacts and the pages its tools read; the
  * calls of a tree that wait for credits.
  */
+import type { RuntimeWiring } from './runtime-wiring.js';
+import { runSlotsOf } from './runtime-options.js';
 import { z } from 'zod';
 import { parseArgs } from '../base/validate.js';
 import type { AgentRow, LedgerRow, StatusMarkRow, StorageAdapter, ToolCallRow, TurnRow } from '../storage/adapter.js';
@@ -48,6 +50,15 @@ export const MAX_ACTIVITY_TOOL_CALLS = 5_000;
 export interface RuntimeLoad {
   runSlots: { running: number; waiting: number; size: number };
   lanes: Array<{ lane: string; active: number; waiting: number }>;
+}
+
+/** What is running in this process now: the run slots (held and waited for) and each lane's calls. */
+export function loadOf(w: RuntimeWiring): RuntimeLoad {
+  const { scheduler } = w;
+  return {
+    runSlots: { running: scheduler.runningCount, waiting: scheduler.queuedCount, size: runSlotsOf(w.options) },
+    lanes: w.lanes.load(),
+  };
 }
 
 /**

@@ -287,6 +287,23 @@ export async function startWiring(w: RuntimeWiring): Promise<void> {
   await recover(w);
 }
 
+/**
+ * Stops what a runtime runs, each part after what depends on it: no new steps or timers, steps in flight get
+ * `closeTimeoutMs` and are then aborted, holds end, the tools' services and MCP server processes stop (every one is
+ * gone when this resolves), and the storage closes last.
+ */
+export async function closeWiring(w: RuntimeWiring): Promise<void> {
+  w.remote?.close();
+  await w.retention?.close();
+  w.subAgents.close();
+  await w.timers.close();
+  await w.scheduler.close(w.options.closeTimeoutMs);
+  w.credits.close();
+  await w.platform?.close();
+  await w.mcp?.close();
+  await w.storage.close();
+}
+
 async function ensureDefaultAccount({ storage, clock, options }: RuntimeBase): Promise<void> {
   const { id, credits } = options.defaultAccount;
   if (await storage.getAccount(id)) return;
