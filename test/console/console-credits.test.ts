@@ -8,7 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CHROMIUM_FLAGS } from '../../src/browser/browser-pool.js';
 import type { LedgerEntry } from '../../src/core/accounts.js';
 import { CONSOLE_LEDGER_PAGE_ROWS } from '../../src/http/console/api.js';
-import { chromium, runBrowser } from '../browser/support.js';
+import { browserSkipReason, chromium, runBrowser } from '../browser/support.js';
+import { skippable } from '../support/skip.js';
 import { openConsoleBed, signIn, type ConsoleBed } from './support.js';
 
 let bed: ConsoleBed;
@@ -120,7 +121,7 @@ describe('the credits page', () => {
   });
 
   it.runIf(runBrowser)(
-    'the settings page shows the newest 100 entries, then older ones',
+    skippable('the settings page shows the newest 100 entries, then older ones', browserSkipReason),
     { timeout: 60_000 },
     async () => {
       if (!chromium.found) throw new Error(chromium.reason);
