@@ -60,7 +60,7 @@ import {
   searchNeedle,
   yieldToOthers,
 } from './search.js';
-import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from './validate.js';
+import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead, checkStatusChange } from './validate.js';
 
 interface StoredAgent {
   seq: number;
@@ -440,6 +440,7 @@ class MemoryStorage implements StorageAdapter {
   }
 
   async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
+    checkStatusChange(change);
     const a = this.agents.get(agentId);
     if (!a || !change.from.includes(a.row.status)) return null;
     const previous = a.row.status;

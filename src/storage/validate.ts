@@ -1,16 +1,29 @@
 /**
  * @module storage/validate
- * The checks of an artifact or a page read that need no data, shared by every adapter so that they refuse the same
+ * The checks of an artifact, a page read or a status change that need no data, shared by every adapter so that they refuse the same
  * things with the same messages. What needs the data (the agent exists, its artifacts' total) each adapter checks
  * inside its own transaction.
  */
 import { createHash } from 'node:crypto';
 import { AgentryError } from '../errors.js';
-import type { ArtifactLimits, ArtifactRow, PageReadRow } from './adapter.js';
+import type { ArtifactLimits, ArtifactRow, PageReadRow, StatusChange } from './adapter.js';
 
 /** SHA-256 of a page text (its UTF-8 bytes), lowercase hex: the key a page text is stored under. */
 export function pageTextSha256(text: string): string {
   return createHash('sha256').update(text, 'utf8').digest('hex');
+}
+
+/**
+ * Refuses a marked status change that does not name exactly one status to move from: the mark stores that one as the
+ * agent's `previous`, and every adapter must store the same thing.
+ */
+export function checkStatusChange(change: StatusChange): void {
+  if (change.mark === true && change.from.length !== 1) {
+    throw new AgentryError(
+      'invalid_request',
+      `A marked status change names exactly one status to move from, got ${JSON.stringify(change.from)}`,
+    );
+  }
 }
 
 /** Refuses an artifact whose `size` is not its bytes' length, or that is larger than `limits.maxBytes` alone. */

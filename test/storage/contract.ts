@@ -1085,6 +1085,25 @@ export function storageContract(name: string, makeStorage: () => Promise<Storage
           expect(await s.listStatusMarks('nope')).toEqual([]);
         });
 
+        it('refuses a marked change that does not name exactly one status to move from, and writes nothing', async () => {
+          await s.insertAgents([agent('a')], [], []);
+          for (const from of [[], ['ACTIVE', 'PAUSED']] as const) {
+            await expect(
+              s.changeStatus('a', { from, to: 'PAUSED', patch: { status_message: 'Paused' }, mark: true }, at(1)),
+            ).rejects.toThrow(/exactly one status to move from/);
+          }
+          expect((await s.getAgent('a'))!.status).toBe('ACTIVE');
+          expect(await s.listStatusMarks('a')).toEqual([]);
+          // Unmarked, several statuses to move from are fine.
+          expect(
+            await s.changeStatus(
+              'a',
+              { from: ['ACTIVE', 'PAUSED'], to: 'PAUSED', patch: { status_message: 'x' } },
+              at(2),
+            ),
+          ).not.toBeNull();
+        });
+
         it('marks changes started together, of several agents and of one agent twice', async () => {
           await s.insertAgents([agent('a'), agent('b'), agent('c')], [], []);
           await Promise.all([

@@ -31,6 +31,7 @@ import { MAX_STATUS_MARKS } from '../adapter.js';
 import { MAX_SEARCH_MATCHES, SEARCH_BUDGET_MS, SEARCH_PREFIX_CHARS, searchNeedle } from '../search.js';
 import { foldTreeTotals, type TreeTotalsGroup } from '../tree-totals.js';
 import { LeaseLostError } from '../workers.js';
+import { checkStatusChange } from '../validate.js';
 import { releaseAgentReservationsIn } from './accounts.js';
 import { groupCommit } from './batcher.js';
 import { LEASE_GONE, type Db, type Query } from './db.js';
@@ -535,6 +536,7 @@ export function agentsStore(db: Db): AgentsStore {
     },
 
     async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
+      checkStatusChange(change);
       // Group commit: the status changes asked for while a batch is on its way go in one conditional UPDATE.
       return changeStatus({ agentId, change, updatedAt });
     },

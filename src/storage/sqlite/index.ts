@@ -79,7 +79,13 @@ import {
   type Statements,
   type Stmt,
 } from './statements.js';
-import { agentArtifactsTooLarge, artifactExists, checkArtifact, checkPageRead } from '../validate.js';
+import {
+  agentArtifactsTooLarge,
+  artifactExists,
+  checkArtifact,
+  checkPageRead,
+  checkStatusChange,
+} from '../validate.js';
 import { SqliteWriter, type WriteOp, type WriteOps, type WriteRequest, type WriteResults } from './writer.js';
 
 /** Characters of a needle that the trigram index is asked for (the rest is checked on its candidates). */
@@ -661,6 +667,7 @@ class SqliteStorage implements SqliteStorageAdapter {
   }
 
   async changeStatus(agentId: string, change: StatusChange, updatedAt: string): Promise<AgentRow | null> {
+    checkStatusChange(change);
     return this.write('changeStatus', agentId, change, updatedAt);
   }
 
