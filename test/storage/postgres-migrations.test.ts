@@ -233,4 +233,5 @@ const RELEASED: Record<number, string> = {
   11: 'ledger by agent: 9e6ed9cd33077673',
   12: 'model call latency, status marks: 17b2955f2f2ce3cb',
   13: 'goal search beside the agents: f2db404225939506',
+  14: 'step commit answers built once: a9af6c5359972aa0',
 };
