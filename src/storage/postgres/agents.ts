@@ -68,7 +68,10 @@ const AGENT_FIELDS = [
 const AGENT_COLUMNS = AGENT_FIELDS.join(', ');
 const ASCII_UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
 const ASCII_LOWER = 'abcdefghijklmnopqrstuvwxyz';
-/** What a goal search matches against: the goal's searched prefix, ASCII-lowered (migration 8 indexes it). */
+/**
+ * What a goal search matches against: the goal's searched prefix, ASCII-lowered. Written once per agent into
+ * `agent_goals.search_text` (migration 13 indexes it there, apart from the agents' rows that every step rewrites).
+ */
 export const GOAL_SEARCH_EXPRESSION = `translate(left(goal, ${SEARCH_PREFIX_CHARS}), '${ASCII_UPPER}', '${ASCII_LOWER}')`;
 /** PostgreSQL's code for a statement ended by statement_timeout. */
 const QUERY_CANCELED = '57014';
@@ -403,6 +406,12 @@ export function agentsStore(db: Db): AgentsStore {
           AGENT_TYPES,
           agents.map((a) => ({ ...a, tree_reserved: 0 })),
         );
+        // The goals' searched text, once: the agents' own rows are rewritten at every step, this one never.
+        await q(
+          `INSERT INTO agent_goals (agent_id, search_text)
+           SELECT agent_id, ${GOAL_SEARCH_EXPRESSION} FROM unnest($1::text[], $2::text[]) AS g(agent_id, goal)`,
+          [ids, agents.map((a) => a.goal)],
+        );
         const parents = agents.flatMap((a) => (a.parent_id ? [a.parent_id] : []));
         if (parents.length > 0) {
           // After the insert: a parent may be in the same batch.
@@ -480,10 +489,10 @@ export function agentsStore(db: Db): AgentsStore {
       if (query.status !== undefined) add((n) => `status = ${n}`, query.status);
       const order = query.order === 'newest' ? 'DESC' : 'ASC';
       if (query.goal_contains !== undefined) {
-        // The expression of migration 8's pg_trgm index, letter for letter (ASCII folded as SQLite's lower() does,
-        // storage/search.ts), so the planner can use it; LIKE's own wildcards in the needle are escaped.
+        // The searched text (ASCII folded as SQLite's lower() does, storage/search.ts) is agent_goals', whose pg_trgm
+        // index (migration 13) finds the matching agents; LIKE's own wildcards in the needle are escaped.
         const needle = searchNeedle(query.goal_contains).replace(/[\\%_]/g, '\\$&');
-        add((n) => `${GOAL_SEARCH_EXPRESSION} LIKE ${n}`, `%${needle}%`);
+        add((n) => `agent_id IN (SELECT agent_id FROM agent_goals WHERE search_text LIKE ${n})`, `%${needle}%`);
         return db.tx(async (q) => {
           // The work budget: the server ends a search that runs longer (off this process's thread).
           const budget = Math.max(1, Math.round(query.budget_ms ?? SEARCH_BUDGET_MS));
@@ -561,7 +570,15 @@ export function agentsStore(db: Db): AgentsStore {
         if (root.parent_id) {
           await q('UPDATE agents SET sub_agent_count = sub_agent_count - 1 WHERE agent_id = $1', [root.parent_id]);
         }
-        for (const table of ['messages', 'turns', 'tool_calls', 'tool_state', 'status_marks', 'agents']) {
+        for (const table of [
+          'messages',
+          'turns',
+          'tool_calls',
+          'tool_state',
+          'status_marks',
+          'agent_goals',
+          'agents',
+        ]) {
           await q(`DELETE FROM ${table} WHERE agent_id = ANY($1::text[])`, [ids]);
         }
         return ids;

@@ -25,6 +25,8 @@ import { migration as m009 } from './009-prompt-cache-tokens.js';
 import { migration as m010 } from './010-one-schema-for-every-build.js';
 import { migration as m011 } from './011-ledger-by-agent.js';
 import { migration as m012 } from './012-latency-and-status-marks.js';
+import { migration as m013 } from './013-goal-search-beside-agents.js';
+import { migration as m014 } from './014-step-commit-answers-built-once.js';
 
 export type { Migration } from './migration.js';
 
@@ -41,6 +43,8 @@ export const MIGRATIONS: readonly Migration[] = [
   m010,
   m011,
   m012,
+  m013,
+  m014,
 ];
 
 /** The schema version this code writes: the last migration's. */
