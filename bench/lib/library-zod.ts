@@ -9,10 +9,12 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import type * as Zod from 'zod';
 
 const fromLibrary = createRequire(fileURLToPath(import.meta.resolve('agentry-runtime')));
 const manifest = fromLibrary.resolve('zod/package.json');
 // zod's ES module entry (what the library's `import 'zod'` loads), not its CommonJS one: those are two copies too.
-const entry = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: { '.': { import: string } } }).exports['.'].import;
+const entry = (JSON.parse(readFileSync(manifest, 'utf8')) as { exports: { '.': { import: string } } }).exports['.']
+  .import;
 
-export const { z } = (await import(pathToFileURL(join(dirname(manifest), entry)).href)) as typeof import('zod');
+export const { z } = (await import(pathToFileURL(join(dirname(manifest), entry)).href)) as typeof Zod;
