@@ -13,7 +13,7 @@
  *   npx tsx bench/scenarios/cache-cost.ts --kind fanout --n 1000      (from the root, on the sources)
  */
 import { parseArgs } from 'node:util';
-import { z } from 'zod';
+import { z } from '../lib/library-zod.js';
 import {
   AgentRuntime,
   anthropicProvider,

@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import pg from 'pg';
 import { serverCpuMs } from '../lib/postgres-cpu.js';
-import { z } from 'zod';
+import { z } from '../lib/library-zod.js';
 import { AgentRuntime, defineTool, type ModelRequest } from 'agentry-runtime';
 import { postgresStorage } from 'agentry-runtime/storage/postgres';
 import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';

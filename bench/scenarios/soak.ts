@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
+import { z } from '../lib/library-zod.js';
 import { AgentRuntime, defineTool, sqliteStorage, type ModelRequest } from 'agentry-runtime';
 import { scriptedModel, type ScriptedTurn } from 'agentry-runtime/testing';
 import type Database from 'better-sqlite3';

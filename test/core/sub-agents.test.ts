@@ -6,6 +6,7 @@ import { AgentRuntime, memoryStorage, type ModelRequest, type StorageAdapter } f
 import { scriptedModel } from 'agentry-runtime/testing';
 import type { ScriptedTurn } from 'agentry-runtime/testing';
 import { eventually, openTestRuntime } from '../support/runtime.js';
+import { SPAWN_CHUNK } from '../../src/core/sub-agents.js';
 
 const goalOf = (req: ModelRequest) => (req.messages[0]!.content[0] as { text: string }).text;
 
@@ -244,9 +245,9 @@ describe('sub-agents', () => {
     });
     const { agent_id } = await first.create({ goal: 'fan out 1500' });
     await first.step(agent_id); // the model asks for 1,500 sub-agents
-    void first.step(agent_id); // the spawn writes 1,000, then the process dies mid-write
+    void first.step(agent_id); // the spawn writes its first chunk, then the process dies mid-write
     await eventually(
-      async () => (await storage.countChildrenByStatus(agent_id, '')).STARTING_UP === 1000,
+      async () => (await storage.countChildrenByStatus(agent_id, '')).STARTING_UP === SPAWN_CHUNK,
       5_000,
       'first chunk',
     );
