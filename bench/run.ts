@@ -60,6 +60,14 @@ const SCENARIOS: Scenario[] = [
     quick: ['--n', '1000', '--lane', '64'],
     medianOf: 'wall_ms',
   },
+  // The same on the memory storage: nothing persisted, as in the peers that keep no state (like for like with them).
+  {
+    id: 'fanout-10k-memory',
+    file: 'scenarios/agentry-fanout.js',
+    args: ['--n', '10000', '--lane', '64', '--storage', 'memory'],
+    quick: ['--n', '1000', '--lane', '64', '--storage', 'memory'],
+    medianOf: 'wall_ms',
+  },
   // 1,000 children on an account of 100 credits (the run costs ~40): worst-case holds fill the balance many times over,
   // so most children wait for credits; every one must complete.
   {
@@ -377,6 +385,17 @@ const targets = [
     target: `${p} wall / fanout-10k wall`,
     value: ratio(num(p, 'wall_ms'), num('fanout-10k', 'wall_ms')),
     limit: '> 1 (agentry faster)',
+  })),
+  // Like for like: the peers that persist nothing against agentry on the memory storage; LangGraph (a SQLite
+  // checkpointer) against agentry on SQLite.
+  ...[
+    ['peer:ai-sdk', 'fanout-10k-memory'],
+    ['peer:openai-agents', 'fanout-10k-memory'],
+    ['peer:langgraph', 'fanout-10k'],
+  ].map(([p, ours]) => ({
+    target: `${p} wall / ${ours} wall (like for like)`,
+    value: ratio(num(p!, 'wall_ms'), num(ours!, 'wall_ms')),
+    limit: '>= 2',
   })),
 ];
 const meets = (value: number | undefined, limit: string) => {

@@ -11,6 +11,7 @@ import { z } from '../lib/library-zod.js';
 import {
   AgentRuntime,
   defineTool,
+  memoryStorage,
   sqliteStorage,
   type ModelProvider,
   type ModelRequest,
@@ -176,12 +177,15 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     lane: Number(args.lane),
     credits: Number(args.credits),
     tracing: args.tracing === true,
+    // `--storage memory`: nothing persisted, like the peers that keep no state (bench/peers/README.md)
+    ...(args.storage === 'memory' ? { storage: () => memoryStorage() } : {}),
   });
   const latency = Number(args.latency);
   const ideal = latency > 0 ? (2 * latency * args.n * Number(args.parents)) / Number(args.lane) : undefined;
   report({
     name: latency > 0 ? 'latency' : 'fanout',
     ...(result as { n: number; wall_ms: number; peak_rss_mb: number }),
+    storage: args.storage === 'memory' ? 'memory' : 'sqlite',
     ...(ideal ? { ideal_ms: ideal, wall_over_ideal: Math.round((Number(result.wall_ms) / ideal) * 1000) / 1000 } : {}),
   });
 }
