@@ -190,4 +190,21 @@ describe.skipIf(!reachable && !strict)(skippable('Leases on PostgreSQL', !strict
       frozen.mockRestore();
     }
   });
+
+  it('claims nothing while its last renewal is overdue: its view of what it holds is stale until it renews', async () => {
+    const { schema, creator } = await creatorOf();
+    const { agent_id: id } = await creator.create({ goal: 'claim me later' });
+    const a = worker(schema, { leaseMs: 60_000, heartbeatMs: 20_000, goneAfterMs: 1_000 });
+    await a.storage.init();
+    await a.storage.workers!.start(a.hooks, () => 0);
+
+    const now = performance.now.bind(performance);
+    const frozen = vi.spyOn(performance, 'now').mockImplementation(() => now() + 5_000);
+    try {
+      expect(await a.storage.workers!.claim([id], 1)).toEqual([]);
+    } finally {
+      frozen.mockRestore();
+    }
+    expect(await a.storage.workers!.claim([id], 1)).toEqual([id]);
+  });
 });

@@ -209,6 +209,8 @@ export class PgWorkers implements WorkerCoordination {
   }
 
   async claim(agentIds: readonly string[], limit: number): Promise<string[]> {
+    // A worker whose last renewal is overdue claims nothing until it has renewed (see claimWhileRoom).
+    if (this.overdue()) return [];
     const wanted = agentIds.filter((id) => !this.holds(id));
     const results = await Promise.all(wanted.map((id) => this.claimIds({ id, limit })));
     return wanted.filter((_, i) => results[i]);
@@ -263,6 +265,11 @@ export class PgWorkers implements WorkerCoordination {
   private async claimWhileRoom(): Promise<void> {
     try {
       while (this.workSeen < this.workSignals && !this.stopped) {
+        // Not while this worker's last renewal is overdue: it may have been frozen and taken for gone, and its view of
+        // what it holds is stale until the next renewal reports what it lost. An agent claimed again before that
+        // would look kept to the renewal, and a call its old driver still runs would never be told to stop. The next
+        // heartbeat asks again.
+        if (this.overdue()) break;
         const signals = this.workSignals;
         const room = Math.min(this.capacity(), CLAIM_BATCH);
         if (room <= 0) break; // asked again when a run slot frees up
