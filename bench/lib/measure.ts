@@ -25,6 +25,8 @@ export function scenarioArgs(): { n: number; [key: string]: string | number | bo
       latency: { type: 'string', default: '0' },
       lane: { type: 'string', default: '1000' },
       credits: { type: 'string', default: '1000000000' },
+      // agentry-fanout: `memory` runs on the memory storage (nothing persisted); anything else on SQLite
+      storage: { type: 'string', default: 'sqlite' },
     },
     strict: false,
   });
