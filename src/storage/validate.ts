@@ -1,8 +1,8 @@
 /**
  * @module storage/validate
- * The checks of an artifact, a page read or a status change that need no data, shared by every adapter so that they refuse the same
- * things with the same messages. What needs the data (the agent exists, its artifacts' total) each adapter checks
- * inside its own transaction.
+ * The checks of an artifact, a page read or a status change that need no data, shared by every adapter so that they
+ * refuse the same things with the same messages. What needs the data (the agent exists, its artifacts' total) each
+ * adapter checks inside its own transaction.
  */
 import { createHash } from 'node:crypto';
 import { AgentryError } from '../errors.js';
