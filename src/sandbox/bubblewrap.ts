@@ -11,18 +11,21 @@
  * as is the sum over every workspace of the run's account (`accountWorkspaceBytes`).
  *
  * CPU time is measured for the whole sandbox, detached processes included: by the run's cgroup where there is one
- * (`cpuacct.usage`, v2 `cpu.stat`). Without one, by sampling the process tree under bwrap's init in /proc every
- * quarter second: each process's own time plus what it reaped (`cutime`, `cstime`), the init's included, which has
- * reaped every orphan, detached ones among them; and by the command's own report of what it waited for. What that
- * misses: the last quarter second of processes that end together with the run, and any process whose parent set
- * SIGCHLD to SIG_IGN (reaped by nobody, its time reaches no parent) after the last sample (SECURITY.md,
- * "Resource bounds").
+ * (`cpuacct.usage`, v2 `cpu.stat`). Without one, by sampling the process tree under bwrap's init in /proc: each
+ * process's own time plus what it reaped (`cutime`, `cstime`), the init's included, which has reaped every orphan,
+ * detached ones among them. The tree is sampled every quarter second (for a run that is killed), and once more when
+ * the command has ended but before the sandbox may end: the command's shell reports what it waited for on fd 3 and
+ * then waits for the host's answer there, so the last sample sees every process that ran, and the ones still running
+ * (killed with the pid namespace a moment later). What that misses: a process whose parent set SIGCHLD to SIG_IGN
+ * (reaped by nobody, its time reaches no parent) after the last quarter-second sample (SECURITY.md, "Resource
+ * bounds").
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants, readFileSync } from 'node:fs';
 import { access, chown, lstat, mkdtemp, readlink, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
+import type { Duplex } from 'node:stream';
 import { AgentryError } from '../errors.js';
 import { bubblewrapArgv, commandArgv, DEFAULT_ETC, sandboxEnv, type RootEntry } from './bubblewrap-argv.js';
 import { findMemoryCgroups, type MemoryCgroups, type RunCgroup } from './memory-cgroup.js';
@@ -369,16 +372,32 @@ export function bubblewrapSandbox(options: BubblewrapSandboxOptions = {}): Sandb
     // Without a cgroup, the whole tree's CPU is sampled (see the module's comment).
     let sampledCpuMs: number | undefined;
     let cpuTimer: NodeJS.Timeout | undefined;
-    const sampleCpu = () => {
+    const sampleTree = () => {
       if (ended || child.pid === undefined) return;
       const ms = treeCpuMs(childrenOf(child.pid));
       if (ms !== undefined) sampledCpuMs = Math.max(sampledCpuMs ?? 0, ms);
-      cpuTimer = setTimeout(sampleCpu, CPU_SAMPLE_MS);
     };
-    if (!extras.cgroup) cpuTimer = setTimeout(sampleCpu, CPU_SAMPLE_MS / 2);
+    const sampleEvery = () => {
+      sampleTree();
+      if (!ended) cpuTimer = setTimeout(sampleEvery, CPU_SAMPLE_MS);
+    };
+    if (!extras.cgroup) cpuTimer = setTimeout(sampleEvery, CPU_SAMPLE_MS / 2);
+    // The command's shell writes its `times` (two lines) on fd 3 and waits for a line back: the last sample is taken
+    // in between, while the sandbox and every process in it still exist. Without it a run that ends between two
+    // samples would go unbilled for its last quarter second, or entirely when it is shorter than that.
     let cpuReport = '';
-    (child.stdio[3] as NodeJS.ReadableStream).on('data', (chunk: Buffer) => {
+    let answered = false;
+    const reporter = child.stdio[3] as Duplex;
+    reporter.on('error', () => undefined);
+    reporter.on('data', (chunk: Buffer) => {
       if (cpuReport.length < 256) cpuReport += chunk.toString('utf8');
+      if (answered || cpuReport.split('\n').length < 3) return;
+      answered = true;
+      if (!extras.cgroup) {
+        clearTimeout(cpuTimer);
+        sampleTree();
+      }
+      reporter.write('\n');
     });
     child.on('exit', () => {
       // The command is done, or bwrap was killed: either way the pid namespace is gone with bwrap's init.
@@ -641,11 +660,12 @@ function positiveLimit(name: string, value: number): void {
 
 /**
  * The command runs as the child of a shell that, when it has ended, writes the CPU time of the command and every
- * process it waited for (`times`) to fd 3. The command does not inherit fd 3 (`3>&-`), so it cannot forge the figure;
- * the shell exits with the command's status (128 + signal when a signal killed it). What the command did not wait
- * for is in the cgroup's figure, or the sampled tree's.
+ * process it waited for (`times`) to fd 3, then waits for a line back on it (the host's last sample of the tree is
+ * taken in between). The command does not inherit fd 3 (`3>&-`), so it can neither forge the figure nor answer; the
+ * shell exits with the command's status (128 + signal when a signal killed it). What the command did not wait for is
+ * in the cgroup's figure, or the sampled tree's.
  */
-const CPU_REPORTER = '"$@" 3>&-; status=$?; times >&3; exit $status';
+const CPU_REPORTER = '"$@" 3>&-; status=$?; times >&3; read -r _ <&3; exit $status';
 
 /** `times` prints the shell's own user and system time, then its children's: `0m0.430000s 0m0.010000s`. */
 function cpuTimeOf(report: string): { cpuMs?: number } {
